@@ -1,0 +1,449 @@
+package authority
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"regexp"
+	"sync"
+	"time"
+)
+
+// Defaults for leases.
+const (
+	DefaultLeaseTTL = 2 * time.Minute
+	DefaultSkew     = 5 * time.Second
+	// maxAttempts bounds the conflict-retry loop of one operation; far above what 64 racers need.
+	maxAttempts = 2000
+)
+
+var phaseRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Authority runs the latest-wins protocol over a Store. It is safe for concurrent use. It remembers
+// the last revision it wrote of each document, so a pass that goes on in the same process writes
+// without reading first; a stale memory costs one failed condition and a re-read, never a wrong
+// decision, because every write is conditional on the revision it was computed from.
+type Authority struct {
+	store Store
+	clock Clock
+	skew  time.Duration
+	log   *slog.Logger
+
+	mu    sync.Mutex
+	cache map[string][]byte // key -> JSON of the last document this process wrote or read
+}
+
+// Option configures an Authority.
+type Option func(*Authority)
+
+// WithClock sets the clock (tests use a fake one).
+func WithClock(c Clock) Option { return func(a *Authority) { a.clock = c } }
+
+// WithSkew sets the margin past a lease's expiry before another holder may take it over.
+func WithSkew(d time.Duration) Option { return func(a *Authority) { a.skew = d } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(a *Authority) { a.log = l } }
+
+// New returns an Authority over store.
+func New(store Store, opts ...Option) *Authority {
+	a := &Authority{store: store, clock: systemClock{}, skew: DefaultSkew, log: slog.New(slog.DiscardHandler), cache: map[string][]byte{}}
+	for _, o := range opts {
+		o(a)
+	}
+	return a
+}
+
+// Now is the Authority's clock reading.
+func (a *Authority) Now() time.Time { return a.clock.Now() }
+
+// Skew is the expiry margin in force.
+func (a *Authority) Skew() time.Duration { return a.skew }
+
+// Accept records an intent and returns its generation. With claim, the pass that made the intent
+// also claims the intent's scopes in the same write.
+func (a *Authority) Accept(ctx context.Context, in Intent, claim bool) (*AcceptResult, error) {
+	if err := in.validate(); err != nil {
+		return nil, err
+	}
+	var res *AcceptResult
+	_, err := a.update(ctx, EnvKey(in.Environment), func(d *Doc, now time.Time) (bool, error) {
+		if d.Env == nil {
+			d.Env = newEnv(in.Environment)
+		}
+		res = d.Env.accept(&in, now)
+		changed := !res.Duplicate
+		if claim && len(res.Accepted) > 0 {
+			cr := d.Env.claim(res.Generation, res.Accepted, now)
+			res.Claim = cr
+			changed = changed || len(cr.Claimed) > 0
+		}
+		return changed, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("accept intent %q in %s: %w", in.ID, in.Environment, err)
+	}
+	a.log.InfoContext(ctx, "accepted", "environment", in.Environment, "intent", in.ID, "generation", res.Generation, "duplicate", res.Duplicate)
+	return res, nil
+}
+
+// Claim claims scopes for the pass at gen; nil scopes claims every pending scope.
+func (a *Authority) Claim(ctx context.Context, env string, gen int64, scopes []string) (*ClaimResult, error) {
+	if err := ValidateEnvironment(env); err != nil {
+		return nil, err
+	}
+	if err := validateScopes(scopes, false); err != nil {
+		return nil, err
+	}
+	var res *ClaimResult
+	_, err := a.update(ctx, EnvKey(env), func(d *Doc, now time.Time) (bool, error) {
+		if err := checkGeneration(d, env, gen); err != nil {
+			return false, err
+		}
+		before := d.Env.EventSeq
+		res = d.Env.claim(gen, scopes, now)
+		return d.Env.EventSeq != before, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim in %s at generation %d: %w", env, gen, err)
+	}
+	return res, nil
+}
+
+func checkGeneration(d *Doc, env string, gen int64) error {
+	if d.Env == nil {
+		return &InputError{Field: "environment", Value: env, Fix: "nothing was ever accepted for it; check the name, or accept an intent first (latestwins claim)"}
+	}
+	if gen < 1 || gen > d.Env.Desired {
+		return &InputError{Field: "generation", Value: fmt.Sprint(gen),
+			Fix: fmt.Sprintf("%s has generations 1 to %d; pass the generation your claim returned", env, d.Env.Desired)}
+	}
+	return nil
+}
+
+// GateRequest asks to enter a phase.
+type GateRequest struct {
+	Environment string
+	Generation  int64
+	Scopes      []string
+	Phase       string
+	Holder      string
+	// LeaseTTL > 0 also grants a lease on every scope; 0 is a pure authority check.
+	LeaseTTL time.Duration
+}
+
+// Gate checks that the pass may enter its next phase for every scope and, when asked, grants the
+// leases of all of them in the same write. It returns a *SupersededError or a *HeldError when it may not.
+func (a *Authority) Gate(ctx context.Context, r GateRequest) (*Grant, error) {
+	if err := ValidateEnvironment(r.Environment); err != nil {
+		return nil, err
+	}
+	if err := validateScopes(r.Scopes, true); err != nil {
+		return nil, err
+	}
+	if !phaseRE.MatchString(r.Phase) {
+		return nil, &InputError{Field: "phase", Value: r.Phase, Fix: "use a lowercase phase name such as build, deploy or publish"}
+	}
+	if r.LeaseTTL > 0 {
+		if err := validateHolder(r.Holder); err != nil {
+			return nil, err
+		}
+	}
+	var g *Grant
+	_, err := a.update(ctx, EnvKey(r.Environment), func(d *Doc, now time.Time) (bool, error) {
+		if err := checkGeneration(d, r.Environment, r.Generation); err != nil {
+			return false, err
+		}
+		before := d.Env.EventSeq
+		var err error
+		g, err = d.Env.gate(r.Generation, r.Scopes, r.Phase, r.Holder, r.LeaseTTL, now, a.skew)
+		return d.Env.EventSeq != before, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gate %s in %s at generation %d: %w", r.Phase, r.Environment, r.Generation, err)
+	}
+	return g, nil
+}
+
+// Renew extends the leases of a grant by ttl. It returns a *LostError when any of them is no longer
+// the caller's.
+func (a *Authority) Renew(ctx context.Context, g *Grant, ttl time.Duration) error {
+	if len(g.Tokens) == 0 {
+		return &InputError{Field: "grant", Fix: "renew a grant that holds leases (gate with a lease TTL)"}
+	}
+	_, err := a.update(ctx, EnvKey(g.Environment), func(d *Doc, now time.Time) (bool, error) {
+		if d.Env == nil {
+			return false, &LostError{Resource: g.Environment, Reason: "environment not found"}
+		}
+		err := d.Env.renew(g, ttl, now)
+		return err == nil, err
+	})
+	if err != nil {
+		return fmt.Errorf("renew lease in %s: %w", g.Environment, err)
+	}
+	return nil
+}
+
+// Release gives up the leases of a grant, if they are still the caller's.
+func (a *Authority) Release(ctx context.Context, g *Grant) error {
+	if len(g.Tokens) == 0 {
+		return nil
+	}
+	_, err := a.update(ctx, EnvKey(g.Environment), func(d *Doc, now time.Time) (bool, error) {
+		if d.Env == nil {
+			return false, nil
+		}
+		scopes := sortedKeys(g.Tokens)
+		if d.Env.checkTokens(scopes, g.Holder, g.Tokens) != nil {
+			return false, nil
+		}
+		d.Env.release(scopes, g.Holder, g.Tokens)
+		for _, s := range scopes {
+			d.Env.record(now, Event{Kind: EventReleased, Scope: s, Generation: g.Generation, Holder: g.Holder, Token: g.Tokens[s],
+				Message: fmt.Sprintf("Pass %d released %s", g.Generation, s)})
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("release lease in %s: %w", g.Environment, err)
+	}
+	return nil
+}
+
+// Complete records how a pass ended and releases its leases, in one write fenced by its tokens.
+// Success needs the deploy leases' tokens. A superseded pass changes nothing but the timeline.
+func (a *Authority) Complete(ctx context.Context, c Completion) (*CompleteResult, error) {
+	if err := ValidateEnvironment(c.Environment); err != nil {
+		return nil, err
+	}
+	if err := validateScopes(c.Scopes, true); err != nil {
+		return nil, err
+	}
+	if _, err := ParseOutcome(string(c.Outcome)); err != nil {
+		return nil, err
+	}
+	if c.Outcome == OutcomeSuccess {
+		for _, s := range c.Scopes {
+			if _, ok := c.Tokens[s]; !ok {
+				return nil, &InputError{Field: "token", Value: s,
+					Fix: "a successful deploy is recorded with the fencing token of its lease; gate the deploy phase with a lease first"}
+			}
+		}
+	}
+	if c.Outcome == OutcomeFailure && (c.Attempt < 1 || c.MaxAttempts < 1) {
+		return nil, &InputError{Field: "attempt", Value: fmt.Sprintf("%d of %d", c.Attempt, c.MaxAttempts),
+			Fix: "give the attempt number (1 or more) and max-attempts (1 or more) with a failure"}
+	}
+	var res *CompleteResult
+	_, err := a.update(ctx, EnvKey(c.Environment), func(d *Doc, now time.Time) (bool, error) {
+		if err := checkGeneration(d, c.Environment, c.Generation); err != nil {
+			return false, err
+		}
+		var err error
+		res, err = d.Env.complete(&c, now)
+		return err == nil, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("complete generation %d in %s: %w", c.Generation, c.Environment, err)
+	}
+	return res, nil
+}
+
+// Unlock frees a lease by hand and records who did it and why. The resource is ENV/SCOPE for a
+// scope's deploy lease, or the name of a named lease. It returns the lease as it was.
+func (a *Authority) Unlock(ctx context.Context, resource, reason, actor string) (Lease, error) {
+	if reason == "" {
+		return Lease{}, &InputError{Field: "reason", Fix: "say why the lease is unlocked (--reason TEXT); it goes in the timeline"}
+	}
+	env, scope, splitErr := SplitResource(resource)
+	if splitErr == nil {
+		var prev Lease
+		var found bool
+		d, err := a.update(ctx, EnvKey(env), func(d *Doc, now time.Time) (bool, error) {
+			if d.Env == nil || d.Env.Scopes[scope] == nil {
+				return false, nil
+			}
+			prev, found = d.Env.unlock(scope, reason, actor, now)
+			return found, nil
+		})
+		if err != nil {
+			return Lease{}, fmt.Errorf("unlock %s: %w", resource, err)
+		}
+		if d.Env != nil && d.Env.Scopes[scope] != nil {
+			if !found {
+				return Lease{}, fmt.Errorf("unlock %s: %w", resource, ErrNotFound)
+			}
+			return prev, nil
+		}
+	}
+	var prev Lease
+	d, err := a.update(ctx, LeaseKey(resource), func(d *Doc, now time.Time) (bool, error) {
+		if d.Lease == nil || d.Lease.Lease.Holder == "" {
+			return false, nil
+		}
+		prev = d.Lease.Lease
+		d.Lease.Lease.Holder, d.Lease.Lease.ExpiresAt = "", time.Time{}
+		d.Lease.record(now, Event{Kind: EventUnlocked, Holder: prev.Holder, Token: prev.Token,
+			Message: fmt.Sprintf("Unlocked by %s: %s (was held by %s for %s)", orUnknown(actor), reason, prev.Holder, prev.Purpose)})
+		return true, nil
+	})
+	if err != nil {
+		return Lease{}, fmt.Errorf("unlock %s: %w", resource, err)
+	}
+	if d.Lease == nil || prev.Holder == "" {
+		if splitErr != nil && d.Lease == nil {
+			return Lease{}, fmt.Errorf("unlock %s: no such lease (%v): %w", resource, splitErr, ErrNotFound)
+		}
+		return Lease{}, fmt.Errorf("unlock %s: not locked: %w", resource, ErrNotFound)
+	}
+	return prev, nil
+}
+
+// Status reads an environment's current state from the store (never from memory).
+func (a *Authority) Status(ctx context.Context, env string) (*Env, error) {
+	if err := ValidateEnvironment(env); err != nil {
+		return nil, err
+	}
+	d, err := a.load(ctx, EnvKey(env))
+	if err != nil {
+		return nil, fmt.Errorf("status of %s: %w", env, err)
+	}
+	if d.Env == nil {
+		return nil, &InputError{Field: "environment", Value: env, Fix: "unknown environment: nothing was ever accepted for it; check the name"}
+	}
+	return d.Env, nil
+}
+
+// Pending lists environments with unreconciled work, from the store's sparse index.
+func (a *Authority) Pending(ctx context.Context) ([]string, error) {
+	envs, err := a.store.Pending(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list pending environments: %w", err)
+	}
+	return envs, nil
+}
+
+// --- the read-modify-conditional-write loop ----------------------------------------------------------
+
+// update applies fn to the document under key and writes it back, conditional on the revision fn
+// saw. fn returns whether it changed the document, and an error to return after the write (a refusal
+// can still record a timeline event). On a conflict the document is read again and fn re-applied. A
+// decision made on remembered state that does not write is confirmed against a fresh read.
+func (a *Authority) update(ctx context.Context, key string, fn func(*Doc, time.Time) (bool, error)) (*Doc, error) {
+	doc, fresh := a.remembered(key), false
+	if doc == nil {
+		var err error
+		if doc, err = a.load(ctx, key); err != nil {
+			return nil, err
+		}
+		fresh = true
+	}
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		work := cloneDoc(doc)
+		changed, ferr := fn(work, a.clock.Now())
+		if !changed && !fresh {
+			var err error
+			if doc, err = a.load(ctx, key); err != nil {
+				return nil, err
+			}
+			fresh = true
+			continue
+		}
+		if !changed {
+			return work, ferr
+		}
+		if work.Env != nil {
+			work.Pending = work.Env.HasPending()
+		}
+		rev, err := a.store.Put(ctx, work)
+		if err == nil {
+			work.Rev = rev
+			a.remember(work)
+			return work, ferr
+		}
+		if !errors.Is(err, ErrConflict) {
+			a.forget(key)
+			return nil, fmt.Errorf("write %s: %w", key, err)
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return nil, err
+		}
+		if doc, err = a.load(ctx, key); err != nil {
+			return nil, err
+		}
+		fresh = true
+	}
+	return nil, fmt.Errorf("write %s: gave up after %d conflicting attempts: %w", key, maxAttempts, ErrConflict)
+}
+
+func (a *Authority) load(ctx context.Context, key string) (*Doc, error) {
+	d, err := a.store.Get(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		d = &Doc{Key: key}
+	} else if err != nil {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	a.remember(d)
+	return d, nil
+}
+
+func backoff(ctx context.Context, attempt int) error {
+	ceiling := time.Millisecond << min(attempt, 7) // up to 128 ms
+	t := time.NewTimer(time.Duration(rand.Int64N(int64(ceiling)) + 1))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (a *Authority) remember(d *Doc) {
+	b, err := json.Marshal(d)
+	if err != nil {
+		return
+	}
+	a.mu.Lock()
+	a.cache[d.Key] = b
+	a.mu.Unlock()
+}
+
+func (a *Authority) remembered(key string) *Doc {
+	a.mu.Lock()
+	b := a.cache[key]
+	a.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	var d Doc
+	if json.Unmarshal(b, &d) != nil {
+		return nil
+	}
+	return &d
+}
+
+func (a *Authority) forget(key string) {
+	a.mu.Lock()
+	delete(a.cache, key)
+	a.mu.Unlock()
+}
+
+func cloneDoc(d *Doc) *Doc {
+	b, err := json.Marshal(d)
+	if err != nil {
+		panic(fmt.Sprintf("authority: document %s does not marshal: %v", d.Key, err))
+	}
+	var c Doc
+	if err := json.Unmarshal(b, &c); err != nil {
+		panic(fmt.Sprintf("authority: document %s does not unmarshal: %v", d.Key, err))
+	}
+	return &c
+}

@@ -1,0 +1,98 @@
+package authority
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors name the categories callers branch on. The typed errors below carry the data and
+// match their category with errors.Is.
+var (
+	// ErrNotFound: the store holds no document under the key.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a conditional write found another revision than the one it was based on.
+	ErrConflict = errors.New("revision conflict")
+	// ErrSuperseded: a newer intent or pass owns the scope; this pass must stop before its next phase.
+	ErrSuperseded = errors.New("superseded")
+	// ErrLeaseHeld: another holder has a live lease on the resource.
+	ErrLeaseHeld = errors.New("lease held")
+	// ErrLeaseLost: the caller's lease expired, was taken over or was unlocked.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrInvalidInput: a name, flag or value is malformed; terminal, the message says what to fix.
+	ErrInvalidInput = errors.New("invalid input")
+)
+
+// InputError is a bad name, flag or value. It is terminal: retrying cannot help.
+type InputError struct {
+	Field string
+	Value string
+	Fix   string
+}
+
+func (e *InputError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("invalid %s: %s", e.Field, e.Fix)
+	}
+	return fmt.Sprintf("invalid %s %q: %s", e.Field, e.Value, e.Fix)
+}
+
+func (e *InputError) Is(target error) bool { return target == ErrInvalidInput }
+
+// SupersededError says that a pass lost authority over a scope, and to whom.
+type SupersededError struct {
+	Environment string
+	Scope       string
+	Generation  int64 // the pass that was refused
+	By          int64 // the newer generation that owns or waits for the scope
+	BySha       string
+}
+
+func (e *SupersededError) Error() string {
+	by := fmt.Sprintf("generation %d", e.By)
+	if e.BySha != "" {
+		by += fmt.Sprintf(" (%s)", shortSha(e.BySha))
+	}
+	return fmt.Sprintf("%s/%s: generation %d superseded by %s", e.Environment, e.Scope, e.Generation, by)
+}
+
+func (e *SupersededError) Is(target error) bool { return target == ErrSuperseded }
+
+// HeldError is a refused lease: who holds it, for what, and when to try again.
+type HeldError struct {
+	Resource   string
+	Holder     string
+	Purpose    string
+	Generation int64
+	ExpiresAt  time.Time
+	RetryAfter time.Duration // whole seconds, at least one
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("%s is locked by %s (%s, generation %d); retry after %ds",
+		e.Resource, e.Holder, e.Purpose, e.Generation, int64(e.RetryAfter/time.Second))
+}
+
+func (e *HeldError) Is(target error) bool { return target == ErrLeaseHeld }
+
+// LostError says that a lease the caller held is no longer its own.
+type LostError struct {
+	Resource string
+	Token    int64  // the caller's token
+	Holder   string // who holds the resource now ("" when nobody does)
+	Current  int64  // the resource's current token
+	Reason   string
+}
+
+func (e *LostError) Error() string {
+	msg := fmt.Sprintf("lease on %s with token %d lost", e.Resource, e.Token)
+	if e.Reason != "" {
+		msg += ": " + e.Reason
+	}
+	if e.Holder != "" {
+		msg += fmt.Sprintf(" (now held by %s with token %d)", e.Holder, e.Current)
+	}
+	return msg
+}
+
+func (e *LostError) Is(target error) bool { return target == ErrLeaseLost }

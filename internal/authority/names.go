@@ -1,0 +1,87 @@
+package authority
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+var (
+	envNameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$`)
+	scopeNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	shaRE       = regexp.MustCompile(`^[0-9A-Za-z._-]{1,64}$`)
+)
+
+// ValidateEnvironment reports whether name is a valid environment name.
+func ValidateEnvironment(name string) error {
+	if !envNameRE.MatchString(name) || strings.Contains(name, "//") || strings.HasSuffix(name, "/") {
+		return &InputError{Field: "environment", Value: name,
+			Fix: "use 1-128 characters from A-Z a-z 0-9 . _ / -, starting with a letter or digit, without empty path segments (e.g. staging, preview/pr-803)"}
+	}
+	return nil
+}
+
+// ValidateScope reports whether name is a valid scope name.
+func ValidateScope(name string) error {
+	if !scopeNameRE.MatchString(name) {
+		return &InputError{Field: "scope", Value: name,
+			Fix: "use 1-64 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit (e.g. api)"}
+	}
+	return nil
+}
+
+func validateScopes(scopes []string, required bool) error {
+	if required && len(scopes) == 0 {
+		return &InputError{Field: "scopes", Fix: "name at least one scope (e.g. --scopes api,web)"}
+	}
+	seen := make(map[string]bool, len(scopes))
+	for _, s := range scopes {
+		if err := ValidateScope(s); err != nil {
+			return err
+		}
+		if seen[s] {
+			return &InputError{Field: "scopes", Value: s, Fix: "name each scope once"}
+		}
+		seen[s] = true
+	}
+	return nil
+}
+
+func validateSha(sha string) error {
+	if !shaRE.MatchString(sha) {
+		return &InputError{Field: "sha", Value: sha, Fix: "give the commit sha being deployed (1-64 characters, letters, digits, . _ -)"}
+	}
+	return nil
+}
+
+func validateHolder(holder string) error {
+	if holder == "" || len(holder) > 256 {
+		return &InputError{Field: "holder", Value: holder, Fix: "give a lease holder id of 1-256 characters (the run id, or host:pid)"}
+	}
+	return nil
+}
+
+// SplitResource splits a lease resource "ENV/SCOPE" at its last slash.
+func SplitResource(resource string) (env, scope string, err error) {
+	i := strings.LastIndex(resource, "/")
+	if i <= 0 || i == len(resource)-1 {
+		return "", "", &InputError{Field: "resource", Value: resource, Fix: "name a lease as ENVIRONMENT/SCOPE (e.g. staging/api)"}
+	}
+	env, scope = resource[:i], resource[i+1:]
+	if err := ValidateEnvironment(env); err != nil {
+		return "", "", err
+	}
+	if err := ValidateScope(scope); err != nil {
+		return "", "", err
+	}
+	return env, scope, nil
+}
+
+func shortSha(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	return sha
+}
+
+func resourceName(env, scope string) string { return fmt.Sprintf("%s/%s", env, scope) }

@@ -1,0 +1,614 @@
+package authority
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+)
+
+// Limits on what one environment document keeps, so that it stays far below DynamoDB's 400 KB item
+// size: the newest events, the intents of the newest generations, and short commit lineages.
+const (
+	maxEvents      = 256
+	maxIntents     = 512
+	maxLineage     = 16
+	maxMessageSize = 1024
+)
+
+// Intent is a request to bring scopes of an environment to a commit.
+type Intent struct {
+	ID          string   `json:"id"`
+	Environment string   `json:"environment"`
+	Scopes      []string `json:"scopes"`
+	Sha         string   `json:"sha"`
+	Ref         string   `json:"ref,omitempty"`
+	Before      string   `json:"before,omitempty"` // the commit this one was pushed on top of, when known
+	Source      string   `json:"source,omitempty"`
+	Actor       string   `json:"actor,omitempty"`
+	// Redeploy skips the out-of-order guard: the intent asks for this commit even if it is older.
+	Redeploy bool `json:"redeploy,omitempty"`
+}
+
+func (in *Intent) validate() error {
+	if err := ValidateEnvironment(in.Environment); err != nil {
+		return err
+	}
+	if in.ID == "" || len(in.ID) > 256 {
+		return &InputError{Field: "intent-id", Value: in.ID, Fix: "give a unique intent id of 1-256 characters (a delivery id, or run id)"}
+	}
+	if err := validateScopes(in.Scopes, true); err != nil {
+		return err
+	}
+	return validateSha(in.Sha)
+}
+
+// AcceptResult says what became of an intent.
+type AcceptResult struct {
+	Generation int64 `json:"generation"`
+	// Duplicate: the intent id was accepted before; this is its first generation and nothing changed.
+	Duplicate bool `json:"duplicate,omitempty"`
+	// Accepted lists the scopes whose mailbox now holds this intent.
+	Accepted []string `json:"accepted"`
+	// Stale lists scopes where the intent arrived behind a newer commit of its branch: it was recorded
+	// as superseded at once, by the generation named.
+	Stale map[string]int64 `json:"stale,omitempty"`
+	// Claim is set when the intent was accepted and claimed in one write.
+	Claim *ClaimResult `json:"claim,omitempty"`
+}
+
+// ClaimResult lists the scopes a pass now owns, and those it may not touch.
+type ClaimResult struct {
+	Generation int64              `json:"generation"`
+	Claimed    []ClaimedScope     `json:"claimed"`
+	Superseded []*SupersededError `json:"superseded,omitempty"`
+	Idle       []string           `json:"idle,omitempty"` // nothing pending there
+}
+
+// ClaimedScope is a scope a pass owns, with the commit it is to reconcile.
+type ClaimedScope struct {
+	Scope      string `json:"scope"`
+	Sha        string `json:"sha"`
+	Ref        string `json:"ref,omitempty"`
+	IntentGen  int64  `json:"intent_generation"`
+	IntentID   string `json:"intent_id"`
+	Attempt    int    `json:"attempt"` // failed attempts so far
+	PrevHolder string `json:"-"`
+}
+
+// Scopes returns the claimed scope names.
+func (c *ClaimResult) Scopes() []string {
+	out := make([]string, 0, len(c.Claimed))
+	for _, s := range c.Claimed {
+		out = append(out, s.Scope)
+	}
+	return out
+}
+
+// Grant is a passed gate: authority for a phase, and the leases when the phase asked for them.
+type Grant struct {
+	Environment string           `json:"environment"`
+	Generation  int64            `json:"generation"`
+	Phase       string           `json:"phase"`
+	Holder      string           `json:"holder,omitempty"`
+	Tokens      map[string]int64 `json:"tokens,omitempty"` // per scope, when leased
+	ExpiresAt   time.Time        `json:"expires_at,omitzero"`
+	TookOver    []string         `json:"took_over,omitempty"` // scopes whose expired lease was recovered
+}
+
+// Outcome is what a pass reports when it completes.
+type Outcome string
+
+// Outcomes a pass reports.
+const (
+	OutcomeSuccess     Outcome = "success"
+	OutcomeFailure     Outcome = "failure"     // the work failed; retryable unless the attempt is the last
+	OutcomeLost        Outcome = "lost"        // the lease was lost: retryable infrastructure loss
+	OutcomeInterrupted Outcome = "interrupted" // stopped by a signal: retryable
+	OutcomeInvalid     Outcome = "invalid"     // bad configuration or input: terminal at once
+)
+
+// ParseOutcome checks an outcome name.
+func ParseOutcome(s string) (Outcome, error) {
+	switch o := Outcome(s); o {
+	case OutcomeSuccess, OutcomeFailure, OutcomeLost, OutcomeInterrupted, OutcomeInvalid:
+		return o, nil
+	}
+	return "", &InputError{Field: "outcome", Value: s, Fix: "use success, failure, lost, interrupted or invalid"}
+}
+
+// Result is how a scope ended for a completing pass.
+type Result string
+
+// Results of Complete, per scope.
+const (
+	ResultDeployed   Result = "deployed"
+	ResultSuperseded Result = "superseded"
+	ResultRetry      Result = "retry"  // nothing terminal published; the intent stays pending
+	ResultFailed     Result = "failed" // terminal error published; observed moves past it
+)
+
+// Completion is what a pass reports at its end.
+type Completion struct {
+	Environment string           `json:"environment"`
+	Generation  int64            `json:"generation"`
+	Scopes      []string         `json:"scopes"`
+	Holder      string           `json:"holder,omitempty"`
+	Tokens      map[string]int64 `json:"tokens,omitempty"` // the deploy leases, released in the same write
+	Outcome     Outcome          `json:"outcome"`
+	Attempt     int              `json:"attempt,omitempty"`
+	MaxAttempts int              `json:"max_attempts,omitempty"`
+	Message     string           `json:"message,omitempty"`
+	Run         string           `json:"run,omitempty"`
+}
+
+// CompleteResult is the result per scope.
+type CompleteResult struct {
+	Results    map[string]Result           `json:"results"`
+	Superseded map[string]*SupersededError `json:"superseded,omitempty"`
+}
+
+// Overall folds the per-scope results into one: failed beats retry beats superseded beats deployed.
+func (r *CompleteResult) Overall() Result {
+	rank := map[Result]int{ResultDeployed: 0, ResultSuperseded: 1, ResultRetry: 2, ResultFailed: 3}
+	best := ResultDeployed
+	for _, res := range r.Results {
+		if rank[res] > rank[best] {
+			best = res
+		}
+	}
+	return best
+}
+
+// --- pure transitions on an environment document --------------------------------------------------
+
+func newEnv(name string) *Env {
+	return &Env{Name: name, Scopes: map[string]*Scope{}, Intents: map[string]IntentRecord{}}
+}
+
+func (e *Env) scope(name string) *Scope {
+	if e.Scopes == nil {
+		e.Scopes = map[string]*Scope{}
+	}
+	s, ok := e.Scopes[name]
+	if !ok {
+		s = &Scope{}
+		e.Scopes[name] = s
+	}
+	return s
+}
+
+func (e *Env) record(now time.Time, ev Event) {
+	e.EventSeq++
+	ev.Seq = e.EventSeq
+	ev.At = now
+	if len(ev.Message) > maxMessageSize {
+		ev.Message = ev.Message[:maxMessageSize] + "…"
+	}
+	e.Events = append(e.Events, ev)
+	if n := len(e.Events) - maxEvents; n > 0 {
+		e.Events = slices.Delete(e.Events, 0, n)
+	}
+}
+
+// settle recomputes observed: the highest G such that every intent up to G has its outcome. Pending
+// intents are exactly the mailbox entries, so it is one less than the oldest entry, or desired when
+// the mailbox is empty. It never goes back.
+func (e *Env) settle() {
+	obs := e.Desired
+	for _, s := range e.Scopes {
+		if s.Mailbox != nil && s.Mailbox.Generation-1 < obs {
+			obs = s.Mailbox.Generation - 1
+		}
+	}
+	if obs > e.Observed {
+		e.Observed = obs
+	}
+}
+
+// HasPending reports whether any scope holds unreconciled work.
+func (e *Env) HasPending() bool {
+	for _, s := range e.Scopes {
+		if s.Mailbox != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *Env) pruneIntents() {
+	if len(e.Intents) <= maxIntents {
+		return
+	}
+	gens := make([]int64, 0, len(e.Intents))
+	for _, r := range e.Intents {
+		gens = append(gens, r.Generation)
+	}
+	sort.Slice(gens, func(i, j int) bool { return gens[i] > gens[j] })
+	floor := gens[maxIntents-1]
+	for id, r := range e.Intents {
+		if r.Generation < floor {
+			delete(e.Intents, id)
+		}
+	}
+}
+
+// accept records an intent: the next generation, and the mailbox entry of each of its scopes unless
+// the commit arrived behind a newer one of its branch.
+func (e *Env) accept(in *Intent, now time.Time) *AcceptResult {
+	if rec, ok := e.Intents[in.ID]; ok {
+		return &AcceptResult{Generation: rec.Generation, Duplicate: true, Accepted: slices.Clone(rec.Scopes)}
+	}
+	e.Desired++
+	gen := e.Desired
+	res := &AcceptResult{Generation: gen, Accepted: []string{}}
+	for _, name := range in.Scopes {
+		sc := e.scope(name)
+		sc.ActiveAt = now
+		if by, stale := e.staleFor(sc, in); stale {
+			if res.Stale == nil {
+				res.Stale = map[string]int64{}
+			}
+			res.Stale[name] = by
+			e.record(now, Event{Kind: EventSuperseded, Scope: name, Generation: gen, Sha: in.Sha,
+				Message: fmt.Sprintf("Arrived out of order: %s is older than generation %d of %s; recorded as superseded", shortSha(in.Sha), by, in.Ref)})
+			continue
+		}
+		entry := &Ref{Generation: gen, Sha: in.Sha, Ref: in.Ref, Before: in.Before, Source: in.Source,
+			Actor: in.Actor, IntentID: in.ID, At: now, Lineage: lineage(sc, in)}
+		if old := sc.Mailbox; old != nil {
+			e.record(now, Event{Kind: EventSuperseded, Scope: name, Generation: old.Generation, Sha: old.Sha,
+				Message: fmt.Sprintf("Superseded by generation %d (%s)", gen, shortSha(in.Sha))})
+		}
+		sc.Mailbox = entry
+		res.Accepted = append(res.Accepted, name)
+		e.record(now, Event{Kind: EventAccepted, Scope: name, Generation: gen, Sha: in.Sha,
+			Message: fmt.Sprintf("Accepted %s from %s%s", shortSha(in.Sha), orUnknown(in.Source), byActor(in.Actor))})
+	}
+	e.Intents[in.ID] = IntentRecord{Generation: gen, Scopes: slices.Clone(res.Accepted)}
+	e.pruneIntents()
+	e.settle()
+	return res
+}
+
+// staleFor reports whether the intent's commit is already behind what the scope holds for its
+// branch: the same commit as the pending entry, or one that the pending entry or the live commit is
+// known to build on.
+func (e *Env) staleFor(sc *Scope, in *Intent) (int64, bool) {
+	if in.Redeploy || in.Ref == "" {
+		return 0, false
+	}
+	if m := sc.Mailbox; m != nil && m.Ref == in.Ref && (m.Sha == in.Sha || slices.Contains(m.Lineage, in.Sha)) {
+		return m.Generation, true
+	}
+	if l := sc.Live; l != nil && l.Ref == in.Ref && slices.Contains(l.Lineage, in.Sha) {
+		return l.Generation, true
+	}
+	return 0, false
+}
+
+// lineage returns the commits the intent's commit is known to build on: its parent, and the parent's
+// own lineage when the parent is the pending or live commit of the same branch.
+func lineage(sc *Scope, in *Intent) []string {
+	if in.Before == "" {
+		return nil
+	}
+	out := []string{in.Before}
+	switch {
+	case sc.Mailbox != nil && sc.Mailbox.Sha == in.Before && sc.Mailbox.Ref == in.Ref:
+		out = append(out, sc.Mailbox.Lineage...)
+	case sc.Live != nil && sc.Live.Sha == in.Before && sc.Live.Ref == in.Ref:
+		out = append(out, sc.Live.Lineage...)
+	}
+	if len(out) > maxLineage {
+		out = out[:maxLineage]
+	}
+	return out
+}
+
+// claim moves the owner of each scope to gen where the pass may reconcile it: the mailbox entry is at
+// most gen and no newer pass owns it. A nil scopes list claims every pending scope.
+func (e *Env) claim(gen int64, scopes []string, now time.Time) *ClaimResult {
+	res := &ClaimResult{Generation: gen, Claimed: []ClaimedScope{}}
+	if scopes == nil {
+		for name, sc := range e.Scopes {
+			if sc.Mailbox != nil {
+				scopes = append(scopes, name)
+			}
+		}
+		sort.Strings(scopes)
+	}
+	for _, name := range scopes {
+		sc := e.scope(name)
+		m := sc.Mailbox
+		switch {
+		case m == nil:
+			res.Idle = append(res.Idle, name)
+		case m.Generation > gen:
+			res.Superseded = append(res.Superseded, &SupersededError{Environment: e.Name, Scope: name, Generation: gen, By: m.Generation, BySha: m.Sha})
+		case sc.Owner > gen:
+			res.Superseded = append(res.Superseded, &SupersededError{Environment: e.Name, Scope: name, Generation: gen, By: sc.Owner, BySha: m.Sha})
+		default:
+			if sc.Owner < gen {
+				sc.Owner = gen
+				sc.ActiveAt = now
+				e.record(now, Event{Kind: EventClaimed, Scope: name, Generation: gen, Sha: m.Sha,
+					Message: fmt.Sprintf("Pass %d claimed %s (%s)", gen, name, shortSha(m.Sha))})
+			}
+			res.Claimed = append(res.Claimed, ClaimedScope{Scope: name, Sha: m.Sha, Ref: m.Ref, IntentGen: m.Generation, IntentID: m.IntentID, Attempt: m.Attempt})
+		}
+	}
+	return res
+}
+
+// authorize is the authority check: the pass at gen owns the scope and nothing newer was accepted.
+func (e *Env) authorize(gen int64, name string) *SupersededError {
+	sc := e.Scopes[name]
+	if sc == nil {
+		return &SupersededError{Environment: e.Name, Scope: name, Generation: gen}
+	}
+	if m := sc.Mailbox; m != nil && m.Generation > gen {
+		return &SupersededError{Environment: e.Name, Scope: name, Generation: gen, By: m.Generation, BySha: m.Sha}
+	}
+	if sc.Owner != gen {
+		by := &SupersededError{Environment: e.Name, Scope: name, Generation: gen, By: sc.Owner}
+		if sc.Owner < gen {
+			by.By = 0 // never claimed by this pass
+		}
+		if sc.Mailbox != nil {
+			by.BySha = sc.Mailbox.Sha
+		} else if sc.Live != nil && sc.Live.Generation == sc.Owner {
+			by.BySha = sc.Live.Sha
+		}
+		return by
+	}
+	return nil
+}
+
+// leaseFree reports whether a lease can be granted to holder now: free, expired past the skew
+// margin, or already the holder's own.
+func leaseFree(l *Lease, holder string, now time.Time, skew time.Duration) bool {
+	return l.Holder == "" || l.Holder == holder || !now.Before(l.ExpiresAt.Add(skew))
+}
+
+func heldError(resource string, l *Lease, now time.Time, skew time.Duration) *HeldError {
+	wait := l.ExpiresAt.Add(skew).Sub(now)
+	secs := (wait + time.Second - 1) / time.Second
+	if secs < 1 {
+		secs = 1
+	}
+	return &HeldError{Resource: resource, Holder: l.Holder, Purpose: l.Purpose, Generation: l.Generation,
+		ExpiresAt: l.ExpiresAt, RetryAfter: secs * time.Second}
+}
+
+// grant gives holder the lease, recording a takeover when an expired holder is displaced. It returns
+// whether a takeover happened.
+func grant(l *Lease, holder, purpose string, gen int64, ttl time.Duration, now time.Time) (tookOverFrom *Lease) {
+	if l.Holder != "" && l.Holder != holder {
+		prev := *l
+		tookOverFrom = &prev
+	}
+	if l.Holder != holder {
+		l.Token++
+		l.AcquiredAt = now
+	}
+	l.Holder, l.Purpose, l.Generation = holder, purpose, gen
+	l.ExpiresAt = now.Add(ttl)
+	return tookOverFrom
+}
+
+// gate checks authority for a phase and, when ttl > 0, grants the leases of every scope together.
+func (e *Env) gate(gen int64, scopes []string, phase, holder string, ttl time.Duration, now time.Time, skew time.Duration) (*Grant, error) {
+	for _, name := range scopes {
+		if sup := e.authorize(gen, name); sup != nil {
+			e.recordOnce(now, Event{Kind: EventStopped, Scope: name, Generation: gen, Sha: sup.BySha,
+				Message: fmt.Sprintf("Pass %d stopped before %s: %s", gen, phase, supersededBy(sup))})
+			return nil, sup
+		}
+	}
+	g := &Grant{Environment: e.Name, Generation: gen, Phase: phase}
+	if ttl <= 0 {
+		return g, nil
+	}
+	for _, name := range scopes {
+		l := &e.Scopes[name].Lease
+		if !leaseFree(l, holder, now, skew) {
+			held := heldError(resourceName(e.Name, name), l, now, skew)
+			e.recordOnce(now, Event{Kind: EventLocked, Scope: name, Generation: gen, Holder: l.Holder, Token: l.Token,
+				Message: fmt.Sprintf("Pass %d waits: %s is locked by %s (%s, generation %d)", gen, name, l.Holder, l.Purpose, l.Generation)})
+			return nil, held
+		}
+	}
+	g.Holder, g.Tokens, g.ExpiresAt = holder, map[string]int64{}, now.Add(ttl)
+	for _, name := range scopes {
+		sc := e.Scopes[name]
+		if prev := grant(&sc.Lease, holder, phase, gen, ttl, now); prev != nil {
+			g.TookOver = append(g.TookOver, name)
+			e.record(now, Event{Kind: EventTookOver, Scope: name, Generation: gen, Holder: holder, Token: sc.Lease.Token,
+				Message: fmt.Sprintf("Recovered an interrupted operation (Interrupted: %s) held by %s, generation %d", prev.Purpose, prev.Holder, prev.Generation)})
+		}
+		sc.ActiveAt = now
+		g.Tokens[name] = sc.Lease.Token
+		e.record(now, Event{Kind: EventLeased, Scope: name, Generation: gen, Holder: holder, Token: sc.Lease.Token,
+			Message: fmt.Sprintf("Pass %d entered %s with token %d", gen, phase, sc.Lease.Token)})
+	}
+	return g, nil
+}
+
+// recordOnce records ev unless the newest event already says the same, so that a waiter polling a
+// held lease or a refused pass asking again writes one line, not one per poll.
+func (e *Env) recordOnce(now time.Time, ev Event) {
+	if n := len(e.Events); n > 0 {
+		last := e.Events[n-1]
+		if last.Kind == ev.Kind && last.Scope == ev.Scope && last.Generation == ev.Generation && last.Message == ev.Message {
+			return
+		}
+	}
+	e.record(now, ev)
+}
+
+// checkTokens verifies that the caller still holds each scope's lease with its token.
+func (e *Env) checkTokens(scopes []string, holder string, tokens map[string]int64) error {
+	for _, name := range scopes {
+		tok, ok := tokens[name]
+		if !ok {
+			continue
+		}
+		sc := e.Scopes[name]
+		if sc == nil {
+			return &LostError{Resource: resourceName(e.Name, name), Token: tok, Reason: "no such scope"}
+		}
+		if sc.Lease.Holder != holder || sc.Lease.Token != tok {
+			reason := "taken over"
+			if sc.Lease.Holder == "" {
+				reason = "released or unlocked"
+			}
+			return &LostError{Resource: resourceName(e.Name, name), Token: tok, Holder: sc.Lease.Holder, Current: sc.Lease.Token, Reason: reason}
+		}
+	}
+	return nil
+}
+
+// renew extends the caller's leases. It does not check authority: a superseded pass may finish the
+// step it is in.
+func (e *Env) renew(g *Grant, ttl time.Duration, now time.Time) error {
+	scopes := sortedKeys(g.Tokens)
+	if err := e.checkTokens(scopes, g.Holder, g.Tokens); err != nil {
+		return err
+	}
+	for _, name := range scopes {
+		sc := e.Scopes[name]
+		sc.Lease.ExpiresAt = now.Add(ttl)
+		sc.ActiveAt = now
+	}
+	g.ExpiresAt = now.Add(ttl)
+	return nil
+}
+
+func (e *Env) release(scopes []string, holder string, tokens map[string]int64) {
+	for _, name := range scopes {
+		sc := e.Scopes[name]
+		if sc == nil {
+			continue
+		}
+		if tok, ok := tokens[name]; ok && sc.Lease.Holder == holder && sc.Lease.Token == tok {
+			sc.Lease.Holder, sc.Lease.ExpiresAt = "", time.Time{}
+		}
+	}
+}
+
+// complete records how a pass ended, fenced by its tokens, and releases its leases in the same write.
+func (e *Env) complete(c *Completion, now time.Time) (*CompleteResult, error) {
+	if err := e.checkTokens(c.Scopes, c.Holder, c.Tokens); err != nil && c.Outcome != OutcomeLost {
+		return nil, err
+	}
+	res := &CompleteResult{Results: map[string]Result{}}
+	final := c.Outcome == OutcomeInvalid || (c.Outcome == OutcomeFailure && c.Attempt >= c.MaxAttempts)
+	for _, name := range c.Scopes {
+		sc := e.scope(name)
+		sc.ActiveAt = now
+		sup := e.authorize(c.Generation, name)
+		if sup != nil && c.Outcome != OutcomeLost && c.Outcome != OutcomeInterrupted {
+			if res.Superseded == nil {
+				res.Superseded = map[string]*SupersededError{}
+			}
+			res.Superseded[name] = sup
+			res.Results[name] = ResultSuperseded
+			e.record(now, Event{Kind: EventStopped, Scope: name, Generation: c.Generation,
+				Message: fmt.Sprintf("Pass %d ended (%s) without publishing: %s", c.Generation, c.Outcome, supersededBy(sup))})
+			continue
+		}
+		m := sc.Mailbox
+		switch {
+		case c.Outcome == OutcomeSuccess:
+			if m == nil { // completed before: nothing to change
+				res.Results[name] = ResultDeployed
+				continue
+			}
+			live := &Live{Sha: m.Sha, Ref: m.Ref, Generation: c.Generation, Run: c.Run, Token: c.Tokens[name], At: now,
+				Lineage: m.Lineage}
+			sc.Live, sc.Mailbox, sc.Failure = live, nil, nil
+			res.Results[name] = ResultDeployed
+			e.record(now, Event{Kind: EventDeployed, Scope: name, Generation: c.Generation, Sha: m.Sha, Holder: c.Holder, Token: live.Token,
+				Message: fmt.Sprintf("Deployed %s (generation %d)", shortSha(m.Sha), c.Generation)})
+		case final:
+			res.Results[name] = ResultFailed
+			if m == nil {
+				continue
+			}
+			sc.Failure = &Failure{Generation: c.Generation, Sha: m.Sha, Message: c.Message, Attempt: c.Attempt, MaxAttempts: c.MaxAttempts, At: now}
+			sc.Mailbox = nil
+			what := "Configuration error"
+			if c.Outcome == OutcomeFailure {
+				what = fmt.Sprintf("Failed on the final attempt (%d of %d)", c.Attempt, c.MaxAttempts)
+			}
+			e.record(now, Event{Kind: EventFailed, Scope: name, Generation: c.Generation, Sha: m.Sha,
+				Message: fmt.Sprintf("%s: %s", what, orUnknown(c.Message))})
+		default: // retryable: failure before the last attempt, lease lost, interrupted
+			res.Results[name] = ResultRetry
+			if m != nil && c.Outcome == OutcomeFailure {
+				m.Attempt = max(m.Attempt, c.Attempt)
+			}
+			kind, msg := EventFailed, fmt.Sprintf("Attempt %d of %d failed; will retry: %s", c.Attempt, c.MaxAttempts, orUnknown(c.Message))
+			switch c.Outcome {
+			case OutcomeLost:
+				kind, msg = EventLost, "Lease lost while working; retryable infrastructure loss"
+			case OutcomeInterrupted:
+				kind, msg = EventLost, "Interrupted by a signal; retryable"
+			}
+			if c.Message != "" && c.Outcome != OutcomeFailure {
+				msg += ": " + c.Message
+			}
+			e.record(now, Event{Kind: kind, Scope: name, Generation: c.Generation, Message: msg})
+		}
+	}
+	e.release(c.Scopes, c.Holder, c.Tokens)
+	e.settle()
+	return res, nil
+}
+
+// unlock frees a scope's lease by hand; the token counter stays.
+func (e *Env) unlock(name, reason, actor string, now time.Time) (Lease, bool) {
+	sc := e.Scopes[name]
+	if sc == nil || sc.Lease.Holder == "" {
+		return Lease{}, false
+	}
+	prev := sc.Lease
+	sc.Lease.Holder, sc.Lease.ExpiresAt = "", time.Time{}
+	e.record(now, Event{Kind: EventUnlocked, Scope: name, Generation: prev.Generation, Holder: prev.Holder, Token: prev.Token,
+		Message: fmt.Sprintf("Unlocked by %s: %s (was held by %s for %s)", orUnknown(actor), reason, prev.Holder, prev.Purpose)})
+	return prev, true
+}
+
+func supersededBy(s *SupersededError) string {
+	if s.By == 0 {
+		return "it does not own the scope"
+	}
+	if s.BySha != "" {
+		return fmt.Sprintf("superseded by generation %d (%s)", s.By, shortSha(s.BySha))
+	}
+	return fmt.Sprintf("superseded by generation %d", s.By)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+func byActor(actor string) string {
+	if actor == "" {
+		return ""
+	}
+	return " by " + actor
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
