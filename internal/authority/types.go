@@ -61,12 +61,12 @@ type Env struct {
 
 // Scope is one separately deployed part of an environment.
 type Scope struct {
-	Mailbox  *Ref     `json:"mailbox,omitempty"` // newest accepted intent not yet reconciled
-	Owner    int64    `json:"owner"`             // generation of the newest pass that claimed the scope
-	Live     *Live    `json:"live,omitempty"`
-	Lease    Lease    `json:"lease"`
-	Failure  *Failure `json:"failure,omitempty"` // the last terminal error, until a deploy succeeds
-	ActiveAt time.Time `json:"active_at"`        // last activity, for the recovery sweep
+	Mailbox  *Ref      `json:"mailbox,omitempty"` // newest accepted intent not yet reconciled
+	Owner    int64     `json:"owner"`             // generation of the newest pass that claimed the scope
+	Live     *Live     `json:"live,omitempty"`
+	Lease    Lease     `json:"lease"`
+	Failure  *Failure  `json:"failure,omitempty"` // the last terminal error, until a deploy succeeds
+	ActiveAt time.Time `json:"active_at"`         // last activity, for the recovery sweep
 }
 
 // Ref is a mailbox entry: a commit accepted for a scope.
