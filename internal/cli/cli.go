@@ -1,0 +1,156 @@
+// Package cli is the latestwins command line: one binary for the Action's verbs, the operators'
+// commands and the demo. cmd/latestwins only wires it to the process.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/latestwins/latestwins/internal/authority"
+)
+
+// Exit codes. They are part of the contract: workflows branch on them.
+const (
+	ExitOK          = 0 // done
+	ExitError       = 1 // unexpected error (store unreachable, ...): retryable
+	ExitUsage       = 2 // bad input or configuration: terminal, the message says what to fix
+	ExitSuperseded  = 3 // a newer generation owns the scope: stop cleanly, nothing was deployed
+	ExitLocked      = 4 // the lease stayed held by another pass for longer than --wait
+	ExitLeaseLost   = 5 // the lease was lost while working: retryable infrastructure loss
+	ExitRetry       = 6 // the command failed on a non-final attempt: retryable, nothing terminal published
+	ExitFailed      = 7 // the command failed on the final attempt: one terminal error published
+	ExitInterrupted = 8 // stopped by SIGINT/SIGTERM: the lease was released, retryable
+)
+
+// IO is the process's surroundings, injected so that tests run the CLI in-process.
+type IO struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	Getenv func(string) string
+}
+
+// OSIO is the real process's IO.
+func OSIO() IO { return IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv} }
+
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, c *cmdEnv, args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"demo", "run the forced A -> B -> C race on the embedded store and check every guarantee", runDemo},
+		{"claim", "accept an intent and claim its scopes: prints the generation", runClaim},
+		{"gate", "check that a pass may enter a phase; with a lease for deploy", runGate},
+		{"run", "gate, run a command under a renewed fenced lease, complete: run -- CMD ARGS", runRun},
+		{"complete", "record how a pass ended (success, failure, lost, interrupted, invalid)", runComplete},
+		{"status", "print an environment's status table: status ENV [--json]", runStatus},
+		{"history", "print an environment's timeline: history ENV [--json]", runHistory},
+		{"unlock", "free a lease by hand, audited: unlock ENV/SCOPE --reason TEXT", runUnlock},
+		{"migrate", "create or upgrade the store (DynamoDB table, bolt file); idempotent", runMigrate},
+	}
+}
+
+// Main runs the command line and returns the exit code.
+func Main(ctx context.Context, args []string, pio IO) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(pio.Stdout)
+		if len(args) == 0 {
+			return ExitUsage
+		}
+		return ExitOK
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		env := &cmdEnv{io: pio, log: slog.New(slog.NewTextHandler(pio.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		err := c.run(ctx, env, args[1:])
+		if err == nil {
+			return ExitOK
+		}
+		code := ExitCode(err)
+		var ec *exitError
+		if !errors.As(err, &ec) || ec.msg != "" {
+			fmt.Fprintf(pio.Stderr, "latestwins %s: %v\n", c.name, err)
+		}
+		return code
+	}
+	fmt.Fprintf(pio.Stderr, "latestwins: unknown command %q\n\n", args[0])
+	usage(pio.Stderr)
+	return ExitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "latestwins: latest-wins coordination for deployments")
+	fmt.Fprintln(w, "\nUsage: latestwins COMMAND [flags]\n\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nStore: --store or LATESTWINS_STORE: bolt://PATH (default bolt://./latestwins.db), memory://,")
+	fmt.Fprintln(w, "       dynamodb://TABLE?region=R&endpoint=URL")
+	fmt.Fprintln(w, "\nExit codes: 0 done, 1 error (retryable), 2 bad input, 3 superseded, 4 locked (gave up waiting),")
+	fmt.Fprintln(w, "            5 lease lost (retryable), 6 failed (will retry), 7 failed (final), 8 interrupted")
+	fmt.Fprintln(w, "\nRun `latestwins COMMAND -h` for a command's flags.")
+}
+
+// exitError carries an exit code for an outcome that is not an error of the program (superseded,
+// a failed command on a non-final attempt). An empty message prints nothing more.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// ExitCode maps an error to the documented exit code.
+func ExitCode(err error) int {
+	var ec *exitError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ec):
+		return ec.code
+	case errors.Is(err, flag.ErrHelp):
+		return ExitOK
+	case errors.Is(err, authority.ErrInvalidInput), errors.Is(err, errUsage):
+		return ExitUsage
+	case errors.Is(err, authority.ErrSuperseded):
+		return ExitSuperseded
+	case errors.Is(err, authority.ErrLeaseHeld):
+		return ExitLocked
+	case errors.Is(err, authority.ErrLeaseLost):
+		return ExitLeaseLost
+	}
+	return ExitError
+}
+
+var errUsage = errors.New("usage")
+
+func usageErrorf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
+}
+
+// splitList splits a comma or space separated list, dropping empties.
+func splitList(s string) []string {
+	f := strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' })
+	return f
+}
+
+func sortedScopes(m map[string]int64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/latestwins/latestwins/internal/demo"
+)
+
+func runDemo(ctx context.Context, c *cmdEnv, args []string) error {
+	c.newFlags("demo")
+	o := demo.DefaultOptions()
+	b := c.durVar(&o.Build, "build", o.Build, "how long each simulated build takes")
+	d := c.durVar(&o.Deploy, "deploy", o.Deploy, "how long the simulated deploy takes")
+	if err := c.parse(args, b, d); err != nil {
+		return err
+	}
+	given := false
+	c.fs.Visit(func(f *flag.Flag) { given = given || f.Name == "store" })
+	if !given && c.io.Getenv("LATESTWINS_STORE") == "" {
+		// The embedded store, in a fresh file: the demo never touches ./latestwins.db.
+		dir, err := os.MkdirTemp("", "latestwins-demo-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		c.s.store = "bolt://" + filepath.Join(dir, "demo.db")
+	}
+	if strings.HasPrefix(c.s.store, "bolt://") || strings.HasPrefix(c.s.store, "memory://") {
+		o.Environment = "demo"
+	} else {
+		o.Environment = fmt.Sprintf("demo/%d", time.Now().Unix())
+	}
+	if err := c.open(ctx); err != nil {
+		return err
+	}
+	defer c.done()
+	if _, err := c.auth.Status(ctx, o.Environment); err == nil {
+		o.Environment = fmt.Sprintf("demo/%d", time.Now().UnixNano())
+	}
+	fmt.Fprintf(c.io.Stdout, "latestwins demo on %s\n", c.s.store)
+	res, err := demo.Run(ctx, c.auth, c.io.Stdout, o)
+	if err != nil {
+		return err
+	}
+	if len(res.Violations) > 0 {
+		fmt.Fprintln(c.io.Stdout, "\nGuarantees broken:")
+		for _, v := range res.Violations {
+			fmt.Fprintf(c.io.Stdout, "  - %s\n", v)
+		}
+		return &exitError{code: ExitError, msg: fmt.Sprintf("%d guarantee(s) broken", len(res.Violations))}
+	}
+	fmt.Fprintln(c.io.Stdout, "\nAll guarantees held: C, the newest commit, is live; A and B deployed nothing.")
+	return nil
+}

@@ -1,0 +1,455 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/report"
+)
+
+func (c *cmdEnv) intentFlags() {
+	c.str(&c.s.environment, "environment", "", "environment, e.g. staging or preview/pr-803")
+	c.str(&c.s.scopes, "scopes", "", "comma-separated scopes, e.g. api,web")
+	c.str(&c.s.sha, "sha", "", "commit to deploy (default $GITHUB_SHA)")
+	c.str(&c.s.ref, "ref", "", "branch or ref of the commit (default $GITHUB_REF)")
+	c.str(&c.s.before, "before", "", "the commit this one was pushed on top of (guards against out-of-order deliveries)")
+	c.str(&c.s.source, "source", "", "where the intent comes from (push, cli, ...)")
+	c.str(&c.s.actor, "actor", "", "who asked (default $GITHUB_ACTOR)")
+	c.str(&c.s.intentID, "intent-id", "", "unique id of the intent; a repeat returns the same generation (default: the GitHub run)")
+	c.boolean(&c.s.redeploy, "redeploy", false, "deploy this commit even if a newer one of its branch was seen")
+}
+
+func (c *cmdEnv) stateFlag() {
+	c.str(&c.s.state, "state", "", "file the steps of one pass share (generation, scopes, tokens)")
+}
+
+func (c *cmdEnv) intent() (authority.Intent, error) {
+	c.githubDefaults()
+	if err := c.requireEnvironment(); err != nil {
+		return authority.Intent{}, err
+	}
+	if c.s.intentID == "" {
+		host := strings.TrimPrefix(c.defaultHolder(), "host:")
+		c.s.intentID = fmt.Sprintf("cli:%s:%d", host, time.Now().UnixNano())
+	}
+	if c.s.source == "" {
+		c.s.source = "cli"
+	}
+	return authority.Intent{ID: c.s.intentID, Environment: c.s.environment, Scopes: splitList(c.s.scopes), Sha: c.s.sha,
+		Ref: c.s.ref, Before: c.s.before, Source: c.s.source, Actor: c.s.actor, Redeploy: c.s.redeploy}, nil
+}
+
+// claim accepts the intent and claims its scopes in one write.
+func (c *cmdEnv) claim(ctx context.Context) (*authority.AcceptResult, error) {
+	in, err := c.intent()
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.auth.Accept(ctx, in, true)
+	if err != nil {
+		return nil, err
+	}
+	if res.Duplicate && res.Claim == nil {
+		// A repeat of an accepted intent: claim again what it accepted (idempotent for its own pass).
+		cr, err := c.auth.Claim(ctx, in.Environment, res.Generation, res.Accepted)
+		if err != nil {
+			return nil, err
+		}
+		res.Claim = cr
+	}
+	return res, nil
+}
+
+func runClaim(ctx context.Context, c *cmdEnv, args []string) error {
+	c.newFlags("claim")
+	c.intentFlags()
+	c.stateFlag()
+	c.str(&c.s.holder, "holder", "", "lease holder id for later steps (default: the GitHub job, or the host)")
+	att := c.intVar(&c.s.attempt, "attempt", 0, "attempt number (default $GITHUB_RUN_ATTEMPT)")
+	if err := c.parse(args, att); err != nil {
+		return err
+	}
+	if err := c.open(ctx); err != nil {
+		return err
+	}
+	defer c.done()
+	res, err := c.claim(ctx)
+	if err != nil {
+		return err
+	}
+	claimed := []string{}
+	if res.Claim != nil {
+		claimed = res.Claim.Scopes()
+	}
+	if c.s.holder == "" {
+		c.s.holder = c.defaultHolder()
+	}
+	if err := c.saveState(&passState{Environment: c.s.environment, Generation: res.Generation, Scopes: claimed, Holder: c.s.holder}); err != nil {
+		return err
+	}
+	if c.s.jsonOut {
+		if err := c.printJSON(res); err != nil {
+			return err
+		}
+	} else {
+		c.printf("generation %d\n", res.Generation)
+		if res.Duplicate {
+			c.printf("already accepted (intent %s): same generation, nothing changed\n", c.s.intentID)
+		}
+		if len(claimed) > 0 {
+			c.printf("claimed %s\n", strings.Join(claimed, ","))
+		}
+		for scope, by := range res.Stale {
+			c.printf("%s: arrived out of order, superseded by generation %d\n", scope, by)
+		}
+		if res.Claim != nil {
+			for _, s := range res.Claim.Superseded {
+				c.printf("%s: %v\n", s.Scope, s)
+			}
+		}
+	}
+	if len(claimed) == 0 {
+		return &exitError{code: ExitSuperseded}
+	}
+	return nil
+}
+
+func runGate(ctx context.Context, c *cmdEnv, args []string) error {
+	c.newFlags("gate")
+	c.str(&c.s.environment, "environment", "", "environment")
+	c.str(&c.s.scopes, "scopes", "", "scopes (default: those the pass claimed, from --state)")
+	c.str(&c.s.phase, "phase", "deploy", "phase to enter: build, deploy, publish, ...")
+	c.str(&c.s.holder, "holder", "", "lease holder id (default: from --state, the GitHub job, or the host)")
+	c.boolean(&c.s.lease, "lease", true, "take the scopes' leases (deploy phase only; other phases check authority only)")
+	c.stateFlag()
+	gen := c.int64Var(&c.s.generation, "generation", 0, "the pass's generation (default: from --state)")
+	ttl := c.durVar(&c.s.leaseTTL, "lease-ttl", authority.DefaultLeaseTTL, "lease length")
+	wait := c.durVar(&c.s.wait, "wait", 0, "how long to wait for a held lease")
+	skew := c.durVar(&c.s.skew, "lease-skew", authority.DefaultSkew, "margin past a lease's expiry before it is taken over")
+	if err := c.parse(args, gen, ttl, wait, skew); err != nil {
+		return err
+	}
+	st, err := c.loadState()
+	if err != nil {
+		return err
+	}
+	c.fromState(st)
+	if err := c.requireEnvironment(); err != nil {
+		return err
+	}
+	if err := c.requireGeneration(); err != nil {
+		return err
+	}
+	if err := c.open(ctx); err != nil {
+		return err
+	}
+	defer c.done()
+	g, err := c.gate(ctx)
+	if err != nil {
+		return c.reportRefusal(err)
+	}
+	if len(g.Tokens) > 0 {
+		st.Environment, st.Generation, st.Holder, st.Tokens, st.ExpiresAt = g.Environment, g.Generation, g.Holder, g.Tokens, g.ExpiresAt
+		st.Scopes = sortedScopes(g.Tokens)
+		if err := c.saveState(st); err != nil {
+			return err
+		}
+	}
+	if c.s.jsonOut {
+		return c.printJSON(g)
+	}
+	c.printf("authorized: generation %d may enter %s\n", g.Generation, g.Phase)
+	for _, s := range sortedScopes(g.Tokens) {
+		c.printf("lease %s/%s token %d until %s\n", g.Environment, s, g.Tokens[s], g.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// gate enters the phase, waiting on a held lease up to --wait and honouring retry_after.
+func (c *cmdEnv) gate(ctx context.Context) (*authority.Grant, error) {
+	scopes := splitList(c.s.scopes)
+	if len(scopes) == 0 {
+		return nil, &authority.InputError{Field: "scopes", Fix: "name the scopes (--scopes), or share the --state file written by claim"}
+	}
+	ttl := time.Duration(0)
+	if c.s.lease && c.s.phase == "deploy" {
+		ttl = c.s.leaseTTL
+		if ttl < 3*time.Second {
+			return nil, &authority.InputError{Field: "lease-ttl", Value: ttl.String(), Fix: "use a lease TTL of at least 3s (default 2m)"}
+		}
+		if c.s.holder == "" {
+			c.s.holder = c.defaultHolder()
+		}
+	}
+	req := authority.GateRequest{Environment: c.s.environment, Generation: c.s.generation, Scopes: scopes,
+		Phase: c.s.phase, Holder: c.s.holder, LeaseTTL: ttl}
+	deadline := time.Now().Add(c.s.wait)
+	for {
+		g, err := c.auth.Gate(ctx, req)
+		var held *authority.HeldError
+		if !errors.As(err, &held) {
+			return g, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, err
+		}
+		pause := min(held.RetryAfter, left)
+		c.progress("waiting: %s is locked by %s (%s, generation %d); retrying in %s (%s left to wait)",
+			held.Resource, held.Holder, held.Purpose, held.Generation, pause.Round(time.Second), left.Round(time.Second))
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// reportRefusal turns a superseded or locked refusal into its exit code with a one-line explanation.
+func (c *cmdEnv) reportRefusal(err error) error {
+	var sup *authority.SupersededError
+	var held *authority.HeldError
+	switch {
+	case errors.As(err, &sup):
+		if c.s.jsonOut {
+			_ = c.printJSON(map[string]any{"authorized": false, "superseded": sup})
+		}
+		c.progress("superseded: %v", sup)
+		return &exitError{code: ExitSuperseded}
+	case errors.As(err, &held):
+		if c.s.jsonOut {
+			_ = c.printJSON(map[string]any{"error": "locked", "resource": held.Resource, "holder": held.Holder,
+				"purpose": held.Purpose, "generation": held.Generation, "retry_after": int64(held.RetryAfter / time.Second)})
+		}
+		return &exitError{code: ExitLocked, msg: fmt.Sprintf("gave up waiting: %v", held)}
+	}
+	return err
+}
+
+func runComplete(ctx context.Context, c *cmdEnv, args []string) error {
+	c.newFlags("complete")
+	c.str(&c.s.environment, "environment", "", "environment")
+	c.str(&c.s.scopes, "scopes", "", "scopes (default: from --state)")
+	c.str(&c.s.outcome, "outcome", "success", "success, failure, lost, interrupted or invalid")
+	c.str(&c.s.message, "message", "", "what happened, for the timeline and status")
+	c.str(&c.s.holder, "holder", "", "lease holder id (default: from --state)")
+	c.str(&c.s.tokens, "tokens", "", "fencing tokens as SCOPE=N pairs (default: from --state)")
+	c.str(&c.s.run, "run", "", "run id or URL to record with the live state (default: the GitHub run)")
+	c.stateFlag()
+	gen := c.int64Var(&c.s.generation, "generation", 0, "the pass's generation (default: from --state)")
+	att := c.intVar(&c.s.attempt, "attempt", 0, "attempt number (default $GITHUB_RUN_ATTEMPT, else 1)")
+	maxAtt := c.intVar(&c.s.maxAttempts, "max-attempts", 3, "attempts before a failure is terminal")
+	if err := c.parse(args, gen, att, maxAtt); err != nil {
+		return err
+	}
+	st, err := c.loadState()
+	if err != nil {
+		return err
+	}
+	c.fromState(st)
+	c.githubDefaults()
+	if err := c.requireEnvironment(); err != nil {
+		return err
+	}
+	if err := c.requireGeneration(); err != nil {
+		return err
+	}
+	outcome, err := authority.ParseOutcome(c.s.outcome)
+	if err != nil {
+		return err
+	}
+	tokens := st.Tokens
+	if c.s.tokens != "" {
+		if tokens, err = parseTokens(c.s.tokens); err != nil {
+			return err
+		}
+	}
+	if err := c.open(ctx); err != nil {
+		return err
+	}
+	defer c.done()
+	res, err := c.complete(ctx, outcome, tokens)
+	if err != nil {
+		return err
+	}
+	return c.reportCompletion(res)
+}
+
+func (c *cmdEnv) complete(ctx context.Context, outcome authority.Outcome, tokens map[string]int64) (*authority.CompleteResult, error) {
+	if c.s.attempt == 0 {
+		c.s.attempt = 1
+	}
+	if c.s.run == "" && c.io.Getenv("GITHUB_RUN_ID") != "" {
+		c.s.run = fmt.Sprintf("%s/%s/actions/runs/%s", strings.TrimSuffix(c.io.Getenv("GITHUB_SERVER_URL"), "/"), c.io.Getenv("GITHUB_REPOSITORY"), c.io.Getenv("GITHUB_RUN_ID"))
+	}
+	return c.auth.Complete(ctx, authority.Completion{Environment: c.s.environment, Generation: c.s.generation,
+		Scopes: splitList(c.s.scopes), Holder: c.s.holder, Tokens: tokens, Outcome: outcome, Attempt: c.s.attempt,
+		MaxAttempts: c.s.maxAttempts, Message: c.s.message, Run: c.s.run})
+}
+
+func (c *cmdEnv) reportCompletion(res *authority.CompleteResult) error {
+	if c.s.jsonOut {
+		if err := c.printJSON(map[string]any{"outcome": res.Overall(), "results": res.Results, "superseded": res.Superseded}); err != nil {
+			return err
+		}
+	} else {
+		for _, s := range sortedKeysOf(res.Results) {
+			var line string
+			switch res.Results[s] {
+			case authority.ResultDeployed:
+				line = "deployed"
+			case authority.ResultSuperseded:
+				line = fmt.Sprintf("superseded, nothing published (%v)", res.Superseded[s])
+			case authority.ResultRetry:
+				line = fmt.Sprintf("%s on attempt %d of %d: retryable, nothing terminal published", c.s.outcome, c.s.attempt, c.s.maxAttempts)
+			case authority.ResultFailed:
+				line = fmt.Sprintf("%s: terminal error recorded (attempt %d of %d)", c.s.outcome, c.s.attempt, c.s.maxAttempts)
+			}
+			c.printf("%s/%s: %s\n", c.s.environment, s, line)
+		}
+	}
+	switch res.Overall() {
+	case authority.ResultSuperseded:
+		return &exitError{code: ExitSuperseded}
+	case authority.ResultRetry:
+		return &exitError{code: ExitRetry}
+	case authority.ResultFailed:
+		return &exitError{code: ExitFailed}
+	}
+	return nil
+}
+
+func runStatus(ctx context.Context, c *cmdEnv, args []string) error {
+	c.newFlags("status")
+	c.interspersed = true
+	c.str(&c.s.environment, "environment", "", "environment (or the first argument)")
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	if err := c.envArg(); err != nil {
+		return err
+	}
+	if err := c.open(ctx); err != nil {
+		return err
+	}
+	defer c.done()
+	e, err := c.auth.Status(ctx, c.s.environment)
+	if err != nil {
+		return err
+	}
+	if c.s.jsonOut {
+		return c.printJSON(statusJSON(e, c.auth.Now()))
+	}
+	return report.StatusText(c.io.Stdout, e, c.auth.Now())
+}
+
+// statusJSON is the --json shape of status: the state without the timeline and intent records.
+func statusJSON(e *authority.Env, now time.Time) map[string]any {
+	scopes := map[string]any{}
+	for name, s := range e.Scopes {
+		scopes[name] = map[string]any{"live": s.Live, "pending": s.Mailbox, "owner": s.Owner, "lease": s.Lease,
+			"lease_held": s.Lease.Holder != "" && now.Before(s.Lease.ExpiresAt), "failure": s.Failure}
+	}
+	return map[string]any{"environment": e.Name, "desired_generation": e.Desired, "observed_generation": e.Observed,
+		"settled": e.Observed == e.Desired, "scopes": scopes}
+}
+
+func runHistory(ctx context.Context, c *cmdEnv, args []string) error {
+	c.newFlags("history")
+	c.interspersed = true
+	c.str(&c.s.environment, "environment", "", "environment (or the first argument)")
+	lim := c.intVar(&c.s.limit, "limit", 50, "how many of the newest events (0: all kept)")
+	if err := c.parse(args, lim); err != nil {
+		return err
+	}
+	if err := c.envArg(); err != nil {
+		return err
+	}
+	if err := c.open(ctx); err != nil {
+		return err
+	}
+	defer c.done()
+	e, err := c.auth.Status(ctx, c.s.environment)
+	if err != nil {
+		return err
+	}
+	events := e.Events
+	if c.s.limit > 0 && len(events) > c.s.limit {
+		events = events[len(events)-c.s.limit:]
+	}
+	if c.s.jsonOut {
+		return c.printJSON(events)
+	}
+	return report.TimelineText(c.io.Stdout, events)
+}
+
+// envArg takes the environment from the first positional argument when given.
+func (c *cmdEnv) envArg() error {
+	rest := c.positional
+	if len(rest) > 1 {
+		return usageErrorf("unexpected arguments %q", rest[1:])
+	}
+	if len(rest) == 1 {
+		c.s.environment = rest[0]
+	}
+	return c.requireEnvironment()
+}
+
+func runUnlock(ctx context.Context, c *cmdEnv, args []string) error {
+	c.newFlags("unlock")
+	c.interspersed = true
+	c.str(&c.s.reason, "reason", "", "why, for the timeline (required)")
+	c.str(&c.s.actor, "actor", "", "who unlocks (default $GITHUB_ACTOR or $USER)")
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	if len(c.positional) != 1 {
+		return usageErrorf("name one lease: latestwins unlock ENV/SCOPE --reason TEXT")
+	}
+	resource := c.positional[0]
+	if c.s.actor == "" {
+		c.s.actor = firstNonEmpty(c.io.Getenv("GITHUB_ACTOR"), c.io.Getenv("USER"))
+	}
+	if err := c.open(ctx); err != nil {
+		return err
+	}
+	defer c.done()
+	prev, err := c.auth.Unlock(ctx, resource, c.s.reason, c.s.actor)
+	if errors.Is(err, authority.ErrNotFound) {
+		c.printf("%s is not locked; nothing to do\n", resource)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if c.s.jsonOut {
+		return c.printJSON(map[string]any{"unlocked": resource, "was": prev})
+	}
+	c.printf("unlocked %s (was held by %s for %s, generation %d, token %d)\n", resource, prev.Holder, prev.Purpose, prev.Generation, prev.Token)
+	return nil
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+func sortedKeysOf[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,111 @@
+// Package report renders authoritative state for people: status tables and timelines as plain text
+// for terminals and logs, and (later) Markdown for job summaries and comments.
+package report
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/latestwins/latestwins/internal/authority"
+)
+
+// StatusText writes an environment's status table: observed/desired, then one row per scope with
+// its live commit, pending work, owner and lease.
+func StatusText(w io.Writer, e *authority.Env, now time.Time) error {
+	state := "settled"
+	if e.Observed < e.Desired {
+		state = "reconciling"
+	}
+	if _, err := fmt.Fprintf(w, "%s  %d/%d %s\n", e.Name, e.Observed, e.Desired, state); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCOPE\tLIVE\tGEN\tDEPLOYED\tPENDING\tOWNER\tLEASE")
+	names := make([]string, 0, len(e.Scopes))
+	for n := range e.Scopes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		s := e.Scopes[n]
+		live, gen, at := "-", "-", "-"
+		if s.Live != nil {
+			live, gen, at = short(s.Live.Sha), fmt.Sprint(s.Live.Generation), ago(now, s.Live.At)
+		}
+		pending := "-"
+		if m := s.Mailbox; m != nil {
+			pending = fmt.Sprintf("%s (gen %d)", short(m.Sha), m.Generation)
+			if m.Attempt > 0 {
+				pending += fmt.Sprintf(", %d failed", m.Attempt)
+			}
+		}
+		if f := s.Failure; f != nil && s.Mailbox == nil {
+			pending = fmt.Sprintf("ERROR gen %d: %s", f.Generation, oneLine(f.Message, 48))
+		}
+		owner := "-"
+		if s.Owner > 0 {
+			owner = fmt.Sprint(s.Owner)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n, live, gen, at, pending, owner, LeaseText(s.Lease, now))
+	}
+	return tw.Flush()
+}
+
+// LeaseText describes a lease in a few words.
+func LeaseText(l authority.Lease, now time.Time) string {
+	if l.Holder == "" {
+		return "free"
+	}
+	left := l.ExpiresAt.Sub(now).Round(time.Second)
+	if left <= 0 {
+		return fmt.Sprintf("%s: %s by %s, token %d, expired %s ago", "expired", l.Purpose, l.Holder, l.Token, (-left).String())
+	}
+	return fmt.Sprintf("%s by %s, token %d, %s left", l.Purpose, l.Holder, l.Token, left)
+}
+
+// TimelineText writes events, oldest first, one per line.
+func TimelineText(w io.Writer, events []authority.Event) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, ev := range events {
+		scope := ev.Scope
+		if scope == "" {
+			scope = "-"
+		}
+		gen := "-"
+		if ev.Generation > 0 {
+			gen = fmt.Sprint(ev.Generation)
+		}
+		fmt.Fprintf(tw, "%s\t#%d\t%s\t%s\tgen %s\t%s\n", ev.At.UTC().Format("15:04:05.000"), ev.Seq, ev.Kind, scope, gen, ev.Message)
+	}
+	return tw.Flush()
+}
+
+func short(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	return sha
+}
+
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t).Round(time.Second)
+	if d < 0 {
+		d = 0
+	}
+	return d.String() + " ago"
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n-1] + "…"
+	}
+	return s
+}
