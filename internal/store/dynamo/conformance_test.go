@@ -1,0 +1,16 @@
+package dynamo
+
+import (
+	"testing"
+
+	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/store/storetest"
+)
+
+// TestConformance runs the suite every adapter passes, each subtest on a fresh table.
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) authority.Store {
+		client, table := migrated(t)
+		return New(client, table)
+	})
+}
