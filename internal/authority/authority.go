@@ -2,12 +2,13 @@ package authority
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"sync"
 	"time"
 )
@@ -37,7 +38,8 @@ type Authority struct {
 	log   *slog.Logger
 
 	mu    sync.Mutex
-	cache map[string][]byte // key -> JSON of the last document this process wrote or read
+	cache map[string]*Doc        // key -> a private copy of the last document this process wrote or read
+	locks map[string]*sync.Mutex // key -> serialises this process's updates of the document
 }
 
 // Option configures an Authority.
@@ -54,7 +56,8 @@ func WithLogger(l *slog.Logger) Option { return func(a *Authority) { a.log = l }
 
 // New returns an Authority over store.
 func New(store Store, opts ...Option) *Authority {
-	a := &Authority{store: store, clock: systemClock{}, skew: DefaultSkew, log: slog.New(slog.DiscardHandler), cache: map[string][]byte{}}
+	a := &Authority{store: store, clock: systemClock{}, skew: DefaultSkew, log: slog.New(slog.DiscardHandler),
+		cache: map[string]*Doc{}, locks: map[string]*sync.Mutex{}}
 	for _, o := range opts {
 		o(a)
 	}
@@ -78,14 +81,18 @@ func (a *Authority) Accept(ctx context.Context, in Intent, claim bool) (*AcceptR
 		if d.Env == nil {
 			d.Env = newEnv(in.Environment)
 		}
-		res = d.Env.accept(&in, now)
-		changed := !res.Duplicate
-		if claim && len(res.Accepted) > 0 {
-			cr := d.Env.claim(res.Generation, res.Accepted, now)
-			res.Claim = cr
-			changed = changed || len(cr.Claimed) > 0
+		if _, dup := d.Env.Intents[in.ID]; !dup {
+			if err := d.Env.checkCapacity(in.Scopes); err != nil {
+				return false, err
+			}
 		}
-		return changed, nil
+		before := d.Env.EventSeq
+		res = d.Env.accept(&in, now)
+		if claim && len(res.Accepted) > 0 {
+			res.Claim = d.Env.claim(res.Generation, res.Accepted, now)
+		}
+		// A repeat of an accepted intent, re-claimed by its own pass, records nothing and writes nothing.
+		return d.Env.EventSeq != before, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("accept intent %q in %s: %w", in.ID, in.Environment, err)
@@ -191,18 +198,19 @@ func (a *Authority) Renew(ctx context.Context, g *Grant, ttl time.Duration) erro
 	return nil
 }
 
-// Release gives up the leases of a grant, if they are still the caller's.
+// Release gives up the leases of a grant. Only the holder releases: when any of them is no longer
+// the caller's, nothing is released and it returns a *LostError.
 func (a *Authority) Release(ctx context.Context, g *Grant) error {
 	if len(g.Tokens) == 0 {
 		return nil
 	}
 	_, err := a.update(ctx, EnvKey(g.Environment), func(d *Doc, now time.Time) (bool, error) {
 		if d.Env == nil {
-			return false, nil
+			return false, &LostError{Resource: g.Environment, Reason: "environment not found"}
 		}
 		scopes := sortedKeys(g.Tokens)
-		if d.Env.checkTokens(scopes, g.Holder, g.Tokens) != nil {
-			return false, nil
+		if err := d.Env.checkTokens(scopes, g.Holder, g.Tokens); err != nil {
+			return false, err
 		}
 		d.Env.release(scopes, g.Holder, g.Tokens)
 		for _, s := range scopes {
@@ -337,6 +345,10 @@ func (a *Authority) Pending(ctx context.Context) ([]string, error) {
 // can still record a timeline event). On a conflict the document is read again and fn re-applied. A
 // decision made on remembered state that does not write is confirmed against a fresh read.
 func (a *Authority) update(ctx context.Context, key string, fn func(*Doc, time.Time) (bool, error)) (*Doc, error) {
+	// Updates of one document from this process go one at a time: racing each other would only
+	// waste writes on conflicts, and the remembered revision stays current between them.
+	unlock := a.lock(key)
+	defer unlock()
 	doc, fresh := a.remembered(key), false
 	if doc == nil {
 		var err error
@@ -360,6 +372,7 @@ func (a *Authority) update(ctx context.Context, key string, fn func(*Doc, time.T
 			return work, ferr
 		}
 		if work.Env != nil {
+			work.Env.fit()
 			work.Pending = work.Env.HasPending()
 		}
 		rev, err := a.store.Put(ctx, work)
@@ -394,8 +407,22 @@ func (a *Authority) load(ctx context.Context, key string) (*Doc, error) {
 	return d, nil
 }
 
+func (a *Authority) lock(key string) func() {
+	a.mu.Lock()
+	l, ok := a.locks[key]
+	if !ok {
+		l = &sync.Mutex{}
+		a.locks[key] = l
+	}
+	a.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// backoff waits a random time below a ceiling that doubles with each conflict, from 4 ms up to about
+// one second: racing processes spread out instead of colliding again on their next write.
 func backoff(ctx context.Context, attempt int) error {
-	ceiling := time.Millisecond << min(attempt, 7) // up to 128 ms
+	ceiling := 4 * time.Millisecond << min(attempt, 8)
 	t := time.NewTimer(time.Duration(rand.Int64N(int64(ceiling)) + 1))
 	defer t.Stop()
 	select {
@@ -406,28 +433,23 @@ func backoff(ctx context.Context, attempt int) error {
 	}
 }
 
+// remember keeps a private copy of d as the last revision this process saw.
 func (a *Authority) remember(d *Doc) {
-	b, err := json.Marshal(d)
-	if err != nil {
-		return
-	}
+	c := cloneDoc(d)
 	a.mu.Lock()
-	a.cache[d.Key] = b
+	a.cache[d.Key] = c
 	a.mu.Unlock()
 }
 
+// remembered returns a private copy of the last revision this process saw of key, or nil.
 func (a *Authority) remembered(key string) *Doc {
 	a.mu.Lock()
-	b := a.cache[key]
+	d := a.cache[key]
 	a.mu.Unlock()
-	if b == nil {
+	if d == nil {
 		return nil
 	}
-	var d Doc
-	if json.Unmarshal(b, &d) != nil {
-		return nil
-	}
-	return &d
+	return cloneDoc(d)
 }
 
 func (a *Authority) forget(key string) {
@@ -436,14 +458,47 @@ func (a *Authority) forget(key string) {
 	a.mu.Unlock()
 }
 
+// cloneDoc deep-copies a document, so that a transition can work on it and be thrown away.
 func cloneDoc(d *Doc) *Doc {
-	b, err := json.Marshal(d)
-	if err != nil {
-		panic(fmt.Sprintf("authority: document %s does not marshal: %v", d.Key, err))
+	c := *d
+	c.Env = d.Env.clone()
+	if d.Lease != nil {
+		l := *d.Lease
+		l.Events = slices.Clone(d.Lease.Events)
+		c.Lease = &l
 	}
-	var c Doc
-	if err := json.Unmarshal(b, &c); err != nil {
-		panic(fmt.Sprintf("authority: document %s does not unmarshal: %v", d.Key, err))
+	return &c
+}
+
+func (e *Env) clone() *Env {
+	if e == nil {
+		return nil
+	}
+	c := *e
+	c.Events = slices.Clone(e.Events)
+	// Intent records are never changed in place, only added and deleted: the values can be shared.
+	c.Intents = maps.Clone(e.Intents)
+	if c.Intents == nil {
+		c.Intents = map[string]IntentRecord{}
+	}
+	c.Scopes = make(map[string]*Scope, len(e.Scopes))
+	for name, s := range e.Scopes {
+		sc := *s
+		if s.Mailbox != nil {
+			m := *s.Mailbox
+			m.Lineage = slices.Clone(s.Mailbox.Lineage)
+			sc.Mailbox = &m
+		}
+		if s.Live != nil {
+			l := *s.Live
+			l.Lineage = slices.Clone(s.Live.Lineage)
+			sc.Live = &l
+		}
+		if s.Failure != nil {
+			f := *s.Failure
+			sc.Failure = &f
+		}
+		c.Scopes[name] = &sc
 	}
 	return &c
 }

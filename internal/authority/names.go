@@ -55,8 +55,8 @@ func validateSha(sha string) error {
 }
 
 func validateHolder(holder string) error {
-	if holder == "" || len(holder) > 256 {
-		return &InputError{Field: "holder", Value: holder, Fix: "give a lease holder id of 1-256 characters (the run id, or host:pid)"}
+	if holder == "" || len(holder) > maxIDLen {
+		return &InputError{Field: "holder", Value: truncate(holder, 40), Fix: fmt.Sprintf("give a lease holder id of 1-%d characters (the run id, or host:pid)", maxIDLen)}
 	}
 	return nil
 }

@@ -1,19 +1,26 @@
 package authority
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Limits on what one environment document keeps, so that it stays far below DynamoDB's 400 KB item
 // size: the newest events, the intents of the newest generations, and short commit lineages.
 const (
 	maxEvents      = 256
-	maxIntents     = 512
-	maxLineage     = 16
-	maxMessageSize = 1024
+	maxIntents     = 256
+	maxLineage     = 8
+	maxMessageSize = 300
+	maxIDLen       = 160 // intent ids and lease holders
+	maxFieldLen    = 160 // refs, sources, actors
+	// MaxScopes is how many scopes one environment may have.
+	MaxScopes = 64
 )
 
 // Intent is a request to bring scopes of an environment to a commit.
@@ -34,13 +41,82 @@ func (in *Intent) validate() error {
 	if err := ValidateEnvironment(in.Environment); err != nil {
 		return err
 	}
-	if in.ID == "" || len(in.ID) > 256 {
-		return &InputError{Field: "intent-id", Value: in.ID, Fix: "give a unique intent id of 1-256 characters (a delivery id, or run id)"}
+	if in.ID == "" || len(in.ID) > maxIDLen {
+		return &InputError{Field: "intent-id", Value: truncate(in.ID, 40), Fix: fmt.Sprintf("give a unique intent id of 1-%d characters (a delivery id, or run id)", maxIDLen)}
 	}
 	if err := validateScopes(in.Scopes, true); err != nil {
 		return err
 	}
+	for field, v := range map[string]string{"ref": in.Ref, "source": in.Source, "actor": in.Actor} {
+		if len(v) > maxFieldLen {
+			return &InputError{Field: field, Value: truncate(v, 40), Fix: fmt.Sprintf("use at most %d characters", maxFieldLen)}
+		}
+	}
+	if in.Before != "" {
+		if err := validateSha(in.Before); err != nil {
+			return &InputError{Field: "before", Value: in.Before, Fix: "give the parent commit's sha, or leave it empty"}
+		}
+	}
 	return validateSha(in.Sha)
+}
+
+// maxDocBytes bounds an environment document's encoded size, far enough below DynamoDB's 400 KB
+// item limit that the store's own attributes and encoding fit beside it.
+const maxDocBytes = 300_000
+
+// fit keeps the document within maxDocBytes by dropping the oldest timeline events, then the intent
+// records of the oldest generations. The state itself (scopes, counters) is never dropped; MaxScopes
+// keeps it far below the budget.
+func (e *Env) fit() {
+	for {
+		b, err := json.Marshal(e)
+		if err != nil || len(b) <= maxDocBytes {
+			return
+		}
+		switch {
+		case len(e.Events) > 0:
+			e.Events = slices.Delete(e.Events, 0, min(len(e.Events), 16))
+		case len(e.Intents) > 0:
+			oldest := int64(-1)
+			var id string
+			for k, r := range e.Intents {
+				if oldest < 0 || r.Generation < oldest {
+					oldest, id = r.Generation, k
+				}
+			}
+			delete(e.Intents, id)
+		default:
+			return
+		}
+	}
+}
+
+// checkCapacity refuses an intent that would give the environment more than MaxScopes scopes, so
+// that its document stays within the store's item size.
+func (e *Env) checkCapacity(scopes []string) error {
+	n := len(e.Scopes)
+	for _, s := range scopes {
+		if _, ok := e.Scopes[s]; !ok {
+			n++
+		}
+	}
+	if n > MaxScopes {
+		return &InputError{Field: "scopes", Value: strings.Join(scopes, ","),
+			Fix: fmt.Sprintf("environment %s would have %d scopes; at most %d fit, split it into several environments", e.Name, n, MaxScopes)}
+	}
+	return nil
+}
+
+// truncate cuts s to at most n bytes on a character boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // AcceptResult says what became of an intent.
@@ -182,9 +258,7 @@ func (e *Env) record(now time.Time, ev Event) {
 	e.EventSeq++
 	ev.Seq = e.EventSeq
 	ev.At = now
-	if len(ev.Message) > maxMessageSize {
-		ev.Message = ev.Message[:maxMessageSize] + "…"
-	}
+	ev.Message = truncate(ev.Message, maxMessageSize)
 	e.Events = append(e.Events, ev)
 	if n := len(e.Events) - maxEvents; n > 0 {
 		e.Events = slices.Delete(e.Events, 0, n)
@@ -237,7 +311,17 @@ func (e *Env) pruneIntents() {
 // the commit arrived behind a newer one of its branch.
 func (e *Env) accept(in *Intent, now time.Time) *AcceptResult {
 	if rec, ok := e.Intents[in.ID]; ok {
-		return &AcceptResult{Generation: rec.Generation, Duplicate: true, Accepted: slices.Clone(rec.Scopes)}
+		// A repeat: the scopes whose mailbox still holds this intent are what its pass may claim.
+		res := &AcceptResult{Generation: rec.Generation, Duplicate: true, Accepted: []string{}}
+		for _, name := range sortedKeys(e.Scopes) {
+			if m := e.Scopes[name].Mailbox; m != nil && m.IntentID == in.ID {
+				res.Accepted = append(res.Accepted, name)
+			}
+		}
+		return res
+	}
+	if e.Intents == nil {
+		e.Intents = map[string]IntentRecord{}
 	}
 	e.Desired++
 	gen := e.Desired
@@ -265,7 +349,7 @@ func (e *Env) accept(in *Intent, now time.Time) *AcceptResult {
 		e.record(now, Event{Kind: EventAccepted, Scope: name, Generation: gen, Sha: in.Sha,
 			Message: fmt.Sprintf("Accepted %s from %s%s", shortSha(in.Sha), orUnknown(in.Source), byActor(in.Actor))})
 	}
-	e.Intents[in.ID] = IntentRecord{Generation: gen, Scopes: slices.Clone(res.Accepted)}
+	e.Intents[in.ID] = IntentRecord{Generation: gen}
 	e.pruneIntents()
 	e.settle()
 	return res
@@ -381,14 +465,15 @@ func heldError(resource string, l *Lease, now time.Time, skew time.Duration) *He
 		ExpiresAt: l.ExpiresAt, RetryAfter: secs * time.Second}
 }
 
-// grant gives holder the lease, recording a takeover when an expired holder is displaced. It returns
-// whether a takeover happened.
+// grant gives holder the lease and returns the displaced expired lease, if any. Every grant carries
+// a new token, except a repeat by the holder of a lease that is still live: that one keeps its token,
+// so a retried grant (a write whose response was lost, re-applied) cannot fence out its own holder.
 func grant(l *Lease, holder, purpose string, gen int64, ttl time.Duration, now time.Time) (tookOverFrom *Lease) {
 	if l.Holder != "" && l.Holder != holder {
 		prev := *l
 		tookOverFrom = &prev
 	}
-	if l.Holder != holder {
+	if l.Holder != holder || !now.Before(l.ExpiresAt) {
 		l.Token++
 		l.AcquiredAt = now
 	}
@@ -536,7 +621,7 @@ func (e *Env) complete(c *Completion, now time.Time) (*CompleteResult, error) {
 			if m == nil {
 				continue
 			}
-			sc.Failure = &Failure{Generation: c.Generation, Sha: m.Sha, Message: c.Message, Attempt: c.Attempt, MaxAttempts: c.MaxAttempts, At: now}
+			sc.Failure = &Failure{Generation: c.Generation, Sha: m.Sha, Message: truncate(c.Message, maxMessageSize), Attempt: c.Attempt, MaxAttempts: c.MaxAttempts, At: now}
 			sc.Mailbox = nil
 			what := "Configuration error"
 			if c.Outcome == OutcomeFailure {

@@ -117,8 +117,7 @@ type Failure struct {
 
 // IntentRecord remembers an accepted intent so that a re-delivery returns its generation.
 type IntentRecord struct {
-	Generation int64    `json:"generation"`
-	Scopes     []string `json:"scopes"`
+	Generation int64 `json:"generation"`
 }
 
 // NamedLease is a lease on a resource outside any environment (a remote refresh, say), with its own

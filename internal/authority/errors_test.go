@@ -1,0 +1,41 @@
+package authority
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestErrorCategories(t *testing.T) {
+	cases := []struct {
+		err      error
+		category error
+		says     []string
+	}{
+		{&SupersededError{Environment: "staging", Scope: "api", Generation: 7, By: 9, BySha: "abcdef0123456789"}, ErrSuperseded,
+			[]string{"staging/api", "generation 7", "generation 9", "(abcdef0)"}},
+		{&SupersededError{Environment: "staging", Scope: "api", Generation: 7, By: 9}, ErrSuperseded, []string{"generation 9"}},
+		{&HeldError{Resource: "staging/api", Holder: "run-12/1", Purpose: "deploy", Generation: 9, RetryAfter: 42 * time.Second}, ErrLeaseHeld,
+			[]string{"staging/api", "run-12/1", "deploy", "generation 9", "42s"}},
+		{&LostError{Resource: "staging/api", Token: 3, Holder: "run-13/1", Current: 4, Reason: "taken over"}, ErrLeaseLost,
+			[]string{"staging/api", "token 3", "taken over", "run-13/1", "token 4"}},
+		{&InputError{Field: "environment", Value: "a//b", Fix: "use a valid name"}, ErrInvalidInput, []string{"environment", `"a//b"`, "use a valid name"}},
+		{&InputError{Field: "reason", Fix: "say why"}, ErrInvalidInput, []string{"invalid reason: say why"}},
+	}
+	all := []error{ErrSuperseded, ErrLeaseHeld, ErrLeaseLost, ErrInvalidInput, ErrNotFound, ErrConflict}
+	for _, c := range cases {
+		wrapped := fmt.Errorf("gate deploy in staging: %w", c.err)
+		for _, cat := range all {
+			if got := errors.Is(wrapped, cat); got != (cat == c.category) {
+				t.Errorf("errors.Is(%v, %v) = %v", c.err, cat, got)
+			}
+		}
+		for _, s := range c.says {
+			if !strings.Contains(c.err.Error(), s) {
+				t.Errorf("%q does not say %q", c.err.Error(), s)
+			}
+		}
+	}
+}

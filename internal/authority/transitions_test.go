@@ -1,0 +1,524 @@
+package authority
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// Pure tests of the transitions on an environment document: no store, no clock, no Authority.
+
+var t0 = time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)
+
+func testSha(i int) string { return fmt.Sprintf("%040d", i) }
+
+func mainPush(id string, sha string, before string, scopes ...string) *Intent {
+	return &Intent{ID: id, Environment: "staging", Scopes: scopes, Sha: sha, Ref: "refs/heads/main", Before: before, Source: "example/app"}
+}
+
+// cloneEnv deep-copies an environment through its document encoding.
+func cloneEnv(t *testing.T, e *Env) *Env {
+	t.Helper()
+	return cloneDoc(&Doc{Key: EnvKey(e.Name), Env: e}).Env
+}
+
+func TestSettle(t *testing.T) {
+	cases := []struct {
+		name              string
+		desired, observed int64
+		mailbox           []int64
+		want              int64
+	}{
+		{"empty mailbox: settled", 9, 3, nil, 9},
+		{"oldest pending bounds it", 9, 3, []int64{7, 5, 9}, 4},
+		{"pending right after observed", 9, 3, []int64{4}, 3},
+		{"never goes back", 9, 6, []int64{5}, 6},
+		{"nothing accepted", 0, 0, nil, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv("staging")
+			e.Desired, e.Observed = c.desired, c.observed
+			for i, g := range c.mailbox {
+				e.scope(fmt.Sprint("s", i)).Mailbox = &Ref{Generation: g}
+			}
+			e.settle()
+			if e.Observed != c.want {
+				t.Fatalf("observed %d, want %d", e.Observed, c.want)
+			}
+			if e.HasPending() != (len(c.mailbox) > 0) {
+				t.Fatalf("HasPending %v with mailbox %v", e.HasPending(), c.mailbox)
+			}
+		})
+	}
+}
+
+func TestAcceptAssignsGenerationsAndReplacesOwnScope(t *testing.T) {
+	e := newEnv("staging")
+	r1 := e.accept(mainPush("d1", testSha(1), "", "api", "web"), t0)
+	r2 := e.accept(mainPush("d2", testSha(2), "", "api"), t0.Add(time.Second))
+	if r1.Generation != 1 || r2.Generation != 2 || e.Desired != 2 {
+		t.Fatalf("generations %d, %d, desired %d; want 1, 2, 2", r1.Generation, r2.Generation, e.Desired)
+	}
+	if !slices.Equal(r1.Accepted, []string{"api", "web"}) || !slices.Equal(r2.Accepted, []string{"api"}) {
+		t.Fatalf("accepted %v, %v", r1.Accepted, r2.Accepted)
+	}
+	if m := e.Scopes["api"].Mailbox; m.IntentID != "d2" || m.Generation != 2 {
+		t.Fatalf("api mailbox %+v; want d2", m)
+	}
+	if m := e.Scopes["web"].Mailbox; m.IntentID != "d1" || m.Generation != 1 || !m.At.Equal(t0) {
+		t.Fatalf("web mailbox %+v; want d1, untouched", m)
+	}
+	if e.Observed != 0 {
+		t.Fatalf("observed %d; want 0 (web's generation 1 is pending)", e.Observed)
+	}
+	var superseded []Event
+	for _, ev := range e.Events {
+		if ev.Kind == EventSuperseded {
+			superseded = append(superseded, ev)
+		}
+	}
+	if len(superseded) != 1 || superseded[0].Scope != "api" || superseded[0].Generation != 1 || !strings.Contains(superseded[0].Message, "generation 2") {
+		t.Fatalf("superseded events %+v; want one for api's generation 1", superseded)
+	}
+}
+
+func TestAcceptDuplicateChangesNothing(t *testing.T) {
+	e := newEnv("staging")
+	first := e.accept(mainPush("d1", testSha(1), "", "api"), t0)
+	e.accept(mainPush("d2", testSha(2), "", "web"), t0)
+	before := cloneEnv(t, e)
+	again := e.accept(mainPush("d1", testSha(9), "", "db"), t0.Add(time.Hour))
+	if !again.Duplicate || again.Generation != first.Generation || !slices.Equal(again.Accepted, first.Accepted) {
+		t.Fatalf("re-delivery: %+v; want %+v as a duplicate", again, first)
+	}
+	if diff := cmp.Diff(before, e); diff != "" {
+		t.Fatalf("a re-delivery changed the environment (-before +after):\n%s", diff)
+	}
+}
+
+func TestAcceptOutOfOrder(t *testing.T) {
+	cases := []struct {
+		name      string
+		setup     []*Intent
+		deploy    bool // deploy the last setup intent before the late one arrives
+		late      *Intent
+		wantStale bool
+	}{
+		{"entry's parent arrives late", []*Intent{mainPush("a", testSha(1), testSha(0), "api"), mainPush("b", testSha(2), testSha(1), "api")}, false,
+			mainPush("late", testSha(1), testSha(0), "api"), true},
+		{"entry's grandparent arrives late", []*Intent{mainPush("a", testSha(1), testSha(0), "api"), mainPush("b", testSha(2), testSha(1), "api")}, false,
+			mainPush("late", testSha(0), "", "api"), true},
+		{"entry's own commit again", []*Intent{mainPush("a", testSha(1), testSha(0), "api")}, false,
+			mainPush("again", testSha(1), testSha(0), "api"), true},
+		{"parent of the live commit", []*Intent{mainPush("a", testSha(1), testSha(0), "api"), mainPush("b", testSha(2), testSha(1), "api")}, true,
+			mainPush("late", testSha(1), testSha(0), "api"), true},
+		{"a new commit on top", []*Intent{mainPush("a", testSha(1), testSha(0), "api")}, false,
+			mainPush("next", testSha(2), testSha(1), "api"), false},
+		{"an unrelated commit", []*Intent{mainPush("a", testSha(1), testSha(0), "api")}, false,
+			mainPush("other", testSha(7), testSha(6), "api"), false},
+		{"same commit on another branch", []*Intent{mainPush("a", testSha(1), testSha(0), "api"), mainPush("b", testSha(2), testSha(1), "api")}, false,
+			&Intent{ID: "rel", Environment: "staging", Scopes: []string{"api"}, Sha: testSha(1), Ref: "refs/heads/release"}, false},
+		{"no ref: never compared", []*Intent{mainPush("a", testSha(1), testSha(0), "api"), mainPush("b", testSha(2), testSha(1), "api")}, false,
+			&Intent{ID: "cli", Environment: "staging", Scopes: []string{"api"}, Sha: testSha(1)}, false},
+		{"redeploy bypasses the guard", []*Intent{mainPush("a", testSha(1), testSha(0), "api"), mainPush("b", testSha(2), testSha(1), "api")}, false,
+			&Intent{ID: "redeploy", Environment: "staging", Scopes: []string{"api"}, Sha: testSha(1), Ref: "refs/heads/main", Redeploy: true}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv("staging")
+			var last *AcceptResult
+			for _, in := range c.setup {
+				last = e.accept(in, t0)
+			}
+			if c.deploy {
+				sc := e.Scopes["api"]
+				sc.Live = &Live{Sha: sc.Mailbox.Sha, Ref: sc.Mailbox.Ref, Generation: last.Generation, Lineage: sc.Mailbox.Lineage}
+				sc.Mailbox = nil
+				e.settle()
+			}
+			before := cloneEnv(t, e).Scopes["api"].Mailbox
+			res := e.accept(c.late, t0.Add(time.Minute))
+			if res.Generation != e.Desired || res.Duplicate {
+				t.Fatalf("late intent: %+v; it still takes the next generation", res)
+			}
+			if c.wantStale {
+				if res.Stale["api"] != last.Generation || len(res.Accepted) != 0 {
+					t.Fatalf("result %+v; want api held back as older than generation %d", res, last.Generation)
+				}
+				if diff := cmp.Diff(before, e.Scopes["api"].Mailbox); diff != "" {
+					t.Fatalf("a late intent changed the mailbox (-before +after):\n%s", diff)
+				}
+				if ev := e.Events[len(e.Events)-1]; ev.Kind != EventSuperseded || ev.Generation != res.Generation {
+					t.Fatalf("newest event %+v; want the late intent recorded as superseded", ev)
+				}
+				return
+			}
+			if len(res.Stale) != 0 || e.Scopes["api"].Mailbox.IntentID != c.late.ID {
+				t.Fatalf("result %+v, mailbox %+v; want the intent accepted", res, e.Scopes["api"].Mailbox)
+			}
+		})
+	}
+}
+
+func TestLineageIsCapped(t *testing.T) {
+	e := newEnv("staging")
+	for i := 1; i <= 3*maxLineage; i++ {
+		e.accept(mainPush(fmt.Sprint("d", i), testSha(i), testSha(i-1), "api"), t0)
+	}
+	n := 3 * maxLineage
+	got := e.Scopes["api"].Mailbox.Lineage
+	if len(got) != maxLineage || got[0] != testSha(n-1) || got[maxLineage-1] != testSha(n-maxLineage) {
+		t.Fatalf("lineage %v; want the %d nearest ancestors, nearest first", got, maxLineage)
+	}
+}
+
+func TestIntentsAndEventsAreBounded(t *testing.T) {
+	e := newEnv("staging")
+	n := maxIntents + 10
+	for i := 1; i <= n; i++ {
+		e.accept(mainPush(fmt.Sprint("d", i), testSha(i), "", "api"), t0)
+	}
+	if len(e.Intents) != maxIntents {
+		t.Fatalf("%d intents remembered, want %d", len(e.Intents), maxIntents)
+	}
+	if _, ok := e.Intents["d1"]; ok {
+		t.Fatalf("the oldest intent is still remembered")
+	}
+	if r, ok := e.Intents[fmt.Sprint("d", n)]; !ok || r.Generation != int64(n) {
+		t.Fatalf("the newest intent is not remembered: %+v", r)
+	}
+	if len(e.Events) != maxEvents {
+		t.Fatalf("%d events kept, want %d", len(e.Events), maxEvents)
+	}
+	for i := 1; i < len(e.Events); i++ {
+		if e.Events[i].Seq != e.Events[i-1].Seq+1 {
+			t.Fatalf("event sequence broken at %d: %d after %d", i, e.Events[i].Seq, e.Events[i-1].Seq)
+		}
+	}
+	if last := e.Events[len(e.Events)-1]; last.Seq != e.EventSeq {
+		t.Fatalf("newest event %d, counter %d", last.Seq, e.EventSeq)
+	}
+}
+
+func TestLongMessagesAreCutOnACharacterBoundary(t *testing.T) {
+	for _, msg := range []string{strings.Repeat("é", maxMessageSize), strings.Repeat("x", maxMessageSize) + "✓", "x" + strings.Repeat("✓", maxMessageSize)} {
+		e := newEnv("staging")
+		e.record(t0, Event{Kind: EventFailed, Message: msg})
+		got := e.Events[0].Message
+		if len(got) > maxMessageSize || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") || !strings.HasPrefix(msg, strings.TrimSuffix(got, "…")) {
+			t.Fatalf("message of %d bytes kept as %d bytes (valid UTF-8: %v): %q", len(msg), len(got), utf8.ValidString(got), got[max(0, len(got)-12):])
+		}
+	}
+	e := newEnv("staging")
+	e.record(t0, Event{Kind: EventFailed, Message: "short"})
+	if e.Events[0].Message != "short" {
+		t.Fatalf("a short message was changed to %q", e.Events[0].Message)
+	}
+}
+
+func TestClaimTransition(t *testing.T) {
+	e := newEnv("staging")
+	e.accept(mainPush("d1", testSha(1), "", "api"), t0) // 1
+	e.accept(mainPush("d2", testSha(2), "", "web"), t0) // 2
+	e.accept(mainPush("d3", testSha(3), "", "db"), t0)  // 3
+	e.Scopes["web"].Owner = 3                           // a newer pass owns web
+
+	res := e.claim(2, []string{"api", "web", "db", "worker"}, t0)
+	if got := res.Scopes(); !slices.Equal(got, []string{"api"}) {
+		t.Fatalf("claimed %v; want api", got)
+	}
+	if res.Claimed[0].IntentGen != 1 || res.Claimed[0].Sha != testSha(1) || res.Claimed[0].IntentID != "d1" {
+		t.Fatalf("claimed %+v; want intent d1 at generation 1", res.Claimed[0])
+	}
+	by := map[string]int64{}
+	for _, s := range res.Superseded {
+		by[s.Scope] = s.By
+	}
+	if diff := cmp.Diff(map[string]int64{"web": 3, "db": 3}, by); diff != "" {
+		t.Fatalf("superseded (-want +got):\n%s", diff)
+	}
+	if !slices.Equal(res.Idle, []string{"worker"}) {
+		t.Fatalf("idle %v; want worker", res.Idle)
+	}
+	if e.Scopes["api"].Owner != 2 || e.Scopes["web"].Owner != 3 || e.Scopes["db"].Owner != 0 {
+		t.Fatalf("owners api %d, web %d, db %d; want 2, 3, 0", e.Scopes["api"].Owner, e.Scopes["web"].Owner, e.Scopes["db"].Owner)
+	}
+	seq := e.EventSeq
+	if again := e.claim(2, []string{"api"}, t0); len(again.Claimed) != 1 || e.EventSeq != seq {
+		t.Fatalf("re-claim: %+v, %d new events; want claimed, nothing recorded", again, e.EventSeq-seq)
+	}
+	// Every pending scope, in name order.
+	all := e.claim(3, nil, t0)
+	if got := all.Scopes(); !slices.Equal(got, []string{"api", "db", "web"}) {
+		t.Fatalf("claim all at 3: %v; want api, db, web", got)
+	}
+}
+
+func TestAuthorize(t *testing.T) {
+	cases := []struct {
+		name          string
+		owner, gen    int64
+		mailbox       *Ref
+		live          *Live
+		wantBy        int64
+		wantBySha     string
+		wantAuthority bool
+	}{
+		{"owner, nothing newer", 4, 4, &Ref{Generation: 3, Sha: "m3"}, nil, 0, "", true},
+		{"owner, mailbox empty", 4, 4, nil, &Live{Generation: 4, Sha: "l4"}, 0, "", true},
+		{"newer intent accepted", 4, 4, &Ref{Generation: 5, Sha: "m5"}, nil, 5, "m5", false},
+		{"newer intent and newer pass", 6, 4, &Ref{Generation: 5, Sha: "m5"}, nil, 5, "m5", false},
+		{"newer pass owns it, pending", 6, 4, &Ref{Generation: 4, Sha: "m4"}, nil, 6, "m4", false},
+		{"newer pass deployed it", 6, 4, nil, &Live{Generation: 6, Sha: "l6"}, 6, "l6", false},
+		{"never claimed by this pass", 2, 4, &Ref{Generation: 3, Sha: "m3"}, nil, 0, "m3", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv("staging")
+			sc := e.scope("api")
+			sc.Owner, sc.Mailbox, sc.Live = c.owner, c.mailbox, c.live
+			sup := e.authorize(c.gen, "api")
+			if c.wantAuthority {
+				if sup != nil {
+					t.Fatalf("refused: %v", sup)
+				}
+				return
+			}
+			if sup == nil || sup.By != c.wantBy || sup.BySha != c.wantBySha || sup.Generation != c.gen {
+				t.Fatalf("refusal %+v; want by %d (%q)", sup, c.wantBy, c.wantBySha)
+			}
+		})
+	}
+	if sup := newEnv("staging").authorize(1, "unknown"); sup == nil {
+		t.Fatalf("authority over a scope that does not exist")
+	}
+}
+
+func TestHeldErrorRetryAfter(t *testing.T) {
+	skew := 5 * time.Second
+	l := &Lease{Holder: "run-1", Purpose: "deploy", Generation: 3, ExpiresAt: t0.Add(30 * time.Second)}
+	cases := []struct {
+		at   time.Duration // since t0
+		want time.Duration
+	}{
+		{0, 35 * time.Second},
+		{300 * time.Millisecond, 35 * time.Second},
+		{time.Second, 34 * time.Second},
+		{34*time.Second + time.Nanosecond, time.Second},
+		{35*time.Second - time.Nanosecond, time.Second},
+		{35 * time.Second, time.Second}, // never below one second
+		{40 * time.Second, time.Second},
+	}
+	for _, c := range cases {
+		h := heldError("staging/api", l, t0.Add(c.at), skew)
+		if h.RetryAfter != c.want {
+			t.Errorf("at +%v: retry after %v, want %v", c.at, h.RetryAfter, c.want)
+		}
+		if h.Holder != "run-1" || h.Purpose != "deploy" || h.Generation != 3 || h.Resource != "staging/api" {
+			t.Errorf("refusal %+v does not say who holds it, for what", h)
+		}
+	}
+}
+
+func TestLeaseFree(t *testing.T) {
+	skew := 5 * time.Second
+	held := Lease{Holder: "a", ExpiresAt: t0.Add(30 * time.Second)}
+	cases := []struct {
+		name   string
+		lease  Lease
+		holder string
+		at     time.Duration
+		want   bool
+	}{
+		{"free", Lease{Token: 4}, "b", 0, true},
+		{"held by another", held, "b", 0, false},
+		{"held by another, expired but within skew", held, "b", 34 * time.Second, false},
+		{"held by another, expired past skew", held, "b", 35 * time.Second, true},
+		{"own lease", held, "a", 0, true},
+	}
+	for _, c := range cases {
+		if got := leaseFree(&c.lease, c.holder, t0.Add(c.at), skew); got != c.want {
+			t.Errorf("%s: free %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestGrantTokens(t *testing.T) {
+	var l Lease
+	if prev := grant(&l, "a", "deploy", 1, time.Minute, t0); prev != nil || l.Token != 1 || l.Holder != "a" || !l.AcquiredAt.Equal(t0) {
+		t.Fatalf("first grant: %+v (took over %v)", l, prev)
+	}
+	// The holder's repeat while live keeps its token and extends the expiry.
+	if prev := grant(&l, "a", "deploy", 1, time.Minute, t0.Add(10*time.Second)); prev != nil || l.Token != 1 || !l.ExpiresAt.Equal(t0.Add(70*time.Second)) {
+		t.Fatalf("repeat by the holder: %+v (took over %v)", l, prev)
+	}
+	// Another holder takes over: a greater token and the displaced lease.
+	prev := grant(&l, "b", "deploy", 2, time.Minute, t0.Add(2*time.Minute))
+	if prev == nil || prev.Holder != "a" || prev.Purpose != "deploy" || l.Token != 2 || l.Holder != "b" {
+		t.Fatalf("takeover: %+v from %+v", l, prev)
+	}
+	// After a release the next grant, even to the same holder, gets a greater token, and is no takeover.
+	l.Holder, l.ExpiresAt = "", time.Time{}
+	if prev := grant(&l, "b", "deploy", 2, time.Minute, t0.Add(3*time.Minute)); prev != nil || l.Token != 3 {
+		t.Fatalf("grant after release: %+v (took over %v)", l, prev)
+	}
+}
+
+// gateEnv is an environment where the pass at generation 1 owns scopes.
+func gateEnv(t *testing.T, scopes ...string) *Env {
+	t.Helper()
+	e := newEnv("staging")
+	e.accept(mainPush("d1", testSha(1), "", scopes...), t0)
+	if res := e.claim(1, nil, t0); len(res.Claimed) != len(scopes) {
+		t.Fatalf("setup claim: %+v", res)
+	}
+	return e
+}
+
+func TestGateIsAllOrNothing(t *testing.T) {
+	e := gateEnv(t, "api", "web", "db")
+	if _, err := e.gate(1, []string{"web"}, "deploy", "other", time.Minute, t0, 5*time.Second); err != nil {
+		t.Fatalf("gate web: %v", err)
+	}
+	before := cloneEnv(t, e)
+	for range 3 { // a waiter polling: one timeline line, not one per poll
+		g, err := e.gate(1, []string{"api", "web", "db"}, "deploy", "me", time.Minute, t0.Add(time.Second), 5*time.Second)
+		if g != nil || err == nil || err.(*HeldError).Holder != "other" {
+			t.Fatalf("gate over a held scope: %+v, %v; want a refusal naming other", g, err)
+		}
+	}
+	for _, s := range []string{"api", "web", "db"} {
+		if diff := cmp.Diff(before.Scopes[s].Lease, e.Scopes[s].Lease); diff != "" {
+			t.Fatalf("%s: a refused gate changed the lease (-before +after):\n%s", s, diff)
+		}
+	}
+	if got := e.EventSeq - before.EventSeq; got != 1 || e.Events[len(e.Events)-1].Kind != EventLocked {
+		t.Fatalf("%d events for three refused polls; want one locked event", got)
+	}
+	g, err := e.gate(1, []string{"api", "db"}, "deploy", "me", time.Minute, t0.Add(2*time.Second), 5*time.Second)
+	if err != nil || len(g.Tokens) != 2 || g.Tokens["api"] != 1 || g.Tokens["db"] != 1 {
+		t.Fatalf("gate over free scopes: %+v, %v", g, err)
+	}
+}
+
+func TestCompleteOutcomes(t *testing.T) {
+	cases := []struct {
+		name        string
+		outcome     Outcome
+		attempt     int
+		useTokens   bool
+		want        Result
+		wantLive    bool
+		wantFailure bool
+		wantMailbox bool
+	}{
+		{"success", OutcomeSuccess, 1, true, ResultDeployed, true, false, false},
+		{"failure, first attempt", OutcomeFailure, 1, true, ResultRetry, false, false, true},
+		{"failure, final attempt", OutcomeFailure, 3, true, ResultFailed, false, true, false},
+		{"failure past the final attempt", OutcomeFailure, 4, true, ResultFailed, false, true, false},
+		{"invalid", OutcomeInvalid, 1, true, ResultFailed, false, true, false},
+		{"lost", OutcomeLost, 1, true, ResultRetry, false, false, true},
+		{"interrupted", OutcomeInterrupted, 1, false, ResultRetry, false, false, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := gateEnv(t, "api")
+			g, err := e.gate(1, []string{"api"}, "deploy", "me", time.Minute, t0, 5*time.Second)
+			if err != nil {
+				t.Fatalf("gate: %v", err)
+			}
+			comp := &Completion{Environment: "staging", Generation: 1, Scopes: []string{"api"}, Holder: "me", Outcome: c.outcome,
+				Attempt: c.attempt, MaxAttempts: 3, Message: "why", Run: "run-1"}
+			if c.useTokens {
+				comp.Tokens = g.Tokens
+			}
+			res, err := e.complete(comp, t0.Add(time.Minute))
+			if err != nil {
+				t.Fatalf("complete: %v", err)
+			}
+			sc := e.Scopes["api"]
+			if res.Results["api"] != c.want || (sc.Live != nil) != c.wantLive || (sc.Failure != nil) != c.wantFailure || (sc.Mailbox != nil) != c.wantMailbox {
+				t.Fatalf("result %s, live %+v, failure %+v, mailbox %+v", res.Results["api"], sc.Live, sc.Failure, sc.Mailbox)
+			}
+			if c.wantLive && (sc.Live.Sha != testSha(1) || sc.Live.Token != g.Tokens["api"] || sc.Live.Run != "run-1" || sc.Live.Generation != 1) {
+				t.Fatalf("live %+v", sc.Live)
+			}
+			if c.useTokens && sc.Lease.Holder != "" {
+				t.Fatalf("the lease was not released: %+v", sc.Lease)
+			}
+			if !c.useTokens && sc.Lease.Holder != "me" {
+				t.Fatalf("a completion without tokens released the lease: %+v", sc.Lease)
+			}
+			if c.outcome == OutcomeFailure && c.want == ResultRetry && sc.Mailbox.Attempt != c.attempt {
+				t.Fatalf("failed attempts %d, want %d", sc.Mailbox.Attempt, c.attempt)
+			}
+			settled := !c.wantMailbox
+			if (e.Observed == e.Desired) != settled {
+				t.Fatalf("observed %d/%d", e.Observed, e.Desired)
+			}
+		})
+	}
+}
+
+func TestCompleteFencing(t *testing.T) {
+	e := gateEnv(t, "api", "web")
+	old, err := e.gate(1, []string{"api"}, "deploy", "old", time.Minute, t0, 5*time.Second)
+	if err != nil {
+		t.Fatalf("gate: %v", err)
+	}
+	cur, err := e.gate(1, []string{"api"}, "deploy", "new", time.Minute, t0.Add(2*time.Minute), 5*time.Second)
+	if err != nil || cur.TookOver[0] != "api" {
+		t.Fatalf("takeover: %+v, %v", cur, err)
+	}
+	before := cloneEnv(t, e)
+	for _, o := range []Outcome{OutcomeSuccess, OutcomeFailure, OutcomeInvalid, OutcomeInterrupted} {
+		_, err := e.complete(&Completion{Generation: 1, Scopes: []string{"api"}, Holder: "old", Tokens: old.Tokens, Outcome: o, Attempt: 3, MaxAttempts: 3}, t0.Add(3*time.Minute))
+		lost, ok := err.(*LostError)
+		if !ok || lost.Holder != "new" || lost.Current != cur.Tokens["api"] || lost.Token != old.Tokens["api"] {
+			t.Fatalf("%s with a stale token: %v; want a *LostError naming new", o, err)
+		}
+		if diff := cmp.Diff(before, e); diff != "" {
+			t.Fatalf("%s with a stale token changed the environment (-before +after):\n%s", o, diff)
+		}
+	}
+	res, err := e.complete(&Completion{Generation: 1, Scopes: []string{"api"}, Holder: "old", Tokens: old.Tokens, Outcome: OutcomeLost}, t0.Add(3*time.Minute))
+	if err != nil || res.Results["api"] != ResultRetry || e.Scopes["api"].Lease.Holder != "new" {
+		t.Fatalf("lost with a stale token: %+v, %v, lease %+v; want retry, lease kept by new", res, err, e.Scopes["api"].Lease)
+	}
+}
+
+func TestOverall(t *testing.T) {
+	cases := []struct {
+		results map[string]Result
+		want    Result
+	}{
+		{map[string]Result{}, ResultDeployed},
+		{map[string]Result{"a": ResultDeployed, "b": ResultSuperseded}, ResultSuperseded},
+		{map[string]Result{"a": ResultSuperseded, "b": ResultRetry}, ResultRetry},
+		{map[string]Result{"a": ResultRetry, "b": ResultFailed, "c": ResultDeployed}, ResultFailed},
+	}
+	for _, c := range cases {
+		if got := (&CompleteResult{Results: c.results}).Overall(); got != c.want {
+			t.Errorf("Overall(%v) = %s, want %s", c.results, got, c.want)
+		}
+	}
+}
+
+func TestParseOutcome(t *testing.T) {
+	for _, s := range []string{"success", "failure", "lost", "interrupted", "invalid"} {
+		if o, err := ParseOutcome(s); err != nil || string(o) != s {
+			t.Errorf("ParseOutcome(%q) = %q, %v", s, o, err)
+		}
+	}
+	for _, s := range []string{"", "Success", "ok", "failed"} {
+		if _, err := ParseOutcome(s); err == nil {
+			t.Errorf("ParseOutcome(%q) accepted", s)
+		}
+	}
+}

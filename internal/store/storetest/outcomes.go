@@ -1,0 +1,161 @@
+package storetest
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/latestwins/latestwins/internal/authority"
+)
+
+// Guarantee 8: a lost lease is a retryable infrastructure loss with no failure recorded; a failure
+// before the last attempt is retryable with nothing terminal; a failure on the last attempt
+// publishes exactly one terminal failure and observed moves past it; bad input is terminal at once.
+func outcomeCases() []testCase {
+	return []testCase{
+		{"LeaseLost", testOutcomeLost},
+		{"FailureUntilFinalAttempt", testOutcomeFailures},
+		{"Invalid", testOutcomeInvalid},
+	}
+}
+
+// pass accepts an intent for scopes with a claim and gates deploy: a pass in the middle of its work.
+func (h *harness) pass(a *authority.Authority, env, id, commit, holder string, scopes ...string) *authority.Grant {
+	h.t.Helper()
+	res := h.accept(a, push(env, id, commit, scopes...), true)
+	return h.gate(a, env, res.Generation, holder, scopes...)
+}
+
+// wantRetryState fails the test unless the pass left scope pending as it was, with no failure.
+func wantRetryState(t *testing.T, h *harness, before *authority.Env, scope string) {
+	t.Helper()
+	after := h.env("staging")
+	bm, am := *before.Scopes[scope].Mailbox, after.Scopes[scope].Mailbox
+	if am == nil {
+		t.Fatalf("%s: a retryable outcome cleared the mailbox", scope)
+	}
+	bm.Attempt = am.Attempt // the failed-attempt count may move; the entry may not
+	if diff := cmp.Diff(&bm, am); diff != "" {
+		t.Fatalf("%s: a retryable outcome changed the mailbox entry (-before +after):\n%s", scope, diff)
+	}
+	if after.Scopes[scope].Failure != nil || after.Scopes[scope].Live != nil {
+		t.Fatalf("%s: a retryable outcome published %+v / %+v", scope, after.Scopes[scope].Failure, after.Scopes[scope].Live)
+	}
+	if after.Observed != before.Observed {
+		t.Fatalf("observed moved from %d to %d on a retryable outcome", before.Observed, after.Observed)
+	}
+	if !slices.Contains(h.pending(), "staging") {
+		t.Fatalf("pending %v; want staging still listed after a retryable outcome", h.pending())
+	}
+}
+
+func testOutcomeLost(t *testing.T, h *harness) {
+	a := h.process()
+	g := h.pass(a, "staging", "run-1", sha("a", 1), "run-1/1", "api")
+	before := h.env("staging")
+	res, err := a.Complete(h.ctx, authority.Completion{Environment: "staging", Generation: g.Generation, Scopes: []string{"api"},
+		Holder: g.Holder, Tokens: g.Tokens, Outcome: authority.OutcomeLost, Message: "store unreachable past the TTL"})
+	if err != nil || res.Results["api"] != authority.ResultRetry || res.Overall() != authority.ResultRetry {
+		t.Fatalf("complete lost: %+v, %v; want retry", res, err)
+	}
+	wantRetryState(t, h, before, "api")
+	e := h.env("staging")
+	if n := len(eventsOf(e, authority.EventFailed)); n != 0 {
+		t.Fatalf("a lost lease recorded %d failure events", n)
+	}
+	if n := len(eventsOf(e, authority.EventLost)); n != 1 {
+		t.Fatalf("a lost lease recorded %d lost events, want 1", n)
+	}
+	// The next attempt claims the same intent again.
+	res2, err := h.process().Claim(h.ctx, "staging", g.Generation, []string{"api"})
+	if err != nil || len(res2.Claimed) != 1 || res2.Claimed[0].IntentID != "run-1" {
+		t.Fatalf("re-claim after a loss: %+v, %v", res2, err)
+	}
+}
+
+func testOutcomeFailures(t *testing.T, h *harness) {
+	const maxAttempts = 3
+	a := h.process()
+	g := h.pass(a, "staging", "run-1", sha("a", 1), "run-1/1", "api", "web")
+	for attempt := 1; attempt < maxAttempts; attempt++ {
+		before := h.env("staging")
+		res, err := a.Complete(h.ctx, authority.Completion{Environment: "staging", Generation: g.Generation, Scopes: []string{"api", "web"},
+			Holder: g.Holder, Tokens: g.Tokens, Outcome: authority.OutcomeFailure, Attempt: attempt, MaxAttempts: maxAttempts, Message: "exit status 1"})
+		if err != nil || res.Overall() != authority.ResultRetry {
+			t.Fatalf("failure on attempt %d of %d: %+v, %v; want retry", attempt, maxAttempts, res, err)
+		}
+		for _, s := range []string{"api", "web"} {
+			wantRetryState(t, h, before, s)
+			if got := h.scope("staging", s).Mailbox.Attempt; got != attempt {
+				t.Fatalf("%s: %d failed attempts recorded, want %d", s, got, attempt)
+			}
+		}
+		// The next attempt re-claims and re-gates, and learns how many attempts failed.
+		cr, err := a.Claim(h.ctx, "staging", g.Generation, []string{"api"})
+		if err != nil || len(cr.Claimed) != 1 || cr.Claimed[0].Attempt != attempt {
+			t.Fatalf("claim for attempt %d: %+v, %v", attempt+1, cr, err)
+		}
+		g = h.gate(a, "staging", g.Generation, fmt.Sprintf("run-1/%d", attempt+1), "api", "web")
+	}
+	if n := countEvents(h.env("staging"), authority.EventFailed, func(ev authority.Event) bool { return strings.Contains(ev.Message, "final") }); n != 0 {
+		t.Fatalf("%d terminal failures before the final attempt", n)
+	}
+
+	res, err := a.Complete(h.ctx, authority.Completion{Environment: "staging", Generation: g.Generation, Scopes: []string{"api", "web"},
+		Holder: g.Holder, Tokens: g.Tokens, Outcome: authority.OutcomeFailure, Attempt: maxAttempts, MaxAttempts: maxAttempts, Message: "exit status 1"})
+	if err != nil || res.Overall() != authority.ResultFailed {
+		t.Fatalf("failure on the final attempt: %+v, %v; want failed", res, err)
+	}
+	// Reported twice (a retried request), it is still published once.
+	if _, err := a.Complete(h.ctx, authority.Completion{Environment: "staging", Generation: g.Generation, Scopes: []string{"api", "web"},
+		Outcome: authority.OutcomeFailure, Attempt: maxAttempts, MaxAttempts: maxAttempts, Message: "exit status 1"}); err != nil {
+		t.Fatalf("repeated final failure: %v", err)
+	}
+	e := h.env("staging")
+	for _, s := range []string{"api", "web"} {
+		sc := e.Scopes[s]
+		want := &authority.Failure{Generation: g.Generation, Sha: sha("a", 1), Message: "exit status 1", Attempt: maxAttempts, MaxAttempts: maxAttempts, At: h.clock.Now()}
+		if diff := cmp.Diff(want, sc.Failure); diff != "" || sc.Mailbox != nil || sc.Live != nil {
+			t.Fatalf("%s after the final attempt: mailbox %+v, live %+v, failure (-want +got):\n%s", s, sc.Mailbox, sc.Live, diff)
+		}
+		if n := countEvents(e, authority.EventFailed, func(ev authority.Event) bool { return ev.Scope == s && strings.Contains(ev.Message, "final") }); n != 1 {
+			t.Fatalf("%s: %d terminal failure events, want exactly 1", s, n)
+		}
+	}
+	if e.Observed != e.Desired {
+		t.Fatalf("observed %d/%d after the terminal failure; want it moved past it", e.Observed, e.Desired)
+	}
+	if slices.Contains(h.pending(), "staging") {
+		t.Fatalf("pending %v still lists staging after a terminal failure", h.pending())
+	}
+	// A later deploy clears the failure.
+	next := h.accept(a, push("staging", "run-2", sha("a", 2), "api"), false)
+	h.deploy(a, "staging", next.Generation, "run-2/1", "run-2/1", "api")
+	if sc := h.scope("staging", "api"); sc.Failure != nil || sc.Live.Sha != sha("a", 2) {
+		t.Fatalf("api after a successful deploy: %+v", sc)
+	}
+	if h.scope("staging", "web").Failure == nil {
+		t.Fatalf("a deploy of api cleared web's failure")
+	}
+}
+
+func testOutcomeInvalid(t *testing.T, h *harness) {
+	a := h.process()
+	g := h.pass(a, "staging", "run-1", sha("a", 1), "run-1/1", "api")
+	res, err := a.Complete(h.ctx, authority.Completion{Environment: "staging", Generation: g.Generation, Scopes: []string{"api"},
+		Holder: g.Holder, Tokens: g.Tokens, Outcome: authority.OutcomeInvalid, Attempt: 1, MaxAttempts: 3, Message: "unknown scope in .github/latestwins.yml"})
+	if err != nil || res.Results["api"] != authority.ResultFailed {
+		t.Fatalf("invalid on the first attempt: %+v, %v; want failed at once", res, err)
+	}
+	e := h.env("staging")
+	sc := e.Scopes["api"]
+	if sc.Failure == nil || sc.Failure.Message != "unknown scope in .github/latestwins.yml" || sc.Mailbox != nil || e.Observed != e.Desired {
+		t.Fatalf("after an invalid outcome: %+v, observed %d/%d", sc, e.Observed, e.Desired)
+	}
+	if sc.Lease.Holder != "" {
+		t.Fatalf("the lease was not released by the completion: %+v", sc.Lease)
+	}
+}
