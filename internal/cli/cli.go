@@ -29,7 +29,8 @@ const (
 	ExitInterrupted = 8 // stopped by SIGINT/SIGTERM: the lease was released, retryable
 )
 
-// IO is the process's surroundings, injected so that tests run the CLI in-process.
+// IO is the process's surroundings, injected so that tests run the CLI in-process. Stdout and
+// Stderr must be safe for concurrent writes: run's command writes to them while progress is printed.
 type IO struct {
 	Stdin  io.Reader
 	Stdout io.Writer

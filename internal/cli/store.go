@@ -2,10 +2,10 @@ package cli
 
 import (
 	"context"
-	"net/url"
 	"strings"
 
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/store/dynamo"
 	"github.com/latestwins/latestwins/internal/store/memory"
 )
 
@@ -21,8 +21,8 @@ func OpenStore(ctx context.Context, raw string) (authority.Store, func() error, 
 	case "bolt":
 		return openBolt(ctx, rest)
 	case "dynamodb":
-		if _, err := url.Parse(raw); err != nil {
-			return nil, nil, usageErrorf("store %q: %v", raw, err)
+		if _, err := dynamo.ParseURL(raw); err != nil {
+			return nil, nil, usageErrorf("%v", err) // a malformed URL is bad configuration: terminal
 		}
 		return openDynamo(ctx, raw)
 	}

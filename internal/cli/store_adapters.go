@@ -6,6 +6,7 @@ import (
 
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/store/bolt"
+	"github.com/latestwins/latestwins/internal/store/dynamo"
 )
 
 func openBolt(_ context.Context, path string) (authority.Store, func() error, error) {
@@ -20,7 +21,11 @@ func openBolt(_ context.Context, path string) (authority.Store, func() error, er
 }
 
 func openDynamo(ctx context.Context, raw string) (authority.Store, func() error, error) {
-	return nil, nil, fmt.Errorf("open store %s: not wired yet", raw)
+	st, err := dynamo.Open(ctx, raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open store: %w", err)
+	}
+	return st, noClose, nil
 }
 
 func migrateStore(ctx context.Context, c *cmdEnv) error {
@@ -35,6 +40,15 @@ func migrateStore(ctx context.Context, c *cmdEnv) error {
 			return err
 		}
 		c.printf("bolt store %s is at schema version 1\n", s.Path())
+	case *dynamo.Store:
+		rep, err := s.Migrate(ctx)
+		if err != nil {
+			return err
+		}
+		if c.s.jsonOut {
+			return c.printJSON(rep)
+		}
+		c.printf("%s\n", rep)
 	default:
 		c.printf("%s needs no migration\n", c.s.store)
 	}
