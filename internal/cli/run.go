@@ -51,7 +51,7 @@ func runRun(ctx context.Context, c *cmdEnv, args []string) error {
 		return err
 	}
 	if c.s.holder == "" {
-		c.s.holder = fmt.Sprintf("%s#%d", c.defaultHolder(), os.Getpid())
+		c.s.holder = c.defaultHolder()
 	}
 	if err := c.open(ctx); err != nil {
 		return err

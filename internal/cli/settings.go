@@ -208,17 +208,23 @@ func (c *cmdEnv) githubDefaults() {
 	}
 }
 
-// defaultHolder names this pass as a lease holder: the GitHub job when in Actions, the host otherwise.
+// defaultHolder names this pass as a lease holder: the GitHub job when in Actions, else the host
+// and this process, so that two passes on one machine never share a lease by sharing a name. Later
+// steps of the pass find the name in the --state file.
 func (c *cmdEnv) defaultHolder() string {
 	g := c.io.Getenv
 	if id := g("GITHUB_RUN_ID"); id != "" {
 		return fmt.Sprintf("gha:%s/%s/%s/%s", g("GITHUB_REPOSITORY"), id, g("GITHUB_RUN_ATTEMPT"), g("GITHUB_JOB"))
 	}
+	return fmt.Sprintf("host:%s#%d", hostname(), os.Getpid())
+}
+
+func hostname() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
-		host = "localhost"
+		return "localhost"
 	}
-	return "host:" + host
+	return host
 }
 
 // passState is what the steps of one pass share through --state (the Action keeps it under

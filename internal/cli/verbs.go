@@ -34,8 +34,7 @@ func (c *cmdEnv) intent() (authority.Intent, error) {
 		return authority.Intent{}, err
 	}
 	if c.s.intentID == "" {
-		host := strings.TrimPrefix(c.defaultHolder(), "host:")
-		c.s.intentID = fmt.Sprintf("cli:%s:%d", host, time.Now().UnixNano())
+		c.s.intentID = fmt.Sprintf("cli:%s:%d", hostname(), time.Now().UnixNano())
 	}
 	if c.s.source == "" {
 		c.s.source = "cli"
@@ -330,17 +329,7 @@ func runStatus(ctx context.Context, c *cmdEnv, args []string) error {
 	c.newFlags("status")
 	c.interspersed = true
 	c.str(&c.s.environment, "environment", "", "environment (or the first argument)")
-	if err := c.parse(args); err != nil {
-		return err
-	}
-	if err := c.envArg(); err != nil {
-		return err
-	}
-	if err := c.open(ctx); err != nil {
-		return err
-	}
-	defer c.done()
-	e, err := c.auth.Status(ctx, c.s.environment)
+	e, err := c.readEnv(ctx, args)
 	if err != nil {
 		return err
 	}
@@ -348,6 +337,21 @@ func runStatus(ctx context.Context, c *cmdEnv, args []string) error {
 		return c.printJSON(statusJSON(e, c.auth.Now()))
 	}
 	return report.StatusText(c.io.Stdout, e, c.auth.Now())
+}
+
+// readEnv parses the flags of a read-only command about one environment and reads its state.
+func (c *cmdEnv) readEnv(ctx context.Context, args []string, defaults ...*envDefault) (*authority.Env, error) {
+	if err := c.parse(args, defaults...); err != nil {
+		return nil, err
+	}
+	if err := c.envArg(); err != nil {
+		return nil, err
+	}
+	if err := c.open(ctx); err != nil {
+		return nil, err
+	}
+	defer c.done()
+	return c.auth.Status(ctx, c.s.environment)
 }
 
 // statusJSON is the --json shape of status: the state without the timeline and intent records.
@@ -366,17 +370,7 @@ func runHistory(ctx context.Context, c *cmdEnv, args []string) error {
 	c.interspersed = true
 	c.str(&c.s.environment, "environment", "", "environment (or the first argument)")
 	lim := c.intVar(&c.s.limit, "limit", 50, "how many of the newest events (0: all kept)")
-	if err := c.parse(args, lim); err != nil {
-		return err
-	}
-	if err := c.envArg(); err != nil {
-		return err
-	}
-	if err := c.open(ctx); err != nil {
-		return err
-	}
-	defer c.done()
-	e, err := c.auth.Status(ctx, c.s.environment)
+	e, err := c.readEnv(ctx, args, lim)
 	if err != nil {
 		return err
 	}

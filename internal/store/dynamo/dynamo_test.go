@@ -16,6 +16,7 @@ import (
 
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/store/memory"
+	"github.com/latestwins/latestwins/internal/store/storetest"
 )
 
 func TestPutGetRevisions(t *testing.T) {
@@ -64,7 +65,7 @@ func realisticDocs(t *testing.T) []*authority.Doc {
 	t.Helper()
 	ctx := t.Context()
 	mem := memory.New()
-	clock := &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)}
+	clock := storetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC))
 	a := authority.New(mem, authority.WithClock(clock))
 	res, err := a.Accept(ctx, authority.Intent{ID: "d-1", Environment: "preview/pr-803", Scopes: []string{"api", "web"},
 		Sha: "a1b2c3d4e5", Ref: "refs/heads/main", Before: "0f0f0f", Source: "example/app", Actor: "octocat"}, true)

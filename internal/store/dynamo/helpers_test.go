@@ -2,10 +2,8 @@ package dynamo
 
 import (
 	"context"
-	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -44,22 +42,4 @@ func writeID(in *dynamodb.PutItemInput) string {
 		return s.Value
 	}
 	return ""
-}
-
-// fakeClock is an authority.Clock that moves only when told to.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/store/storetest"
 )
 
 // flaky injects the faults of a network that drops connections: one request in eight is lost
@@ -87,7 +88,7 @@ func TestLeaseRaceOverFlakyStore(t *testing.T) {
 	ctx := t.Context()
 	client, table := migrated(t)
 	f := newFlaky(client)
-	clock := &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clock := storetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	const ttl, skew = 30 * time.Second, 5 * time.Second
 	procs := make([]*authority.Authority, racers)
 	for i := range procs {
@@ -151,7 +152,7 @@ func TestAcceptRaceOverFlakyStore(t *testing.T) {
 	ctx := t.Context()
 	client, table := migrated(t)
 	f := newFlaky(client)
-	clock := &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clock := storetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 
 	var (
 		wg   sync.WaitGroup

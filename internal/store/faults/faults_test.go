@@ -19,28 +19,12 @@ import (
 
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/store/dynamo"
+	"github.com/latestwins/latestwins/internal/store/storetest"
 	"github.com/latestwins/latestwins/internal/testutil/dynalitetest"
 	"github.com/latestwins/latestwins/internal/testutil/faultproxy"
 )
 
 func TestMain(m *testing.M) { dynalitetest.Main(m) }
-
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 func isPutItem(r *http.Request, _ []byte) bool {
 	return r.Header.Get("X-Amz-Target") == "DynamoDB_20120810.PutItem"
@@ -157,7 +141,7 @@ func TestAmbiguousAcceptsLoseNothingAndDuplicateNothing(t *testing.T) {
 // store has; no racer is told the lease is held by itself (a false "locked"); tokens only grow.
 func TestAmbiguousLeaseRacesGrantOnce(t *testing.T) {
 	st, proxy := faultyStore(t, 2)
-	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	a := authority.New(st, authority.WithClock(clock), authority.WithSkew(time.Second))
 	ctx := context.Background()
 	proxy.Set(faultproxy.Faults{Match: isPutItem, LoseResponse: 0.2, LoseRequest: 0.1})
