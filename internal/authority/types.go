@@ -146,6 +146,7 @@ const (
 	EventLost       EventKind = "lost"
 	EventReleased   EventKind = "released"
 	EventUnlocked   EventKind = "unlocked"
+	EventRedriven   EventKind = "redriven" // the recovery sweep re-drove stalled work
 )
 
 // Event is one timeline entry.

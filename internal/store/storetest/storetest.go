@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore func(t *testing.T) authority.Store) {
 		{"Selectivity", selectivityCases()},
 		{"OutOfOrder", outOfOrderCases()},
 		{"Pending", pendingCases()},
+		{"Sweep", sweepCases()},
 		{"InputErrors", inputCases()},
 	}
 	for _, g := range groups {
