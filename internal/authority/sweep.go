@@ -78,41 +78,22 @@ func (a *Authority) claimStalled(ctx context.Context, env string, stall time.Dur
 		if d.Env == nil {
 			return false, nil
 		}
-		byGen := map[int64]*StalledWork{}
-		var gens []int64
-		for _, name := range sortedKeys(d.Env.Scopes) {
-			sc := d.Env.Scopes[name]
-			m := sc.Mailbox
-			if m == nil || liveLease(&sc.Lease, now, a.skew) || now.Sub(sc.ActiveAt) < stall {
-				continue
-			}
-			idle := now.Sub(sc.ActiveAt).Round(time.Second)
-			gen := max(sc.Owner, m.Generation)
-			attempt := m.Attempt + 1
-			if attempt > maxAttempts {
-				d.Env.exhaust(name, gen, maxAttempts, now)
-				exhausted = append(exhausted, StalledWork{Environment: env, Generation: gen, Scopes: []string{name}, Attempt: m.Attempt})
-				continue
-			}
-			m.Attempt = attempt
-			sc.ActiveAt = now
-			d.Env.record(now, Event{Kind: EventRedriven, Scope: name, Generation: gen, Sha: m.Sha,
-				Message: fmt.Sprintf("Idle for %s with no live lease; re-driven as generation %d, attempt %d of %d", idle, gen, attempt, maxAttempts)})
-			w, ok := byGen[gen]
-			if !ok {
-				w = &StalledWork{Environment: env, Generation: gen, Attempt: attempt}
-				byGen[gen] = w
-				gens = append(gens, gen)
-			}
-			w.Scopes = append(w.Scopes, name)
-			w.Attempt = max(w.Attempt, attempt)
-		}
-		sort.Slice(gens, func(i, j int) bool { return gens[i] < gens[j] })
-		for _, g := range gens {
-			work = append(work, *byGen[g])
-		}
+		work, exhausted = d.Env.stalled(now, stall, a.skew, maxAttempts)
 		if len(work) == 0 && len(exhausted) == 0 {
 			return false, nil
+		}
+		for _, w := range exhausted {
+			d.Env.exhaust(w.Scopes[0], w.Generation, maxAttempts, now)
+		}
+		for _, w := range work {
+			for _, name := range w.Scopes {
+				sc := d.Env.Scopes[name]
+				idle := now.Sub(sc.ActiveAt).Round(time.Second)
+				sc.Mailbox.Attempt = w.Attempt
+				sc.ActiveAt = now
+				d.Env.record(now, Event{Kind: EventRedriven, Scope: name, Generation: w.Generation, Sha: sc.Mailbox.Sha,
+					Message: fmt.Sprintf("Idle for %s with no live lease; re-driven as generation %d, attempt %d of %d", idle, w.Generation, w.Attempt, maxAttempts)})
+			}
 		}
 		d.Env.settle()
 		return true, nil
@@ -121,6 +102,67 @@ func (a *Authority) claimStalled(ctx context.Context, env string, stall time.Dur
 		return nil, nil, fmt.Errorf("sweep %s: %w", env, err)
 	}
 	return work, exhausted, nil
+}
+
+// Stalled lists, without changing anything, the work a sweep would re-drive now and the work whose
+// attempts have run out.
+func (a *Authority) Stalled(ctx context.Context, stall time.Duration, maxAttempts int) (work, exhausted []StalledWork, err error) {
+	envs, err := a.Pending(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, env := range envs {
+		d, err := a.load(ctx, EnvKey(env))
+		if err != nil {
+			return nil, nil, err
+		}
+		if d.Env == nil {
+			continue
+		}
+		w, x := d.Env.stalled(a.clock.Now(), stall, a.skew, maxAttempts)
+		work, exhausted = append(work, w...), append(exhausted, x...)
+	}
+	return work, exhausted, nil
+}
+
+// stalled finds the scopes with pending work, no live lease and no activity for the stall
+// timeout, grouped by the generation to re-drive them as, with the attempt the re-drive will be.
+// Scopes whose attempts are spent come back on their own in exhausted.
+func (e *Env) stalled(now time.Time, stall, skew time.Duration, maxAttempts int) (work, exhausted []StalledWork) {
+	byGen := map[int64]*StalledWork{}
+	for _, name := range sortedKeys(e.Scopes) {
+		sc := e.Scopes[name]
+		m := sc.Mailbox
+		if m == nil || liveLease(&sc.Lease, now, skew) || now.Sub(sc.ActiveAt) < stall {
+			continue
+		}
+		gen, attempt := max(sc.Owner, m.Generation), m.Attempt+1
+		if attempt > maxAttempts {
+			exhausted = append(exhausted, StalledWork{Environment: e.Name, Generation: gen, Scopes: []string{name}, Attempt: m.Attempt})
+			continue
+		}
+		w, ok := byGen[gen]
+		if !ok {
+			w = &StalledWork{Environment: e.Name, Generation: gen}
+			byGen[gen] = w
+		}
+		w.Scopes = append(w.Scopes, name)
+		w.Attempt = max(w.Attempt, attempt)
+	}
+	gens := sortedGens(byGen)
+	for _, g := range gens {
+		work = append(work, *byGen[g])
+	}
+	return work, exhausted
+}
+
+func sortedGens(m map[int64]*StalledWork) []int64 {
+	gens := make([]int64, 0, len(m))
+	for g := range m {
+		gens = append(gens, g)
+	}
+	sort.Slice(gens, func(i, j int) bool { return gens[i] < gens[j] })
+	return gens
 }
 
 // undoRedrive gives back the attempt of a re-drive that could not be handed over (the dispatch

@@ -58,6 +58,7 @@ func commands() []command {
 		{"history", "print an environment's timeline: history ENV [--json]", runHistory},
 		{"unlock", "free a lease by hand, audited: unlock ENV/SCOPE --reason TEXT", runUnlock},
 		{"migrate", "create or upgrade the store (DynamoDB table, bolt file); idempotent", runMigrate},
+		{"sweep", "re-drive stalled work once: sweep [--stall 10m] [-- CMD]; without CMD a dry run", runSweep},
 	}
 }
 

@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/latestwins/latestwins/internal/authority"
+)
+
+// runSweep is one pass of the recovery sweep. With a command after --, every stalled piece of work
+// is re-driven by running it (with LATESTWINS_ENVIRONMENT, _GENERATION, _SCOPES and _ATTEMPT set; a
+// non-zero exit counts as a failed dispatch and costs no attempt). Without one, it only lists what a
+// sweep would do and changes nothing. The App re-drives by dispatching the configured workflow.
+func runSweep(ctx context.Context, c *cmdEnv, args []string) error {
+	c.newFlags("sweep")
+	var stall time.Duration
+	st := c.durVar(&stall, "stall", 10*time.Minute, "how long pending work may sit idle with no live lease before it is re-driven")
+	maxAtt := c.intVar(&c.s.maxAttempts, "max-attempts", 3, "re-drives of one intent before it ends with a terminal error")
+	skew := c.durVar(&c.s.skew, "lease-skew", authority.DefaultSkew, "margin past a lease's expiry before it counts as expired")
+	if err := c.parse(args, st, maxAtt, skew); err != nil {
+		return err
+	}
+	if err := c.open(ctx); err != nil {
+		return err
+	}
+	defer c.done()
+	if len(c.positional) == 0 {
+		work, exhausted, err := c.auth.Stalled(ctx, stall, c.s.maxAttempts)
+		if err != nil {
+			return err
+		}
+		if c.s.jsonOut {
+			return c.printJSON(map[string]any{"dry_run": true, "would_redrive": orEmpty(work), "would_end": orEmpty(exhausted)})
+		}
+		for _, w := range work {
+			c.printf("would re-drive %s generation %d (%s), attempt %d\n", w.Environment, w.Generation, strings.Join(w.Scopes, ","), w.Attempt)
+		}
+		for _, w := range exhausted {
+			c.printf("would end %s/%s with a terminal error: %d attempts used\n", w.Environment, w.Scopes[0], w.Attempt)
+		}
+		c.printf("dry run: %d to re-drive, %d to end; give a command after -- to re-drive\n", len(work), len(exhausted))
+		return nil
+	}
+	argv := c.positional
+	rep, err := c.auth.Sweep(ctx, stall, c.s.maxAttempts, func(ctx context.Context, w authority.StalledWork) error {
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd.Stdout, cmd.Stderr = c.io.Stderr, c.io.Stderr
+		cmd.Env = append(os.Environ(),
+			"LATESTWINS_ENVIRONMENT="+w.Environment,
+			fmt.Sprintf("LATESTWINS_GENERATION=%d", w.Generation),
+			"LATESTWINS_SCOPES="+strings.Join(w.Scopes, ","),
+			fmt.Sprintf("LATESTWINS_ATTEMPT=%d", w.Attempt))
+		return cmd.Run()
+	})
+	if err != nil {
+		return err
+	}
+	if c.s.jsonOut {
+		if err := c.printJSON(rep); err != nil {
+			return err
+		}
+	} else {
+		for _, w := range rep.Redriven {
+			c.printf("re-drove %s generation %d (%s), attempt %d\n", w.Environment, w.Generation, strings.Join(w.Scopes, ","), w.Attempt)
+		}
+		for _, w := range rep.Exhausted {
+			c.printf("ended %s/%s with a terminal error after %d attempts\n", w.Environment, w.Scopes[0], w.Attempt)
+		}
+		for env, why := range rep.Failed {
+			c.printf("%s: %s\n", env, why)
+		}
+	}
+	if len(rep.Failed) > 0 {
+		return &exitError{code: ExitError, msg: fmt.Sprintf("%d environment(s) could not be re-driven; the next sweep retries", len(rep.Failed))}
+	}
+	return nil
+}
+
+func orEmpty(w []authority.StalledWork) []authority.StalledWork {
+	if w == nil {
+		return []authority.StalledWork{}
+	}
+	return w
+}
