@@ -347,7 +347,7 @@ func TestDemoHoldsEveryGuarantee(t *testing.T) {
 func TestSweepListsThenRedrivesStalledWork(t *testing.T) {
 	h := newHarness(t)
 	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "one")
-	o := h.must(ExitOK, "sweep", "--stall", "1ms")
+	o := h.must(ExitOK, "sweep", "--stall", "1ns")
 	if !strings.Contains(o.stdout, "would re-drive staging generation 1 (api), attempt 1") || !strings.Contains(o.stdout, "dry run") {
 		t.Fatalf("dry run output: %q", o.stdout)
 	}
@@ -355,12 +355,12 @@ func TestSweepListsThenRedrivesStalledWork(t *testing.T) {
 		t.Fatalf("a dry run changed the attempt: %v", m)
 	}
 	got := filepath.Join(h.dir, "redrive.txt")
-	h.must(ExitOK, "sweep", "--stall", "1ms", "--", "sh", "-c", `echo "$LATESTWINS_ENVIRONMENT $LATESTWINS_GENERATION $LATESTWINS_SCOPES $LATESTWINS_ATTEMPT" > "$0"`, got)
+	h.must(ExitOK, "sweep", "--stall", "1ns", "--", "sh", "-c", `echo "$LATESTWINS_ENVIRONMENT $LATESTWINS_GENERATION $LATESTWINS_SCOPES $LATESTWINS_ATTEMPT" > "$0"`, got)
 	if b, err := os.ReadFile(got); err != nil || strings.TrimSpace(string(b)) != "staging 1 api 1" {
 		t.Fatalf("re-drive command saw %q (%v)", b, err)
 	}
 	// A failing dispatch is reported, exits non-zero, and costs no attempt.
-	o = h.must(ExitError, "sweep", "--stall", "1ms", "--", "false")
+	o = h.must(ExitError, "sweep", "--stall", "1ns", "--", "false")
 	if !strings.Contains(o.stdout, "staging") {
 		t.Fatalf("failed re-drive not reported: %q", o.stdout)
 	}
