@@ -59,6 +59,7 @@ func commands() []command {
 		{"unlock", "free a lease by hand, audited: unlock ENV/SCOPE --reason TEXT", runUnlock},
 		{"migrate", "create or upgrade the store (DynamoDB table, bolt file); idempotent", runMigrate},
 		{"sweep", "re-drive stalled work once: sweep [--stall 10m] [-- CMD]; without CMD a dry run", runSweep},
+		{"action", "the GitHub Action's step: reads INPUT_* variables (see action.yml)", runAction},
 	}
 }
 

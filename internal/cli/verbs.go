@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/pass"
 	"github.com/latestwins/latestwins/internal/report"
 )
 
@@ -49,19 +50,7 @@ func (c *cmdEnv) claim(ctx context.Context) (*authority.AcceptResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.auth.Accept(ctx, in, true)
-	if err != nil {
-		return nil, err
-	}
-	if res.Duplicate && res.Claim == nil {
-		// A repeat of an accepted intent: claim again what it accepted (idempotent for its own pass).
-		cr, err := c.auth.Claim(ctx, in.Environment, res.Generation, res.Accepted)
-		if err != nil {
-			return nil, err
-		}
-		res.Claim = cr
-	}
-	return res, nil
+	return pass.Claim(ctx, c.auth, in)
 }
 
 func runClaim(ctx context.Context, c *cmdEnv, args []string) error {
@@ -187,28 +176,10 @@ func (c *cmdEnv) gate(ctx context.Context) (*authority.Grant, error) {
 	}
 	req := authority.GateRequest{Environment: c.s.environment, Generation: c.s.generation, Scopes: scopes,
 		Phase: c.s.phase, Holder: c.s.holder, LeaseTTL: ttl}
-	deadline := time.Now().Add(c.s.wait)
-	for {
-		g, err := c.auth.Gate(ctx, req)
-		var held *authority.HeldError
-		if !errors.As(err, &held) {
-			return g, err
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return nil, err
-		}
-		pause := min(held.RetryAfter, left)
+	return pass.Gate(ctx, c.auth, req, c.s.wait, func(held *authority.HeldError, pause, left time.Duration) {
 		c.progress("waiting: %s is locked by %s (%s, generation %d); retrying in %s (%s left to wait)",
 			held.Resource, held.Holder, held.Purpose, held.Generation, pause.Round(time.Second), left.Round(time.Second))
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // reportRefusal turns a superseded or locked refusal into its exit code with a one-line explanation.

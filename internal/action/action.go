@@ -1,0 +1,566 @@
+// Package action is the GitHub Action: it reads the step's inputs and the triggering event through
+// go-githubactions, runs one latestwins verb (claim, gate, run, complete, status) against the
+// store, and reports through outputs, the job summary and annotations. It returns typed errors that
+// the command line turns into its documented exit codes.
+package action
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sethvargo/go-githubactions"
+
+	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/pass"
+	"github.com/latestwins/latestwins/internal/report"
+)
+
+// Errors for outcomes that end the step with a non-zero exit code and are not errors of the program.
+// Superseded (on-superseded: fail), locked and lease lost are the authority package's categories.
+var (
+	// ErrRetry: the command failed on a non-final attempt; nothing terminal was published.
+	ErrRetry = errors.New("the command failed on a non-final attempt (retryable)")
+	// ErrFailed: the command failed on the final attempt; one terminal error was published.
+	ErrFailed = errors.New("the command failed on the final attempt")
+	// ErrInterrupted: a signal stopped the step; the lease was released.
+	ErrInterrupted = errors.New("interrupted")
+)
+
+// OpenStoreFunc opens the store a URL names, and returns a function that closes it.
+type OpenStoreFunc func(ctx context.Context, url string) (authority.Store, func() error, error)
+
+// Deps are what the Action needs from outside. OpenStore is required; the rest may be nil.
+type Deps struct {
+	OpenStore OpenStoreFunc
+	// Canceler cancels this workflow run (on-superseded: cancel); nil: a GitHubCanceler built from
+	// the github-token input and GITHUB_API_URL.
+	Canceler RunCanceler
+	// Comments and Checks publish the sticky PR comment and the check run; nil: not published.
+	Comments Commenter
+	Checks   CheckRunner
+	// Clock is the authority's clock (tests); nil: the system clock.
+	Clock authority.Clock
+	// Stdin, Stdout and Stderr are the run command's; nil: the process's.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Env is the run command's environment before the fencing variables (nil: the process's).
+	Env []string
+	Log *slog.Logger
+}
+
+// result is what a verb did, for the outputs, the summary and the annotations.
+type result struct {
+	generation   int64
+	authorized   bool
+	scopes       []string
+	tokens       map[string]int64
+	outcome      string
+	headline     string
+	superseded   *authority.SupersededError // set when the pass lost a scope
+	supersededBy int64
+}
+
+// Run runs the command the inputs name. Superseded is not an error with on-superseded skip or
+// cancel: the step ends with authorized=false.
+func Run(ctx context.Context, a *githubactions.Action, deps Deps) error {
+	if deps.OpenStore == nil {
+		return errors.New("action: Deps.OpenStore is required")
+	}
+	if deps.Log == nil {
+		deps.Log = slog.New(slog.DiscardHandler)
+	}
+	in, err := readInputs(a)
+	if err != nil {
+		a.Errorf("%v", err)
+		writeOutputs(a, &result{outcome: "invalid"})
+		return err
+	}
+	gh, err := a.Context()
+	if err != nil {
+		err = &authority.InputError{Field: "GITHUB_* variables", Value: err.Error(), Fix: "run the Action inside GitHub Actions, or set the variables it reads"}
+		a.Errorf("%v", err)
+		return err
+	}
+	st, closeStore, err := deps.OpenStore(ctx, in.store)
+	if err != nil {
+		err = fmt.Errorf("store input: %w", err)
+		if errors.Is(err, authority.ErrInvalidInput) {
+			a.Errorf("%v", err)
+			writeOutputs(a, &result{outcome: "invalid"})
+			return err
+		}
+		a.Warningf("%v (retryable)", err)
+		writeOutputs(a, &result{outcome: "error"})
+		return err
+	}
+	defer func() {
+		if err := closeStore(); err != nil {
+			deps.Log.Warn("closing the store", "err", err)
+		}
+	}()
+	opts := []authority.Option{authority.WithLogger(deps.Log)}
+	if deps.Clock != nil {
+		opts = append(opts, authority.WithClock(deps.Clock))
+	}
+	s := &step{a: a, deps: deps, in: in, gh: gh, ev: eventOf(gh), auth: authority.New(st, opts...)}
+	return s.do(ctx)
+}
+
+// step is one invocation of the Action.
+type step struct {
+	a    *githubactions.Action
+	deps Deps
+	in   *inputs
+	gh   *githubactions.GitHubContext
+	ev   event
+	auth *authority.Authority
+}
+
+func (s *step) do(ctx context.Context) error {
+	s.a.Group(fmt.Sprintf("latestwins %s %s", s.in.command, s.in.environment))
+	var res *result
+	var err error
+	switch s.in.command {
+	case cmdClaim:
+		res, err = s.claim(ctx)
+	case cmdGate:
+		res, err = s.gate(ctx)
+	case cmdRun:
+		res, err = s.runCommand(ctx)
+	case cmdComplete:
+		res, err = s.complete(ctx)
+	case cmdStatus:
+		res, err = &result{outcome: "status", authorized: false}, nil
+	}
+	s.a.EndGroup()
+	if res == nil {
+		res = &result{}
+	}
+	err = s.settle(ctx, res, err)
+	writeOutputs(s.a, res)
+	s.summarize(ctx, res)
+	return err
+}
+
+// settle classifies how the verb ended: it sets the outcome, writes the annotation and applies
+// on-superseded. It returns the error the step ends with (nil: exit 0).
+func (s *step) settle(ctx context.Context, res *result, err error) error {
+	var sup *authority.SupersededError
+	var held *authority.HeldError
+	switch {
+	case err == nil && res.superseded == nil:
+		return nil
+	case err == nil, errors.As(err, &sup):
+		if sup == nil {
+			sup = res.superseded
+		}
+		res.outcome, res.authorized, res.superseded, res.supersededBy = "superseded", false, sup, sup.By
+		res.headline = fmt.Sprintf("Generation %d was superseded: %v. Nothing more to do; the newer run deploys.", sup.Generation, sup)
+		s.a.Noticef("Superseded by generation %d%s: this run stops cleanly and the newer one deploys (%v)", sup.By, shaSuffix(sup.BySha), sup)
+		return s.onSuperseded(ctx, sup)
+	case errors.As(err, &held):
+		res.outcome = "locked"
+		res.headline = fmt.Sprintf("Gave up waiting for the lease after %s: %v.", s.in.wait, held)
+		s.a.Warningf("gave up waiting after %s: %v; re-run later, or see who holds it in the summary", s.in.wait, held)
+		return fmt.Errorf("gave up waiting: %w", err)
+	case errors.Is(err, authority.ErrLeaseLost):
+		res.outcome = "lost"
+		res.headline = "The lease was lost while working: retryable infrastructure loss; nothing terminal was published."
+		s.a.Warningf("lease lost (retryable, nothing terminal published): %v", err)
+		return err
+	case errors.Is(err, ErrRetry):
+		res.outcome = "retry"
+		s.a.Warningf("%v; re-run the job (attempt %d of %d)", err, s.attempt(), s.in.maxAttempts)
+		return err
+	case errors.Is(err, ErrFailed):
+		res.outcome = "failed"
+		s.a.Errorf("%v: a terminal error is recorded for generation %d (attempt %d of %d)", err, res.generation, s.attempt(), s.in.maxAttempts)
+		return err
+	case errors.Is(err, ErrInterrupted):
+		res.outcome = "interrupted"
+		s.a.Warningf("interrupted; the lease was released and the job can be re-run")
+		return err
+	case errors.Is(err, authority.ErrInvalidInput):
+		res.outcome = "invalid"
+		s.a.Errorf("%v", err)
+		return err
+	}
+	res.outcome = "error"
+	s.a.Warningf("%v (retryable)", err)
+	return err
+}
+
+func (s *step) onSuperseded(ctx context.Context, sup *authority.SupersededError) error {
+	switch s.in.onSuperseded {
+	case onFail:
+		return fmt.Errorf("on-superseded is fail: %w", sup)
+	case onCancel:
+		owner, repo := s.gh.Repo()
+		if owner == "" || repo == "" || s.gh.RunID == 0 {
+			return &authority.InputError{Field: "on-superseded", Value: onCancel, Fix: "cancel needs GITHUB_REPOSITORY and GITHUB_RUN_ID; use skip outside GitHub Actions"}
+		}
+		c := s.deps.Canceler
+		if c == nil {
+			gc, err := NewGitHubCanceler(s.in.token, s.gh.APIURL, nil)
+			if err != nil {
+				return &authority.InputError{Field: "github-token", Fix: err.Error()}
+			}
+			c = gc
+		}
+		if err := c.CancelRun(ctx, owner, repo, s.gh.RunID); err != nil {
+			s.a.Errorf("could not cancel this run: %v; the job needs `permissions: actions: write`", err)
+			return fmt.Errorf("on-superseded cancel (the job needs permissions: actions: write): %w", err)
+		}
+		s.a.Infof("cancellation of run %d requested", s.gh.RunID)
+	}
+	return nil
+}
+
+func shaSuffix(sha string) string {
+	if sha == "" {
+		return ""
+	}
+	if len(sha) > 7 {
+		sha = sha[:7]
+	}
+	return " (" + sha + ")"
+}
+
+// attempt is GitHub's run attempt: a re-run of the job is the same intent, one attempt further.
+func (s *step) attempt() int {
+	if s.gh.RunAttempt > 0 {
+		return int(s.gh.RunAttempt)
+	}
+	return 1
+}
+
+// intent is the pass's intent: the event's commit, the run as its id (a re-run is the same intent).
+func (s *step) intent() authority.Intent {
+	sha, ref := firstNonEmpty(s.in.sha, s.ev.sha), firstNonEmpty(s.in.ref, s.ev.ref)
+	before := s.ev.before
+	if s.in.sha != "" && s.in.sha != s.ev.sha {
+		before = "" // the event's parent is not this commit's
+	}
+	source := "github-actions"
+	if s.ev.name != "" {
+		source += " " + s.ev.name
+	}
+	if s.ev.pr > 0 {
+		source += fmt.Sprintf(" #%d", s.ev.pr)
+	}
+	id := fmt.Sprintf("gha:%s/%d", s.gh.Repository, s.gh.RunID)
+	return authority.Intent{ID: id, Environment: s.in.environment, Scopes: s.in.scopes, Sha: sha, Ref: ref,
+		Before: before, Source: source, Actor: s.gh.Actor}
+}
+
+// holder names this job as a lease holder.
+func (s *step) holder() string {
+	return fmt.Sprintf("gha:%s/%d/%d/%s", s.gh.Repository, s.gh.RunID, s.attempt(), s.gh.Job)
+}
+
+func (s *step) runURL() string {
+	if s.gh.RunID == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s/%s/actions/runs/%d", strings.TrimSuffix(s.gh.ServerURL, "/"), s.gh.Repository, s.gh.RunID)
+}
+
+// claim accepts the run's intent and claims its scopes.
+func (s *step) claim(ctx context.Context) (*result, error) {
+	in := s.intent()
+	if len(in.Scopes) == 0 {
+		return nil, &authority.InputError{Field: "scopes", Fix: "set the scopes input, e.g. scopes: api,web"}
+	}
+	res, err := pass.Claim(ctx, s.auth, in)
+	if err != nil {
+		return nil, err
+	}
+	claimed := []string{}
+	if res.Claim != nil {
+		claimed = res.Claim.Scopes()
+	}
+	if err := s.saveState(&state{Environment: in.Environment, Intent: in.ID, Generation: res.Generation, Scopes: claimed, Holder: s.holder()}); err != nil {
+		return nil, err
+	}
+	s.a.Infof("generation %d claimed %s", res.Generation, strings.Join(claimed, ","))
+	r := &result{generation: res.Generation, authorized: len(claimed) > 0, scopes: claimed, outcome: "claimed",
+		headline: fmt.Sprintf("Generation %d claimed %s.", res.Generation, strings.Join(claimed, ", "))}
+	if len(claimed) == 0 {
+		if sup := supersededOnArrival(in, res); sup.By > 0 {
+			r.superseded = sup
+		} else {
+			// Nothing pending: this intent's work is already done (a re-run after it deployed).
+			r.outcome = "idle"
+			r.headline = fmt.Sprintf("Nothing pending for %s: generation %d has nothing left to do.", strings.Join(in.Scopes, ", "), res.Generation)
+			s.a.Noticef("nothing to do: %s has no pending work for generation %d", in.Environment, res.Generation)
+		}
+	}
+	return r, nil
+}
+
+// supersededOnArrival names what superseded an intent that claimed nothing.
+func supersededOnArrival(in authority.Intent, res *authority.AcceptResult) *authority.SupersededError {
+	sup := &authority.SupersededError{Environment: in.Environment, Generation: res.Generation}
+	if res.Claim != nil && len(res.Claim.Superseded) > 0 {
+		return res.Claim.Superseded[0]
+	}
+	for _, scope := range in.Scopes {
+		if by, ok := res.Stale[scope]; ok && by > sup.By {
+			sup.Scope, sup.By = scope, by
+		}
+	}
+	if sup.Scope == "" && len(in.Scopes) > 0 {
+		sup.Scope = in.Scopes[0]
+	}
+	return sup
+}
+
+// pass loads this job's pass for the environment, claiming first when the job has none yet (the
+// intent is the run, so a later job of the same run gets the same generation).
+func (s *step) pass(ctx context.Context) (*state, *result, error) {
+	st, err := s.loadState()
+	if err != nil {
+		return nil, nil, err
+	}
+	if st.Generation > 0 {
+		if len(s.in.scopes) > 0 {
+			st.Scopes = s.in.scopes
+		}
+		return st, nil, nil
+	}
+	r, err := s.claim(ctx)
+	if err != nil || !r.authorized {
+		return nil, r, err
+	}
+	st, err = s.loadState()
+	if err != nil {
+		return nil, nil, err
+	}
+	if st.Generation == 0 { // no RUNNER_TEMP: the state lives in memory only
+		st = &state{Environment: s.in.environment, Intent: s.intent().ID, Generation: r.generation, Scopes: r.scopes, Holder: s.holder()}
+	}
+	return st, nil, nil
+}
+
+// enter gates the phase: for deploy with the scopes' leases, waiting on a held lease.
+func (s *step) enter(ctx context.Context, st *state, phase string) (*authority.Grant, error) {
+	ttl := time.Duration(0)
+	if phase == "deploy" {
+		ttl = s.in.leaseTTL
+	}
+	if st.Holder == "" {
+		st.Holder = s.holder()
+	}
+	warned := false
+	req := authority.GateRequest{Environment: st.Environment, Generation: st.Generation, Scopes: st.Scopes, Phase: phase, Holder: st.Holder, LeaseTTL: ttl}
+	g, err := pass.Gate(ctx, s.auth, req, s.in.wait, func(held *authority.HeldError, pause, left time.Duration) {
+		msg := fmt.Sprintf("waiting: %s is locked by %s (%s, generation %d); retrying in %s (%s left to wait)",
+			held.Resource, held.Holder, held.Purpose, held.Generation, pause.Round(time.Second), left.Round(time.Second))
+		if !warned {
+			s.a.Warningf("%s", msg) // one annotation; the rest go to the log
+			warned = true
+			return
+		}
+		s.a.Infof("%s", msg)
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("waiting for the lease: %w", ErrInterrupted)
+		}
+		return nil, err
+	}
+	for _, sc := range g.TookOver {
+		s.a.Infof("%s/%s: recovered an interrupted operation (the previous holder's lease had expired)", g.Environment, sc)
+	}
+	if len(g.Tokens) > 0 {
+		st.Tokens, st.ExpiresAt = g.Tokens, g.ExpiresAt
+		st.Scopes = pass.TokenScopes(g.Tokens)
+		if err := s.saveState(st); err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+func (s *step) gate(ctx context.Context) (*result, error) {
+	st, r, err := s.pass(ctx)
+	if err != nil || r != nil {
+		return r, err
+	}
+	g, err := s.enter(ctx, st, s.in.phase)
+	if err != nil {
+		return &result{generation: st.Generation, scopes: st.Scopes}, err
+	}
+	s.a.Infof("authorized: generation %d may enter %s", g.Generation, g.Phase)
+	return &result{generation: g.Generation, authorized: true, scopes: st.Scopes, tokens: g.Tokens, outcome: "authorized",
+		headline: fmt.Sprintf("Generation %d may enter %s for %s.", g.Generation, g.Phase, strings.Join(st.Scopes, ", "))}, nil
+}
+
+func (s *step) runCommand(ctx context.Context) (*result, error) {
+	st, r, err := s.pass(ctx)
+	if err != nil || r != nil {
+		return r, err
+	}
+	g, err := s.enter(ctx, st, "deploy")
+	if err != nil {
+		return &result{generation: st.Generation, scopes: st.Scopes}, err
+	}
+	s.a.Infof("generation %d entered deploy; running the command under the lease", g.Generation)
+	sup := &pass.Supervisor{Auth: s.auth, Grant: g, TTL: s.in.leaseTTL, Grace: 10 * time.Second,
+		Stdin: s.deps.Stdin, Stdout: orWriter(s.deps.Stdout, os.Stdout), Stderr: orWriter(s.deps.Stderr, os.Stderr), Env: s.deps.Env,
+		Progress: func(format string, args ...any) { s.a.Infof(format, args...) },
+		Complete: func(ctx context.Context, o authority.Outcome, msg string) (*authority.CompleteResult, error) {
+			return s.auth.Complete(ctx, s.completion(st, o, msg))
+		}}
+	if sup.Stdin == nil {
+		sup.Stdin = os.Stdin
+	}
+	out := &result{generation: g.Generation, authorized: true, scopes: st.Scopes, tokens: g.Tokens}
+	res, err := sup.Run(ctx, []string{"bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", s.in.run})
+	if err != nil {
+		return out, err
+	}
+	switch res.Ending {
+	case pass.LeaseLost:
+		return out, fmt.Errorf("lease lost while the command ran: %w", res.Lost)
+	case pass.Interrupted:
+		return out, ErrInterrupted
+	}
+	return s.completed(out, res.Completion)
+}
+
+// completed turns a completion into the step's result.
+func (s *step) completed(out *result, cr *authority.CompleteResult) (*result, error) {
+	switch cr.Overall() {
+	case authority.ResultDeployed:
+		out.outcome = "deployed"
+		out.headline = fmt.Sprintf("Generation %d deployed %s.", out.generation, strings.Join(out.scopes, ", "))
+		return out, nil
+	case authority.ResultSuperseded:
+		for _, sc := range out.scopes {
+			if sup := cr.Superseded[sc]; sup != nil {
+				out.superseded = sup
+				break
+			}
+		}
+		if out.superseded == nil {
+			out.superseded = &authority.SupersededError{Environment: s.in.environment, Generation: out.generation}
+		}
+		return out, nil
+	case authority.ResultRetry:
+		out.headline = fmt.Sprintf("Generation %d failed on attempt %d of %d; re-run the job to retry.", out.generation, s.attempt(), s.in.maxAttempts)
+		return out, ErrRetry
+	}
+	out.headline = fmt.Sprintf("Generation %d failed on its final attempt (%d of %d); the error is recorded.", out.generation, s.attempt(), s.in.maxAttempts)
+	return out, ErrFailed
+}
+
+func (s *step) completion(st *state, o authority.Outcome, msg string) authority.Completion {
+	return authority.Completion{Environment: st.Environment, Generation: st.Generation, Scopes: st.Scopes, Holder: st.Holder,
+		Tokens: st.Tokens, Outcome: o, Attempt: s.attempt(), MaxAttempts: s.in.maxAttempts, Message: msg, Run: s.runURL()}
+}
+
+// complete records how the pass ended. The outcome comes from LATESTWINS_OUTCOME (default success),
+// e.g. env: LATESTWINS_OUTCOME: ${{ job.status }} mapped to success or failure.
+func (s *step) complete(ctx context.Context) (*result, error) {
+	st, err := s.loadState()
+	if err != nil {
+		return nil, err
+	}
+	if st.Generation == 0 {
+		return nil, &authority.InputError{Field: "command", Value: cmdComplete,
+			Fix: "this job has no pass for " + s.in.environment + ": run the Action with command: claim or gate earlier in the same job"}
+	}
+	if len(s.in.scopes) > 0 {
+		st.Scopes = s.in.scopes
+	}
+	o, err := authority.ParseOutcome(firstNonEmpty(s.a.Getenv("LATESTWINS_OUTCOME"), string(authority.OutcomeSuccess)))
+	if err != nil {
+		return nil, fmt.Errorf("LATESTWINS_OUTCOME: %w", err)
+	}
+	out := &result{generation: st.Generation, authorized: true, scopes: st.Scopes, tokens: st.Tokens}
+	cr, err := s.auth.Complete(ctx, s.completion(st, o, s.a.Getenv("LATESTWINS_MESSAGE")))
+	if err != nil {
+		return out, err
+	}
+	return s.completed(out, cr)
+}
+
+// summarize appends the environment's current state, read from the store, to the job summary.
+func (s *step) summarize(ctx context.Context, res *result) {
+	if s.a.Getenv("GITHUB_STEP_SUMMARY") == "" {
+		return
+	}
+	e, err := s.auth.Status(ctx, s.in.environment)
+	if err != nil {
+		s.a.Infof("no job summary: %v", err)
+		return
+	}
+	var b bytes.Buffer
+	if err := report.JobSummary(&b, report.Summary{Env: e, Now: s.auth.Now(), Headline: res.headline}); err != nil {
+		s.a.Infof("no job summary: %v", err)
+		return
+	}
+	s.a.AddStepSummary(b.String())
+}
+
+// writeOutputs sets the step's outputs. Outside GitHub Actions (no GITHUB_OUTPUT) it prints them.
+func writeOutputs(a *githubactions.Action, r *result) {
+	scopes := r.scopes
+	if scopes == nil {
+		scopes = []string{}
+	}
+	scopesJSON, _ := json.Marshal(scopes)
+	token := ""
+	switch len(r.tokens) {
+	case 0:
+	case 1:
+		for _, t := range r.tokens {
+			token = strconv.FormatInt(t, 10)
+		}
+	default:
+		b, _ := json.Marshal(r.tokens)
+		token = string(b)
+	}
+	gen, by := "", ""
+	if r.generation > 0 {
+		gen = strconv.FormatInt(r.generation, 10)
+	}
+	if r.supersededBy > 0 {
+		by = strconv.FormatInt(r.supersededBy, 10)
+	}
+	outputs := [][2]string{{"generation", gen}, {"authorized", strconv.FormatBool(r.authorized)}, {"superseded-by", by},
+		{"token", token}, {"scopes", string(scopesJSON)}, {"outcome", r.outcome}}
+	for _, kv := range outputs {
+		if a.Getenv("GITHUB_OUTPUT") == "" {
+			a.Infof("output %s=%s", kv[0], kv[1])
+			continue
+		}
+		a.SetOutput(kv[0], kv[1])
+	}
+}
+
+func orWriter(w, def io.Writer) io.Writer {
+	if w == nil {
+		return def
+	}
+	return w
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}

@@ -1,0 +1,184 @@
+package action
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sethvargo/go-githubactions"
+
+	"github.com/latestwins/latestwins/internal/authority"
+)
+
+// Commands the Action runs (the command input).
+const (
+	cmdClaim    = "claim"
+	cmdGate     = "gate"
+	cmdRun      = "run"
+	cmdComplete = "complete"
+	cmdStatus   = "status"
+)
+
+// On-superseded policies.
+const (
+	onSkip   = "skip"
+	onFail   = "fail"
+	onCancel = "cancel"
+)
+
+// inputs are the Action's inputs (action.yml), with the defaults action.yml declares applied again
+// here so that a missing variable means the same as an omitted input.
+type inputs struct {
+	command      string
+	environment  string
+	scopes       []string
+	sha          string
+	ref          string
+	run          string
+	phase        string
+	leaseTTL     time.Duration
+	wait         time.Duration
+	onSuperseded string
+	maxAttempts  int
+	store        string
+	apiURL       string
+	token        string
+	comment      bool
+	checkRun     bool
+}
+
+func readInputs(a *githubactions.Action) (*inputs, error) {
+	get := func(name, def string) string {
+		if v := a.GetInput(name); v != "" {
+			return v
+		}
+		return def
+	}
+	in := &inputs{
+		command:      get("command", cmdRun),
+		environment:  get("environment", ""),
+		scopes:       splitList(get("scopes", "")),
+		sha:          get("sha", ""),
+		ref:          get("ref", ""),
+		run:          get("run", ""),
+		phase:        get("phase", "deploy"),
+		onSuperseded: get("on-superseded", onSkip),
+		store:        get("store", ""),
+		apiURL:       get("api-url", ""),
+		token:        get("github-token", ""),
+	}
+	switch in.command {
+	case cmdClaim, cmdGate, cmdRun, cmdComplete, cmdStatus:
+	default:
+		return nil, &authority.InputError{Field: "command", Value: in.command, Fix: "use claim, gate, run, complete or status"}
+	}
+	switch in.onSuperseded {
+	case onSkip, onFail, onCancel:
+	default:
+		return nil, &authority.InputError{Field: "on-superseded", Value: in.onSuperseded, Fix: "use skip, fail or cancel"}
+	}
+	if in.environment == "" {
+		return nil, &authority.InputError{Field: "environment", Fix: "set the environment input, e.g. environment: staging"}
+	}
+	if err := authority.ValidateEnvironment(in.environment); err != nil {
+		return nil, err
+	}
+	var err error
+	if in.leaseTTL, err = duration(get("lease-ttl", "2m"), "lease-ttl"); err != nil {
+		return nil, err
+	}
+	if in.leaseTTL < 3*time.Second {
+		return nil, &authority.InputError{Field: "lease-ttl", Value: in.leaseTTL.String(), Fix: "use a lease TTL of at least 3s (default 2m)"}
+	}
+	if in.wait, err = duration(get("wait", "10m"), "wait"); err != nil {
+		return nil, err
+	}
+	raw := get("max-attempts", "3")
+	if in.maxAttempts, err = strconv.Atoi(raw); err != nil || in.maxAttempts < 1 {
+		return nil, &authority.InputError{Field: "max-attempts", Value: raw, Fix: "give a whole number of attempts, 1 or more (default 3)"}
+	}
+	if in.comment, err = boolean(get("comment", "true"), "comment"); err != nil {
+		return nil, err
+	}
+	if in.checkRun, err = boolean(get("check-run", "true"), "check-run"); err != nil {
+		return nil, err
+	}
+	if in.command == cmdRun && strings.TrimSpace(in.run) == "" {
+		return nil, &authority.InputError{Field: "run", Fix: "give the command to run under the lease (run: ./deploy.sh), or use command: gate"}
+	}
+	if in.apiURL != "" {
+		return nil, &authority.InputError{Field: "api-url", Value: in.apiURL,
+			Fix: "the App's HTTP API is not supported by this version of the Action yet; use the store input (dynamodb://TABLE?region=R) instead"}
+	}
+	if in.store == "" {
+		return nil, &authority.InputError{Field: "store", Fix: "set the store input: dynamodb://TABLE?region=R (with AWS credentials in the job), or bolt://PATH on a self-hosted runner"}
+	}
+	return in, nil
+}
+
+func duration(raw, field string) (time.Duration, error) {
+	d, err := time.ParseDuration(raw)
+	if err != nil || d < 0 {
+		return 0, &authority.InputError{Field: field, Value: raw, Fix: "give a duration such as 90s, 2m or 1h"}
+	}
+	return d, nil
+}
+
+func boolean(raw, field string) (bool, error) {
+	b, err := strconv.ParseBool(raw)
+	if err != nil {
+		return false, &authority.InputError{Field: field, Value: raw, Fix: "use true or false"}
+	}
+	return b, nil
+}
+
+// splitList splits a comma, space or newline separated list, dropping empties.
+func splitList(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' || r == '\r' })
+}
+
+// event is what the Action takes from the triggering event: the commit, its branch or pull
+// request, and the commit it was pushed on top of.
+type event struct {
+	name   string
+	sha    string
+	ref    string
+	before string
+	pr     int
+}
+
+const zeroSha = "0000000000000000000000000000000000000000"
+
+// eventOf reads a push or pull_request payload; other events fall back to GITHUB_SHA and GITHUB_REF.
+func eventOf(gh *githubactions.GitHubContext) event {
+	ev := event{name: gh.EventName, sha: gh.SHA, ref: gh.Ref}
+	p := gh.Event
+	switch gh.EventName {
+	case "push":
+		if s, ok := p["after"].(string); ok && s != "" && s != zeroSha {
+			ev.sha = s
+		}
+		if s, ok := p["ref"].(string); ok && s != "" {
+			ev.ref = s
+		}
+		if s, ok := p["before"].(string); ok && s != zeroSha {
+			ev.before = s
+		}
+	case "pull_request", "pull_request_target":
+		pr, _ := p["pull_request"].(map[string]any)
+		if n, ok := p["number"].(float64); ok {
+			ev.pr = int(n)
+			ev.ref = fmt.Sprintf("refs/pull/%d/head", ev.pr)
+		}
+		if head, ok := pr["head"].(map[string]any); ok {
+			if s, ok := head["sha"].(string); ok && s != "" {
+				ev.sha = s
+			}
+		}
+		if s, ok := p["before"].(string); ok && s != zeroSha {
+			ev.before = s
+		}
+	}
+	return ev
+}

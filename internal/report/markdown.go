@@ -1,0 +1,128 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/latestwins/latestwins/internal/authority"
+)
+
+// DefaultSummaryEvents is how many of the newest timeline events a job summary shows.
+const DefaultSummaryEvents = 10
+
+// Summary is what a job summary shows: an environment's current state as read from the store, and
+// one line about the step that wrote it.
+type Summary struct {
+	Env      *authority.Env
+	Now      time.Time
+	Headline string // what this step did, e.g. "Generation 9 deployed api."
+	Events   int    // newest timeline events to show (0: DefaultSummaryEvents)
+}
+
+// JobSummary writes a job summary as GitHub-flavoured Markdown: a heading, the headline, the status
+// table and an excerpt of the timeline, newest last.
+func JobSummary(w io.Writer, s Summary) error {
+	e := s.Env
+	state := "settled"
+	if e.Observed < e.Desired {
+		state = "reconciling"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "### latestwins: %s\n\n", cell(e.Name))
+	if s.Headline != "" {
+		fmt.Fprintf(&b, "%s\n\n", s.Headline)
+	}
+	fmt.Fprintf(&b, "**%d/%d** %s (observed/desired generation)\n\n", e.Observed, e.Desired, state)
+	writeStatusTable(&b, e, s.Now)
+	n := s.Events
+	if n <= 0 {
+		n = DefaultSummaryEvents
+	}
+	events := e.Events
+	if len(events) > n {
+		events = events[len(events)-n:]
+	}
+	if len(events) > 0 {
+		fmt.Fprintf(&b, "\n<details><summary>Timeline (newest %d of %d kept)</summary>\n\n", len(events), len(e.Events))
+		writeTimelineTable(&b, events)
+		b.WriteString("\n</details>\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// StatusMarkdown writes an environment's status table as Markdown: one row per scope with its live
+// commit, pending work, owner and lease.
+func StatusMarkdown(w io.Writer, e *authority.Env, now time.Time) error {
+	var b strings.Builder
+	writeStatusTable(&b, e, now)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// TimelineMarkdown writes events, oldest first, as a Markdown table.
+func TimelineMarkdown(w io.Writer, events []authority.Event) error {
+	var b strings.Builder
+	writeTimelineTable(&b, events)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeStatusTable(b *strings.Builder, e *authority.Env, now time.Time) {
+	b.WriteString("| scope | live | generation | deployed | pending | owner | lease |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- |\n")
+	names := make([]string, 0, len(e.Scopes))
+	for n := range e.Scopes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		s := e.Scopes[n]
+		live, gen, at := "-", "-", "-"
+		if s.Live != nil {
+			live, gen, at = code(short(s.Live.Sha)), fmt.Sprint(s.Live.Generation), ago(now, s.Live.At)
+		}
+		pending := "-"
+		if m := s.Mailbox; m != nil {
+			pending = fmt.Sprintf("%s (generation %d)", code(short(m.Sha)), m.Generation)
+			if m.Attempt > 0 {
+				pending += fmt.Sprintf(", %d failed", m.Attempt)
+			}
+		}
+		if f := s.Failure; f != nil && s.Mailbox == nil {
+			pending = fmt.Sprintf("**error** (generation %d): %s", f.Generation, cell(oneLine(f.Message, 120)))
+		}
+		owner := "-"
+		if s.Owner > 0 {
+			owner = fmt.Sprint(s.Owner)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", cell(n), live, gen, at, pending, owner, cell(LeaseText(s.Lease, now)))
+	}
+}
+
+func writeTimelineTable(b *strings.Builder, events []authority.Event) {
+	b.WriteString("| time (UTC) | # | event | scope | generation | message |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- |\n")
+	for _, ev := range events {
+		scope, gen := "-", "-"
+		if ev.Scope != "" {
+			scope = cell(ev.Scope)
+		}
+		if ev.Generation > 0 {
+			gen = fmt.Sprint(ev.Generation)
+		}
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s |\n", ev.At.UTC().Format("15:04:05"), ev.Seq, ev.Kind, scope, gen, cell(oneLine(ev.Message, 200)))
+	}
+}
+
+// cell makes text safe inside a Markdown table cell: no line breaks, no column separators, no HTML.
+func cell(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	r := strings.NewReplacer("|", `\|`, "<", "&lt;", ">", "&gt;", "`", "'")
+	return r.Replace(s)
+}
+
+func code(s string) string { return "`" + strings.ReplaceAll(s, "`", "'") + "`" }
