@@ -60,6 +60,7 @@ func commands() []command {
 		{"migrate", "create or upgrade the store (DynamoDB table, bolt file); idempotent", runMigrate},
 		{"sweep", "re-drive stalled work once: sweep [--stall 10m] [-- CMD]; without CMD a dry run", runSweep},
 		{"action", "the GitHub Action's step: reads INPUT_* variables (see action.yml)", runAction},
+		{"serve", "the GitHub App as an HTTP server: serve [--addr 127.0.0.1:8080] --config PATH", runServe},
 	}
 }
 

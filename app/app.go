@@ -1,0 +1,293 @@
+// Package app is the GitHub App as an http.Handler: verified webhooks turned into intents and
+// workflow dispatches, and a read-only status page. Parsing (ParseDelivery, ParseCommand) is pure,
+// Handle returns a Result and never touches a ResponseWriter, and GitHub is reached only through
+// the small ports below.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/config"
+)
+
+// RepoRef names a repository.
+type RepoRef struct {
+	Owner string `json:"owner"`
+	Name  string `json:"name"`
+}
+
+// String is OWNER/NAME.
+func (r RepoRef) String() string { return r.Owner + "/" + r.Name }
+
+// ParseRepo reads OWNER/NAME.
+func ParseRepo(full string) (RepoRef, error) {
+	owner, name, ok := strings.Cut(full, "/")
+	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+		return RepoRef{}, &MalformedError{Reason: fmt.Sprintf("repository %q is not OWNER/NAME", full)}
+	}
+	return RepoRef{Owner: owner, Name: name}, nil
+}
+
+// ConfigSource gives the configuration in force for a repository at a ref (.github/latestwins.yml).
+type ConfigSource interface {
+	Config(ctx context.Context, repo RepoRef, ref string) (*config.Config, error)
+}
+
+// DispatchRequest asks for one workflow_dispatch.
+type DispatchRequest struct {
+	Installation int64             `json:"installation,omitempty"`
+	Repo         RepoRef           `json:"repo"`
+	Workflow     string            `json:"workflow"`
+	Ref          string            `json:"ref"`    // the branch to run on
+	Inputs       map[string]string `json:"inputs"` // environment, generation, scopes
+}
+
+// Dispatcher starts workflows.
+type Dispatcher interface {
+	Dispatch(ctx context.Context, r DispatchRequest) error
+}
+
+// DefaultMaxBodyBytes caps a webhook body (GitHub caps payloads at 25 MB; ours are far smaller).
+const DefaultMaxBodyBytes = 10 << 20
+
+// Options configure the App.
+type Options struct {
+	// Secret is the webhook secret; required.
+	Secret []byte
+	// Authority runs the protocol over the store; required.
+	Authority *authority.Authority
+	// Config gives each repository's configuration; required.
+	Config ConfigSource
+	// Dispatcher starts workflows; nil logs and skips every dispatch (no App credentials).
+	Dispatcher Dispatcher
+	// Environments lists environments the status page always shows (besides those with pending work).
+	Environments func(ctx context.Context) ([]string, error)
+	// MaxBodyBytes caps a webhook body; 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	Logger       *slog.Logger
+}
+
+// App handles webhooks and serves the status page.
+type App struct {
+	secret   []byte
+	auth     *authority.Authority
+	config   ConfigSource
+	dispatch Dispatcher
+	envs     func(ctx context.Context) ([]string, error)
+	maxBody  int64
+	log      *slog.Logger
+	mux      *http.ServeMux
+}
+
+var _ http.Handler = (*App)(nil)
+
+// New checks the options and wires the routes.
+func New(o Options) (*App, error) {
+	switch {
+	case len(o.Secret) == 0:
+		return nil, &authority.InputError{Field: "webhook secret", Fix: "set LATESTWINS_WEBHOOK_SECRET (or --webhook-secret) to the App's webhook secret; without one anybody could post events"}
+	case o.Authority == nil:
+		return nil, errors.New("app: no Authority")
+	case o.Config == nil:
+		return nil, errors.New("app: no ConfigSource")
+	case o.MaxBodyBytes < 0:
+		return nil, &authority.InputError{Field: "max body bytes", Value: fmt.Sprint(o.MaxBodyBytes), Fix: "give a positive size, or 0 for the default"}
+	}
+	a := &App{secret: o.Secret, auth: o.Authority, config: o.Config, dispatch: o.Dispatcher, envs: o.Environments,
+		maxBody: o.MaxBodyBytes, log: o.Logger}
+	if a.maxBody == 0 {
+		a.maxBody = DefaultMaxBodyBytes
+	}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.envs == nil {
+		a.envs = func(context.Context) ([]string, error) { return nil, nil }
+	}
+	a.mux = http.NewServeMux()
+	a.mux.HandleFunc("POST /webhook", a.serveWebhook)
+	a.mux.HandleFunc("GET /healthz", serveHealth)
+	a.mux.HandleFunc("GET /{$}", a.serveStatus)
+	return a, nil
+}
+
+// ServeHTTP routes a request.
+func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+
+// Outcome names what a delivery caused.
+type Outcome string
+
+// Outcomes.
+const (
+	OutcomeAccepted   Outcome = "accepted"    // intents were accepted (some may be duplicates or stale)
+	OutcomeDuplicate  Outcome = "duplicate"   // a re-delivery: every intent was accepted before; nothing changed
+	OutcomeNoScopes   Outcome = "no-scopes"   // no configured scope is built from the repository and branch
+	OutcomeReleased   Outcome = "released"    // a closed pull request's preview leases were released
+	OutcomeRecorded   Outcome = "recorded"    // bookkeeping only (installation)
+	OutcomeIgnored    Outcome = "ignored"     // an event or action this App does not act on
+	OutcomeNotHandled Outcome = "not-handled" // an event the App will handle, not yet in this version
+)
+
+// Result is what Handle did, for the response body and the logs.
+type Result struct {
+	Status   int          `json:"-"`
+	Delivery string       `json:"delivery"`
+	Event    string       `json:"event"`
+	Outcome  Outcome      `json:"outcome"`
+	Message  string       `json:"message,omitempty"`
+	Intents  []IntentInfo `json:"intents,omitempty"`
+	// Dispatched lists the workflows started (or, without a Dispatcher, that would have been).
+	Dispatched []DispatchRequest `json:"dispatched,omitempty"`
+	Released   []string          `json:"released,omitempty"` // ENV/SCOPE leases freed
+}
+
+// IntentInfo is one environment's share of a delivery.
+type IntentInfo struct {
+	Environment string           `json:"environment"`
+	Generation  int64            `json:"generation"`
+	Duplicate   bool             `json:"duplicate,omitempty"`
+	Accepted    []string         `json:"accepted,omitempty"`
+	Stale       map[string]int64 `json:"stale,omitempty"`
+}
+
+// Handle acts on a verified delivery. An error is a failure to act (the store, the config source,
+// a dispatch); a delivery it does not act on is a Result with OutcomeIgnored.
+func (a *App) Handle(ctx context.Context, d Delivery) (Result, error) {
+	res := Result{Status: http.StatusOK, Delivery: d.ID, Event: d.Event}
+	log := a.log.With("delivery_id", d.ID, "event", d.Event)
+	var err error
+	switch d.Event {
+	case "push":
+		err = a.handlePush(ctx, log, d, &res)
+	case "pull_request":
+		err = a.handlePullRequest(ctx, log, d, &res)
+	case "installation":
+		a.handleInstallation(ctx, log, d, &res)
+	case "issue_comment", "check_run":
+		res.Outcome, res.Status = OutcomeNotHandled, http.StatusAccepted
+		res.Message = d.Event + " is acknowledged; this version does not act on it yet"
+	default:
+		res.Outcome, res.Status = OutcomeIgnored, http.StatusAccepted
+		res.Message = fmt.Sprintf("event %q is not used by latestwins", d.Event)
+	}
+	if err != nil {
+		return res, err
+	}
+	log.InfoContext(ctx, "webhook handled", "outcome", res.Outcome, "intents", len(res.Intents), "dispatched", len(res.Dispatched))
+	return res, nil
+}
+
+// accept records one intent per selected environment and dispatches the workflows of the scopes
+// it accepted. A re-delivery (every intent a duplicate) dispatches nothing: the first delivery did,
+// and work it failed to start stays in the mailbox for the recovery sweep.
+func (a *App) accept(ctx context.Context, log *slog.Logger, sels []config.Selection, in authority.Intent, dispatchRef string, installation int64, res *Result) error {
+	if len(sels) == 0 {
+		res.Outcome = OutcomeNoScopes
+		return nil
+	}
+	allDup := true
+	var dispatches []DispatchRequest
+	for _, sel := range sels {
+		in := in
+		in.Environment, in.Scopes = sel.Environment, sel.ScopeNames()
+		ar, err := a.auth.Accept(ctx, in, false)
+		if err != nil {
+			return fmt.Errorf("accept %s for %s: %w", in.Sha, sel.Environment, err)
+		}
+		res.Intents = append(res.Intents, IntentInfo{Environment: sel.Environment, Generation: ar.Generation,
+			Duplicate: ar.Duplicate, Accepted: ar.Accepted, Stale: ar.Stale})
+		log.InfoContext(ctx, "intent accepted", "environment", sel.Environment, "generation", ar.Generation,
+			"duplicate", ar.Duplicate, "accepted", ar.Accepted, "stale", ar.Stale)
+		if ar.Duplicate {
+			continue
+		}
+		allDup = false
+		if dispatchRef != "" {
+			dispatches = append(dispatches, dispatchesFor(sel, ar, dispatchRef, installation)...)
+		}
+	}
+	res.Outcome = OutcomeAccepted
+	if allDup {
+		res.Outcome, res.Message = OutcomeDuplicate, "already processed: this delivery's intents were accepted before"
+		return nil
+	}
+	var errs []error
+	for _, dr := range dispatches {
+		res.Dispatched = append(res.Dispatched, dr)
+		if a.dispatch == nil {
+			log.InfoContext(ctx, "dispatch skipped: no App credentials, not publishing to GitHub", "repo", dr.Repo.String(),
+				"workflow", dr.Workflow, "ref", dr.Ref, "inputs", dr.Inputs)
+			continue
+		}
+		if err := a.dispatch.Dispatch(ctx, dr); err != nil {
+			errs = append(errs, &dispatchError{fmt.Errorf("dispatch %s in %s for %s: %w", dr.Workflow, dr.Repo, dr.Inputs["environment"], err)})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// dispatchesFor groups the accepted scopes of a selection by repository and workflow: one dispatch each.
+func dispatchesFor(sel config.Selection, ar *authority.AcceptResult, ref string, installation int64) []DispatchRequest {
+	accepted := map[string]bool{}
+	for _, s := range ar.Accepted {
+		accepted[s] = true
+	}
+	var out []DispatchRequest
+	index := map[string]int{}
+	for _, s := range sel.Scopes {
+		if !accepted[s.Name] || s.Workflow == "" {
+			continue
+		}
+		repo, err := ParseRepo(s.Repository)
+		if err != nil {
+			continue // the config validated OWNER/NAME
+		}
+		key := strings.ToLower(s.Repository) + "\x00" + s.Workflow
+		i, ok := index[key]
+		if !ok {
+			i = len(out)
+			index[key] = i
+			out = append(out, DispatchRequest{Installation: installation, Repo: repo, Workflow: s.Workflow, Ref: ref,
+				Inputs: map[string]string{"environment": sel.Environment, "generation": fmt.Sprint(ar.Generation)}})
+		}
+		if prev := out[i].Inputs["scopes"]; prev != "" {
+			out[i].Inputs["scopes"] = prev + "," + s.Name
+		} else {
+			out[i].Inputs["scopes"] = s.Name
+		}
+	}
+	return out
+}
+
+// StatusFor maps a Handle error to an HTTP status: bad configuration is terminal (422), the rest
+// is worth a re-delivery (500, 502 for a failed dispatch).
+func StatusFor(err error) int {
+	var de *dispatchError
+	switch {
+	case errors.Is(err, authority.ErrInvalidInput):
+		return http.StatusUnprocessableEntity
+	case errors.As(err, &de):
+		return http.StatusBadGateway
+	}
+	return http.StatusInternalServerError
+}
+
+type dispatchError struct{ err error }
+
+func (e *dispatchError) Error() string { return e.err.Error() }
+func (e *dispatchError) Unwrap() error { return e.err }
+
+func serveHealth(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// now is the Authority's clock, so that the page agrees with lease expiry.
+func (a *App) now() time.Time { return a.auth.Now() }

@@ -1,0 +1,125 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/latestwins/latestwins/internal/authority"
+)
+
+// CommandName is a comment command's verb.
+type CommandName string
+
+// Comment commands.
+const (
+	CommandDeploy   CommandName = "deploy"
+	CommandRedeploy CommandName = "redeploy"
+	CommandStatus   CommandName = "status"
+	CommandUnlock   CommandName = "unlock"
+	CommandHelp     CommandName = "help"
+)
+
+const commandPrefix = "/latestwins"
+
+// Command is a parsed comment command.
+type Command struct {
+	Name   CommandName
+	Scopes []string
+	// Problem is set when the comment is addressed to latestwins but is not a valid command: it says
+	// what to fix, for the reply. Name and Scopes are then empty.
+	Problem string
+}
+
+// Mutating reports whether the command changes state (and so needs write permission).
+func (c Command) Mutating() bool {
+	return c.Name == CommandDeploy || c.Name == CommandRedeploy || c.Name == CommandUnlock
+}
+
+// Usage is the reply to /latestwins help.
+const Usage = "Commands: `/latestwins deploy [scope...]` (deploy this pull request's head, all scopes or the ones named), " +
+	"`/latestwins redeploy SCOPE` (deploy SCOPE again at its current commit), `/latestwins status`, " +
+	"`/latestwins unlock [SCOPE]` (free a held lease), `/latestwins help`."
+
+// ParseCommand reads a comment. It reports false when the comment is not addressed to latestwins:
+// its first non-blank line must start with /latestwins. Only that line is read; anything after it
+// is ignored, so a comment runs at most one command. Arguments must be valid scope names, so no
+// text other than a scope name ever reaches a command.
+func ParseCommand(body string) (Command, bool) {
+	line := firstLine(body)
+	rest, ok := strings.CutPrefix(line, commandPrefix)
+	if !ok || (rest != "" && !isSpace(rest[0])) {
+		return Command{}, false
+	}
+	args := strings.Fields(rest)
+	if len(args) == 0 {
+		return Command{Name: CommandHelp}, true
+	}
+	name, args := CommandName(args[0]), args[1:]
+	var problem string
+	switch name {
+	case CommandDeploy:
+		problem = checkScopes(args, 0, authority.MaxScopes, "deploy [scope...]")
+	case CommandRedeploy:
+		problem = checkScopes(args, 1, 1, "redeploy SCOPE")
+	case CommandUnlock:
+		problem = checkScopes(args, 0, 1, "unlock [SCOPE]")
+	case CommandStatus, CommandHelp:
+		problem = checkScopes(args, 0, 0, string(name))
+	default:
+		return Command{Problem: fmt.Sprintf("unknown command %s; %s", quote(string(name)), Usage)}, true
+	}
+	if problem != "" {
+		return Command{Problem: problem}, true
+	}
+	if len(args) == 0 {
+		args = nil
+	}
+	return Command{Name: name, Scopes: args}, true
+}
+
+func firstLine(body string) string {
+	for line := range strings.Lines(body) {
+		if t := strings.TrimSpace(line); t != "" {
+			return t
+		}
+	}
+	return ""
+}
+
+func isSpace(b byte) bool { return b == ' ' || b == '\t' }
+
+func checkScopes(args []string, lo, hi int, usage string) string {
+	if len(args) < lo || len(args) > hi {
+		switch {
+		case hi == 0:
+			return fmt.Sprintf("`/latestwins %s` takes no arguments", usage)
+		case lo == hi:
+			return fmt.Sprintf("`/latestwins %s` takes exactly %d scope", usage, lo)
+		default:
+			return fmt.Sprintf("`/latestwins %s` takes at most %d scope(s)", usage, hi)
+		}
+	}
+	seen := map[string]bool{}
+	for _, a := range args {
+		var ie *authority.InputError
+		if err := authority.ValidateScope(a); errors.As(err, &ie) {
+			return fmt.Sprintf("%s is not a scope name: %s", quote(a), ie.Fix)
+		}
+		if seen[a] {
+			return fmt.Sprintf("scope %s is named twice; name each scope once", quote(a))
+		}
+		seen[a] = true
+	}
+	return ""
+}
+
+// quote shows untrusted text in a reply: cut short and quoted, so it cannot format or mention.
+func quote(s string) string {
+	const max = 40
+	r := []rune(s)
+	if len(r) > max {
+		s = string(r[:max]) + "..."
+	}
+	return "`" + strings.ReplaceAll(fmt.Sprintf("%q", s), "`", "'") + "`"
+}

@@ -1,0 +1,113 @@
+package app
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/latestwins/latestwins/internal/authority"
+)
+
+func TestParseCommand(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		body string
+		want Command
+		ok   bool
+	}{
+		{"deploy all", "/latestwins deploy", Command{Name: CommandDeploy}, true},
+		{"deploy scopes", "/latestwins deploy api web", Command{Name: CommandDeploy, Scopes: []string{"api", "web"}}, true},
+		{"extra spaces and CRLF", "  \r\n  /latestwins   deploy\tapi  \r\nmore text", Command{Name: CommandDeploy, Scopes: []string{"api"}}, true},
+		{"redeploy", "/latestwins redeploy api", Command{Name: CommandRedeploy, Scopes: []string{"api"}}, true},
+		{"status", "/latestwins status", Command{Name: CommandStatus}, true},
+		{"unlock all", "/latestwins unlock", Command{Name: CommandUnlock}, true},
+		{"unlock one", "/latestwins unlock api", Command{Name: CommandUnlock, Scopes: []string{"api"}}, true},
+		{"help", "/latestwins help", Command{Name: CommandHelp}, true},
+		{"bare prefix is help", "/latestwins", Command{Name: CommandHelp}, true},
+
+		{"plain comment", "LGTM, ship it", Command{}, false},
+		{"empty", "", Command{}, false},
+		{"command not on the first line", "please run\n/latestwins deploy", Command{}, false},
+		{"quoted", "> /latestwins deploy", Command{}, false},
+		{"in a code block", "```\n/latestwins deploy\n```", Command{}, false},
+		{"inline code", "`/latestwins deploy`", Command{}, false},
+		{"prefix glued to a word", "/latestwinsdeploy api", Command{}, false},
+		{"another bot", "/latest deploy", Command{}, false},
+		{"other case", "/LatestWins deploy", Command{}, false},
+
+		{"unknown verb", "/latestwins destroy", Command{Problem: "unknown command `\"destroy\"`; " + Usage}, true},
+		{"redeploy needs a scope", "/latestwins redeploy", Command{Problem: "`/latestwins redeploy SCOPE` takes exactly 1 scope"}, true},
+		{"redeploy one scope only", "/latestwins redeploy api web", Command{Problem: "`/latestwins redeploy SCOPE` takes exactly 1 scope"}, true},
+		{"status takes nothing", "/latestwins status api", Command{Problem: "`/latestwins status` takes no arguments"}, true},
+		{"unlock at most one", "/latestwins unlock api web", Command{Problem: "`/latestwins unlock [SCOPE]` takes at most 1 scope(s)"}, true},
+		{"duplicate scope", "/latestwins deploy api api", Command{Problem: "scope `\"api\"` is named twice; name each scope once"}, true},
+
+		// Injection attempts: nothing but a valid scope name gets through, and the reply quotes it.
+		{"shell separator", "/latestwins deploy api;rm -rf /", Command{Problem: badScope(`"api;rm"`)}, true},
+		{"command substitution", "/latestwins deploy $(whoami)", Command{Problem: badScope(`"$(whoami)"`)}, true},
+		{"backticks", "/latestwins deploy `id`", Command{Problem: badScope(`"'id'"`)}, true},
+		{"path traversal", "/latestwins unlock ../../prod/api", Command{Problem: badScope(`"../../prod/api"`)}, true},
+		{"environment/scope smuggled", "/latestwins redeploy prod/api", Command{Problem: badScope(`"prod/api"`)}, true},
+		{"flag", "/latestwins deploy --force", Command{Problem: badScope(`"--force"`)}, true},
+		{"mention", "/latestwins deploy @org/admins", Command{Problem: badScope(`"@org/admins"`)}, true},
+		{"markdown link", "/latestwins deploy [x](https://evil)", Command{Problem: badScope(`"[x](https://evil)"`)}, true},
+		{"html", "/latestwins deploy <img/src=x>", Command{Problem: badScope(`"<img/src=x>"`)}, true},
+		{"zero-width space", "/latestwins deploy\u200bapi", Command{Problem: "unknown command `\"deploy\\u200bapi\"`; " + Usage}, true},
+		{"unicode scope", "/latestwins deploy аpi", Command{Problem: badScope(`"аpi"`)}, true},
+		{"second command on the next line is not run", "/latestwins status\n/latestwins unlock api", Command{Name: CommandStatus}, true},
+		{"long argument is cut in the reply", "/latestwins deploy " + strings.Repeat("x", 70) + "!", Command{Problem: badScope(`"` + strings.Repeat("x", 40) + `..."`)}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := ParseCommand(tt.body)
+			if ok != tt.ok {
+				t.Fatalf("ParseCommand(%q) ok = %v, want %v", tt.body, ok, tt.ok)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ParseCommand(%q) (-want +got):\n%s", tt.body, diff)
+			}
+		})
+	}
+}
+
+func badScope(quoted string) string {
+	return "`" + quoted + "` is not a scope name: use 1-64 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit (e.g. api)"
+}
+
+func TestCommandMutating(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[CommandName]bool{CommandDeploy: true, CommandRedeploy: true, CommandUnlock: true, CommandStatus: false, CommandHelp: false} {
+		if got := (Command{Name: name}).Mutating(); got != want {
+			t.Errorf("%s mutating = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func FuzzParseCommand(f *testing.F) {
+	for _, s := range []string{"/latestwins deploy api", "/latestwins redeploy x\n/latestwins unlock", "/latestwins", "hi", "/latestwins deploy $(id)"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		c, ok := ParseCommand(body)
+		if !ok {
+			if c.Name != "" || c.Scopes != nil || c.Problem != "" {
+				t.Fatalf("not addressed, yet %+v", c)
+			}
+			return
+		}
+		if (c.Name == "") == (c.Problem == "") {
+			t.Fatalf("want exactly one of a name and a problem: %+v", c)
+		}
+		for _, s := range c.Scopes {
+			if err := authority.ValidateScope(s); err != nil {
+				t.Fatalf("scope %q passed: %v", s, err)
+			}
+		}
+		if c.Problem != "" && len(c.Problem) > 1200 {
+			t.Fatalf("problem of %d bytes: untrusted text is not cut short", len(c.Problem))
+		}
+	})
+}

@@ -1,0 +1,112 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/google/go-github/v60/github"
+)
+
+// Categories of refused deliveries; the handler maps them to HTTP statuses with errors.Is.
+var (
+	// ErrUnauthorized: the signature is missing or wrong (401). Nothing of the body was parsed.
+	ErrUnauthorized = errors.New("webhook signature rejected")
+	// ErrMalformed: a correctly signed delivery that cannot be read (400).
+	ErrMalformed = errors.New("malformed webhook delivery")
+)
+
+// SignatureError says why a delivery's signature was refused.
+type SignatureError struct{ Reason string }
+
+func (e *SignatureError) Error() string { return "webhook signature rejected: " + e.Reason }
+
+// Is matches ErrUnauthorized.
+func (e *SignatureError) Is(target error) bool { return target == ErrUnauthorized }
+
+// MalformedError says what is wrong with a signed delivery.
+type MalformedError struct{ Reason string }
+
+func (e *MalformedError) Error() string { return "malformed webhook delivery: " + e.Reason }
+
+// Is matches ErrMalformed.
+func (e *MalformedError) Is(target error) bool { return target == ErrMalformed }
+
+// Delivery is one verified webhook delivery.
+type Delivery struct {
+	ID    string // X-GitHub-Delivery: the intent id of what it causes, so a re-delivery is idempotent
+	Event string // X-GitHub-Event
+	// Payload is the parsed event (*github.PushEvent, *github.PullRequestEvent, ...), or nil for an
+	// event go-github does not know, which is acknowledged and ignored.
+	Payload any
+}
+
+const maxDeliveryIDLen = 100
+
+// ParseDelivery verifies and parses a webhook delivery. The signature (X-Hub-Signature-256, with a
+// non-empty secret) is checked in constant time over the raw body before anything is parsed; SHA-1
+// signatures are not accepted.
+func ParseDelivery(secret []byte, h http.Header, body []byte) (Delivery, error) {
+	if len(secret) == 0 {
+		// go-github would accept an unsigned payload with an empty secret: never get that far.
+		return Delivery{}, &SignatureError{Reason: "no webhook secret is configured"}
+	}
+	sig := h.Get(github.SHA256SignatureHeader)
+	if sig == "" {
+		return Delivery{}, &SignatureError{Reason: "no X-Hub-Signature-256 header; set a secret on the webhook"}
+	}
+	if !strings.HasPrefix(sig, "sha256=") {
+		return Delivery{}, &SignatureError{Reason: "X-Hub-Signature-256 must be sha256=HEX"}
+	}
+	if err := github.ValidateSignature(sig, body, secret); err != nil {
+		return Delivery{}, &SignatureError{Reason: "X-Hub-Signature-256 does not match the body; check that the webhook secret is the App's"}
+	}
+	d := Delivery{ID: h.Get(github.DeliveryIDHeader), Event: h.Get(github.EventTypeHeader)}
+	if d.ID == "" || len(d.ID) > maxDeliveryIDLen || strings.ContainsFunc(d.ID, isControlOrSpace) {
+		return Delivery{}, &MalformedError{Reason: fmt.Sprintf("X-GitHub-Delivery must be a delivery id of 1-%d printable characters", maxDeliveryIDLen)}
+	}
+	if d.Event == "" {
+		return Delivery{}, &MalformedError{Reason: "no X-GitHub-Event header"}
+	}
+	payload, err := jsonBody(h.Get("Content-Type"), body)
+	if err != nil {
+		return Delivery{}, err
+	}
+	if !slices.Contains(github.MessageTypes(), d.Event) {
+		return d, nil // signed but unknown: acknowledged and ignored
+	}
+	ev, err := github.ParseWebHook(d.Event, payload)
+	if err != nil {
+		return Delivery{}, &MalformedError{Reason: fmt.Sprintf("%s payload: %v", d.Event, err)}
+	}
+	d.Payload = ev
+	return d, nil
+}
+
+// jsonBody returns the JSON payload of a body sent as application/json or as a form (payload=...).
+func jsonBody(contentType string, body []byte) ([]byte, error) {
+	mt := "application/json"
+	if contentType != "" {
+		var err error
+		if mt, _, err = mime.ParseMediaType(contentType); err != nil {
+			return nil, &MalformedError{Reason: fmt.Sprintf("Content-Type %q: %v", contentType, err)}
+		}
+	}
+	switch mt {
+	case "application/json":
+		return body, nil
+	case "application/x-www-form-urlencoded":
+		form, err := url.ParseQuery(string(body))
+		if err != nil {
+			return nil, &MalformedError{Reason: fmt.Sprintf("form body: %v", err)}
+		}
+		return []byte(form.Get("payload")), nil
+	}
+	return nil, &MalformedError{Reason: fmt.Sprintf("Content-Type %q: send application/json", mt)}
+}
+
+func isControlOrSpace(r rune) bool { return r <= ' ' || r == 0x7f }

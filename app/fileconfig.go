@@ -1,0 +1,30 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/latestwins/latestwins/internal/config"
+)
+
+// FileConfig is a ConfigSource that reads one local file for every repository and ref (for
+// `latestwins serve --config PATH`). The file is read on each call, so edits apply at once.
+type FileConfig struct {
+	Path string
+}
+
+var _ ConfigSource = (*FileConfig)(nil)
+
+// Config reads and parses the file.
+func (f *FileConfig) Config(_ context.Context, _ RepoRef, _ string) (*config.Config, error) {
+	b, err := os.ReadFile(f.Path)
+	if err != nil {
+		return nil, fmt.Errorf("read configuration: %w", err)
+	}
+	cfg, err := config.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,186 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bradleyfalzon/ghinstallation/v2"
+
+	"github.com/latestwins/latestwins/app"
+	"github.com/latestwins/latestwins/internal/config"
+)
+
+// serveSettings are serve's own flags; each also reads its LATESTWINS_* variable.
+type serveSettings struct {
+	addr          string
+	config        string
+	webhookSecret string
+	appID         string
+	appKey        string
+	apiURL        string
+	maxBody       int64
+}
+
+// runServe runs the App as a plain HTTP server until ctx is done, then shuts down gracefully.
+func runServe(ctx context.Context, c *cmdEnv, args []string) error {
+	handler, ss, err := c.serveHandler(ctx, args)
+	if err != nil {
+		return err
+	}
+	defer c.done()
+	ln, err := net.Listen("tcp", ss.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", ss.addr, err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
+	c.progress("latestwins serve: listening on http://%s (webhooks: POST /webhook, status: GET /)", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil {
+		return fmt.Errorf("shut down: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	c.progress("latestwins serve: stopped")
+	return nil
+}
+
+// serveHandler parses serve's flags, checks its settings, opens the store and builds the App.
+func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler, *serveSettings, error) {
+	ss := &serveSettings{}
+	fs := c.newFlags("serve")
+	c.str(&ss.addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; :0 picks a free port)")
+	c.str(&ss.config, "config", "", "the environment configuration file (.github/latestwins.yml schema; see docs/config.md)")
+	c.str(&ss.webhookSecret, "webhook-secret", "", "the App's webhook secret (prefer the variable: flags show in process lists)")
+	c.str(&ss.appID, "app-id", "", "the GitHub App's id")
+	c.str(&ss.appKey, "app-private-key", "", "the GitHub App's private key: PEM, or a path to a PEM file")
+	c.str(&ss.apiURL, "github-api-url", "https://api.github.com/", "GitHub's REST API (GitHub Enterprise: https://HOST/api/v3/)")
+	maxBody := c.int64Var(&ss.maxBody, "max-body", app.DefaultMaxBodyBytes, "largest webhook body accepted, in bytes ($LATESTWINS_MAX_BODY)")
+	if err := c.parse(args, maxBody); err != nil {
+		return nil, nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, nil, usageErrorf("serve takes no arguments, got %q", fs.Args())
+	}
+	if err := checkServeSettings(ss); err != nil {
+		return nil, nil, err
+	}
+	if _, err := (&app.FileConfig{Path: ss.config}).Config(ctx, app.RepoRef{}, ""); err != nil {
+		return nil, nil, usageErrorf("%v", err)
+	}
+	log := slog.New(slog.NewJSONHandler(c.io.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	c.log = log
+	publishing, err := checkCredentials(ss)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !publishing {
+		c.progress("latestwins serve: no App credentials (LATESTWINS_APP_ID, LATESTWINS_APP_PRIVATE_KEY): " +
+			"webhooks are taken and state is kept, but nothing is published to GitHub; dispatches are logged and skipped")
+	} else {
+		c.progress("latestwins serve: App credentials are valid, but this version does not publish to GitHub yet; " +
+			"dispatches are logged and skipped")
+	}
+	if err := c.open(ctx); err != nil {
+		return nil, nil, err
+	}
+	src := &app.FileConfig{Path: ss.config}
+	a, err := app.New(app.Options{
+		Secret:       []byte(ss.webhookSecret),
+		Authority:    c.auth,
+		Config:       src,
+		MaxBodyBytes: ss.maxBody,
+		Logger:       log,
+		Environments: func(ctx context.Context) ([]string, error) { return configuredEnvironments(ctx, src) },
+	})
+	if err != nil {
+		c.done()
+		return nil, nil, err
+	}
+	return a, ss, nil
+}
+
+func checkServeSettings(ss *serveSettings) error {
+	if ss.webhookSecret == "" {
+		return usageErrorf("no webhook secret: set LATESTWINS_WEBHOOK_SECRET (or --webhook-secret) to the secret configured on the App's webhook; " +
+			"serve refuses to start without one, since unsigned deliveries would be accepted")
+	}
+	if ss.config == "" {
+		return usageErrorf("no configuration: give --config PATH (or LATESTWINS_CONFIG), a file in the .github/latestwins.yml schema (docs/config.md)")
+	}
+	if ss.maxBody <= 0 {
+		return usageErrorf("--max-body %d: give a positive number of bytes", ss.maxBody)
+	}
+	u, err := url.Parse(ss.apiURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return usageErrorf("--github-api-url %q: give an http(s) URL such as https://api.github.com/", ss.apiURL)
+	}
+	if !strings.HasSuffix(u.Path, "/") {
+		ss.apiURL += "/"
+	}
+	return nil
+}
+
+// checkCredentials reports whether the App's id and key are both given and usable; one without the
+// other is bad configuration.
+func checkCredentials(ss *serveSettings) (bool, error) {
+	switch {
+	case ss.appID == "" && ss.appKey == "":
+		return false, nil
+	case ss.appID == "":
+		return false, usageErrorf("LATESTWINS_APP_PRIVATE_KEY is set but LATESTWINS_APP_ID is not: give both, or neither to run without publishing")
+	case ss.appKey == "":
+		return false, usageErrorf("LATESTWINS_APP_ID is set but LATESTWINS_APP_PRIVATE_KEY is not: give both, or neither to run without publishing")
+	}
+	id, err := strconv.ParseInt(ss.appID, 10, 64)
+	if err != nil || id <= 0 {
+		return false, usageErrorf("LATESTWINS_APP_ID %q: give the App's numeric id (the App's settings page shows it)", ss.appID)
+	}
+	key := []byte(ss.appKey)
+	if !strings.Contains(ss.appKey, "-----BEGIN") {
+		if key, err = os.ReadFile(ss.appKey); err != nil {
+			return false, usageErrorf("LATESTWINS_APP_PRIVATE_KEY is neither a PEM key nor a readable file: %v", err)
+		}
+	}
+	if _, err := ghinstallation.NewAppsTransport(http.DefaultTransport, id, key); err != nil {
+		return false, usageErrorf("LATESTWINS_APP_PRIVATE_KEY: %v; give the App's private key in PEM (-----BEGIN RSA PRIVATE KEY-----)", err)
+	}
+	return true, nil
+}
+
+// configuredEnvironments lists the configuration's environments other than preview templates.
+func configuredEnvironments(ctx context.Context, src app.ConfigSource) ([]string, error) {
+	cfg, err := src.Config(ctx, app.RepoRef{}, "")
+	if err != nil {
+		var ce *config.Error
+		if errors.As(err, &ce) {
+			return nil, nil // an invalid file is reported on each delivery; the page shows what the store holds
+		}
+		return nil, err
+	}
+	var out []string
+	for _, e := range cfg.Environments {
+		if !e.Preview() {
+			out = append(out, e.Name)
+		}
+	}
+	return out, nil
+}

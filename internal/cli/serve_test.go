@@ -1,0 +1,236 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/latestwins/latestwins/internal/authority"
+)
+
+const serveSecret = "serve-test-secret"
+
+const serveConfig = `environments:
+  staging:
+    scopes:
+      api:
+        repository: Codertocat/Hello-World
+        branch: master
+        workflow: deploy.yml
+`
+
+const fixtureSha = "6113728f27ae82c7b1a177c8d03f9e96e0adf246"
+
+func writeServeConfig(t *testing.T, dir, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, "latestwins.yml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func pushFixture(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "webhooks", "push.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func signedPush(t *testing.T, url, id string, body []byte) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+"/webhook", strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := hmac.New(sha256.New, []byte(serveSecret))
+	m.Write(body)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "push")
+	req.Header.Set("X-GitHub-Delivery", id)
+	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(m.Sum(nil)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func TestServeRefusesBadSettings(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	cfg := writeServeConfig(t, h.dir, serveConfig)
+	tests := []struct {
+		name string
+		vars map[string]string
+		args []string
+		want string
+	}{
+		{"no secret", nil, []string{"--config", cfg}, "no webhook secret: set LATESTWINS_WEBHOOK_SECRET"},
+		{"no config", map[string]string{"LATESTWINS_WEBHOOK_SECRET": "s"}, nil, "no configuration: give --config PATH"},
+		{"invalid config", map[string]string{"LATESTWINS_WEBHOOK_SECRET": "s"}, []string{"--config", writeServeConfig(t, t.TempDir(), "environments: {}\n")},
+			"line 1: environments is empty"},
+		{"app id without key", map[string]string{"LATESTWINS_WEBHOOK_SECRET": "s", "LATESTWINS_APP_ID": "12"}, []string{"--config", cfg},
+			"LATESTWINS_APP_ID is set but LATESTWINS_APP_PRIVATE_KEY is not"},
+		{"key that is no key", map[string]string{"LATESTWINS_WEBHOOK_SECRET": "s", "LATESTWINS_APP_ID": "12", "LATESTWINS_APP_PRIVATE_KEY": "-----BEGIN nonsense"},
+			[]string{"--config", cfg}, "LATESTWINS_APP_PRIVATE_KEY: "},
+		{"bad api url", map[string]string{"LATESTWINS_WEBHOOK_SECRET": "s"}, []string{"--config", cfg, "--github-api-url", "ftp://x"}, "--github-api-url \"ftp://x\""},
+		{"bad max body", map[string]string{"LATESTWINS_WEBHOOK_SECRET": "s", "LATESTWINS_MAX_BODY": "ten"}, []string{"--config", cfg}, "LATESTWINS_MAX_BODY=\"ten\""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			for k, v := range tt.vars {
+				h.vars[k] = v
+			}
+			o := h.run(context.Background(), append([]string{"serve"}, tt.args...)...)
+			if o.code != ExitUsage || !strings.Contains(o.stderr, tt.want) {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit %d and %q", o.code, o.stderr, ExitUsage, tt.want)
+			}
+		})
+	}
+}
+
+// The status page, served by serve's handler in-process, shows what the store holds.
+func TestServeStatusPage(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	cfg := writeServeConfig(t, h.dir, serveConfig)
+	var stderr lockedBuffer
+	vars := map[string]string{"LATESTWINS_WEBHOOK_SECRET": serveSecret, "LATESTWINS_STORE": h.store}
+	c := &cmdEnv{io: IO{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &stderr, Getenv: func(k string) string { return vars[k] }},
+		log: slog.New(slog.DiscardHandler)}
+	ctx := context.Background()
+	handler, _, err := c.serveHandler(ctx, []string{"--config", cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.done()
+	if !strings.Contains(stderr.String(), "nothing is published to GitHub") {
+		t.Errorf("serve did not say it will not publish:\n%s", stderr.String())
+	}
+	srv := httptest.NewServer(handler)
+	defer srv.Close()
+
+	resp := signedPush(t, srv.URL, "delivery-1", pushFixture(t))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("push: %d", resp.StatusCode)
+	}
+	// A run deploys generation 1 and a second pass holds the lease.
+	auth, closeFn := h.authority()
+	defer closeFn()
+	if _, err := auth.Claim(ctx, "staging", 1, []string{"api"}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := auth.Gate(ctx, authority.GateRequest{Environment: "staging", Generation: 1, Scopes: []string{"api"}, Phase: "deploy", Holder: "run-1", LeaseTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := auth.Complete(ctx, authority.Completion{Environment: "staging", Generation: 1, Scopes: []string{"api"}, Outcome: authority.OutcomeSuccess, Tokens: g.Tokens, Holder: "run-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := auth.Gate(ctx, authority.GateRequest{Environment: "staging", Generation: 1, Scopes: []string{"api"}, Phase: "publish", Holder: "run-2", LeaseTTL: 2 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+
+	page, err := http.Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer page.Body.Close()
+	body, _ := io.ReadAll(page.Body)
+	for _, want := range []string{"<h2>staging</h2>", `<code title="` + fixtureSha + `">6113728</code>`, "held by run-2 for publish, token 2"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("status page lacks %q:\n%s", want, body)
+		}
+	}
+}
+
+// latestwins serve as a process on a free loopback port takes a signed push, then stops on SIGINT.
+func TestServeProcess(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "latestwins")
+	build := exec.Command("go", "build", "-o", bin, "github.com/latestwins/latestwins/cmd/latestwins")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cfg := writeServeConfig(t, dir, serveConfig)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "serve", "--addr", "127.0.0.1:0", "--config", cfg, "--store", "bolt://"+filepath.Join(dir, "lw.db"))
+	cmd.Env = append(os.Environ(), "LATESTWINS_WEBHOOK_SECRET="+serveSecret, "LATESTWINS_APP_ID=", "LATESTWINS_APP_PRIVATE_KEY=")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stderr)
+	var url string
+	var log []string
+	for url == "" && lines.Scan() {
+		log = append(log, lines.Text())
+		if _, rest, ok := strings.Cut(lines.Text(), "listening on "); ok {
+			url, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	if url == "" || !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("no loopback listening line in:\n%s", strings.Join(log, "\n"))
+	}
+	rest := make(chan []string, 1)
+	go func() {
+		var more []string
+		for lines.Scan() {
+			more = append(more, lines.Text())
+		}
+		rest <- more
+	}()
+
+	resp := signedPush(t, url, "process-delivery", pushFixture(t))
+	var res struct {
+		Outcome string `json:"outcome"`
+		Intents []struct {
+			Environment string `json:"environment"`
+			Generation  int64  `json:"generation"`
+		} `json:"intents"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&res)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || res.Outcome != "accepted" || len(res.Intents) != 1 || res.Intents[0].Generation != 1 {
+		t.Errorf("push to the process: %d %+v %v", resp.StatusCode, res, err)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	more := <-rest
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("serve did not stop cleanly on SIGINT: %v\n%s", err, strings.Join(append(log, more...), "\n"))
+	}
+	all := strings.Join(append(log, more...), "\n")
+	for _, want := range []string{"nothing is published to GitHub", `"msg":"dispatch skipped: no App credentials, not publishing to GitHub"`, "latestwins serve: stopped"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("serve's log lacks %q:\n%s", want, all)
+		}
+	}
+}

@@ -1,0 +1,500 @@
+// Package config reads .github/latestwins.yml: the environments a repository deploys to, their
+// scopes, the repository, branch and paths each scope is built from, and the workflow to dispatch.
+// It is pure: bytes in, a validated Config or an error naming every line to fix.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/latestwins/latestwins/internal/authority"
+)
+
+// Path is where a repository keeps its configuration.
+const Path = ".github/latestwins.yml"
+
+// NumberPlaceholder in an environment name makes it a preview template: one environment per pull
+// request, the placeholder replaced by the pull request's number (preview/pr-{number}).
+const NumberPlaceholder = "{number}"
+
+// Policy says how an environment orders its deploys.
+type Policy string
+
+// Policies.
+const (
+	// PolicyLatest deploys the newest accepted commit and supersedes older pending ones (the default).
+	PolicyLatest Policy = "latest"
+	// PolicyQueue deploys every accepted intent in generation order; nothing is superseded.
+	PolicyQueue Policy = "queue"
+)
+
+// Config is a validated .github/latestwins.yml.
+type Config struct {
+	Environments []Environment // in file order
+}
+
+// Environment is a deploy target and its scopes.
+type Environment struct {
+	// Name is the environment's name, or a preview template holding NumberPlaceholder once.
+	Name   string
+	Policy Policy
+	Scopes []Scope // in file order
+	Line   int
+}
+
+// Preview reports whether the environment is a template for pull request previews.
+func (e *Environment) Preview() bool { return strings.Contains(e.Name, NumberPlaceholder) }
+
+// For returns the name of the preview environment of pull request number.
+func (e *Environment) For(number int) string {
+	return strings.ReplaceAll(e.Name, NumberPlaceholder, strconv.Itoa(number))
+}
+
+// Scope is a separately deployed part of an environment and where it is built from.
+type Scope struct {
+	Name string
+	// Repository is owner/name; matched without regard to case, as GitHub does.
+	Repository string
+	// Branch is the branch pushes deploy from; for a preview, the base branch of the pull requests.
+	Branch string
+	// Paths are glob patterns (`**` spans directories); a change must touch one of them. Empty: any change.
+	Paths []string
+	// Workflow is the workflow file (in the repository's .github/workflows) to dispatch; empty:
+	// none, the workflow runs on its own trigger and claims through the Action.
+	Workflow string
+	Line     int
+}
+
+// Selection is what one event asks of one environment: the scopes it touches.
+type Selection struct {
+	Environment string
+	Policy      Policy
+	Scopes      []Scope
+}
+
+// ScopeNames lists the selected scopes' names.
+func (s Selection) ScopeNames() []string {
+	out := make([]string, len(s.Scopes))
+	for i, sc := range s.Scopes {
+		out[i] = sc.Name
+	}
+	return out
+}
+
+// ScopesFor selects, per environment other than previews, the scopes built from branch of repo
+// that changedPaths touch. nil or empty changedPaths means the changes are unknown: every scope of
+// the repository and branch is selected.
+func (c *Config) ScopesFor(repo, branch string, changedPaths []string) []Selection {
+	return c.selectScopes(false, repo, branch, changedPaths, 0)
+}
+
+// PreviewsFor selects, per preview template, the scopes built from repo whose branch is the pull
+// request's base branch, in the environment of pull request number.
+func (c *Config) PreviewsFor(repo, baseBranch string, number int, changedPaths []string) []Selection {
+	return c.selectScopes(true, repo, baseBranch, changedPaths, number)
+}
+
+func (c *Config) selectScopes(preview bool, repo, branch string, changed []string, number int) []Selection {
+	var out []Selection
+	for i := range c.Environments {
+		e := &c.Environments[i]
+		if e.Preview() != preview {
+			continue
+		}
+		sel := Selection{Environment: e.Name, Policy: e.Policy}
+		if preview {
+			sel.Environment = e.For(number)
+		}
+		for _, s := range e.Scopes {
+			if strings.EqualFold(s.Repository, repo) && s.Branch == branch && touches(s.Paths, changed) {
+				sel.Scopes = append(sel.Scopes, s)
+			}
+		}
+		if len(sel.Scopes) > 0 {
+			out = append(out, sel)
+		}
+	}
+	return out
+}
+
+// Environment returns the environment named name, or the preview template it is an instance of.
+func (c *Config) Environment(name string) (*Environment, bool) {
+	for i := range c.Environments {
+		e := &c.Environments[i]
+		if e.Name == name || (e.Preview() && matchesTemplate(e.Name, name)) {
+			return e, true
+		}
+	}
+	return nil, false
+}
+
+func matchesTemplate(tmpl, name string) bool {
+	prefix, suffix, _ := strings.Cut(tmpl, NumberPlaceholder)
+	if !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, suffix) || len(name) <= len(prefix)+len(suffix) {
+		return false
+	}
+	n, err := strconv.Atoi(name[len(prefix) : len(name)-len(suffix)])
+	return err == nil && n > 0 && strconv.Itoa(n) == name[len(prefix):len(name)-len(suffix)]
+}
+
+func touches(patterns, changed []string) bool {
+	if len(patterns) == 0 || len(changed) == 0 {
+		return true
+	}
+	for _, f := range changed {
+		for _, p := range patterns {
+			if matchPath(p, f) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// matchPath matches a slash-separated file path against a pattern whose segments are path.Match
+// patterns, or `**` for any number of segments (none included).
+func matchPath(pattern, name string) bool {
+	return matchSegments(strings.Split(pattern, "/"), strings.Split(name, "/"))
+}
+
+func matchSegments(pat, name []string) bool {
+	for len(pat) > 0 {
+		if pat[0] == "**" {
+			for len(pat) > 0 && pat[0] == "**" {
+				pat = pat[1:]
+			}
+			if len(pat) == 0 {
+				return true
+			}
+			for i := range name {
+				if matchSegments(pat, name[i:]) {
+					return true
+				}
+			}
+			return false
+		}
+		if len(name) == 0 {
+			return false
+		}
+		if ok, err := path.Match(pat[0], name[0]); err != nil || !ok {
+			return false
+		}
+		pat, name = pat[1:], name[1:]
+	}
+	return len(name) == 0
+}
+
+// --- parsing ---------------------------------------------------------------------------------------
+
+// Problem is one thing wrong in the file, at a line, with what to fix.
+type Problem struct {
+	Line   int
+	Column int
+	Msg    string
+}
+
+func (p Problem) String() string {
+	if p.Line == 0 {
+		return p.Msg
+	}
+	return fmt.Sprintf("line %d: %s", p.Line, p.Msg)
+}
+
+// Error lists every problem found in a configuration file. It matches authority.ErrInvalidInput: a
+// bad configuration is terminal, and the message says what to fix.
+type Error struct {
+	Problems []Problem
+}
+
+func (e *Error) Error() string {
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		parts[i] = p.String()
+	}
+	return fmt.Sprintf("%s is invalid: %s", Path, strings.Join(parts, "; "))
+}
+
+// Is matches authority.ErrInvalidInput.
+func (e *Error) Is(target error) bool { return target == authority.ErrInvalidInput }
+
+var (
+	repoRE     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$`)
+	workflowRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}\.ya?ml$`)
+	branchRE   = regexp.MustCompile(`^[^\s~^:?*\[\\]{1,200}$`)
+)
+
+const maxPaths = 64
+
+type parser struct {
+	problems []Problem
+}
+
+func (p *parser) addf(n *yaml.Node, format string, args ...any) {
+	pr := Problem{Msg: fmt.Sprintf(format, args...)}
+	if n != nil {
+		pr.Line, pr.Column = n.Line, n.Column
+	}
+	p.problems = append(p.problems, pr)
+}
+
+// Parse reads and validates a configuration file. The error is an *Error listing every problem.
+func Parse(data []byte) (*Config, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, &Error{Problems: []Problem{{Msg: yamlMessage(err)}}}
+	}
+	p := &parser{}
+	cfg := &Config{}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		p.addf(nil, "the file is empty; define at least one environment under `environments:` (see docs/config.md)")
+		return nil, &Error{Problems: p.problems}
+	}
+	root := doc.Content[0]
+	if !p.mapping(root, "the top level") {
+		return nil, &Error{Problems: p.problems}
+	}
+	var envs *yaml.Node
+	p.fields(root, func(key, val *yaml.Node) {
+		switch key.Value {
+		case "version":
+			if val.Kind != yaml.ScalarNode || val.Value != "1" {
+				p.addf(val, "version must be 1 (or left out)")
+			}
+		case "environments":
+			envs = val
+		default:
+			p.addf(key, "unknown key %q at the top level; allowed: version, environments", key.Value)
+		}
+	})
+	if envs == nil {
+		p.addf(root, "no `environments:`; define at least one environment (see docs/config.md)")
+	} else if p.mapping(envs, "environments") {
+		if len(envs.Content) == 0 {
+			p.addf(envs, "environments is empty; define at least one environment")
+		}
+		seen := map[string]int{}
+		p.fields(envs, func(key, val *yaml.Node) {
+			if prev, dup := seen[key.Value]; dup {
+				p.addf(key, "environment %q is defined twice (first at line %d); merge them", key.Value, prev)
+				return
+			}
+			seen[key.Value] = key.Line
+			if e, ok := p.environment(key, val); ok {
+				cfg.Environments = append(cfg.Environments, e)
+			}
+		})
+	}
+	if len(p.problems) > 0 {
+		return nil, &Error{Problems: p.problems}
+	}
+	return cfg, nil
+}
+
+func yamlMessage(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msg = strings.Join(te.Errors, "; ")
+	}
+	return "not valid YAML: " + msg
+}
+
+func (p *parser) mapping(n *yaml.Node, what string) bool {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return true
+	case yaml.AliasNode:
+		p.addf(n, "%s: anchors and aliases are not supported; write the values out", what)
+	default:
+		p.addf(n, "%s must be a mapping of keys to values", what)
+	}
+	return false
+}
+
+// fields calls fn for each key of a mapping whose key is a plain string, reporting the others.
+func (p *parser) fields(n *yaml.Node, fn func(key, val *yaml.Node)) {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, val := n.Content[i], n.Content[i+1]
+		if key.Kind != yaml.ScalarNode || key.Tag == "!!merge" {
+			p.addf(key, "keys must be plain names (merge keys and complex keys are not supported)")
+			continue
+		}
+		if val.Kind == yaml.AliasNode {
+			p.addf(val, "%q: anchors and aliases are not supported; write the value out", key.Value)
+			continue
+		}
+		fn(key, val)
+	}
+}
+
+func (p *parser) scalar(key, val *yaml.Node) (string, bool) {
+	if val.Kind != yaml.ScalarNode || val.Tag == "!!null" {
+		p.addf(val, "%s must be a single value", key.Value)
+		return "", false
+	}
+	return val.Value, true
+}
+
+func (p *parser) environment(key, val *yaml.Node) (Environment, bool) {
+	e := Environment{Name: key.Value, Policy: PolicyLatest, Line: key.Line}
+	before := len(p.problems)
+	p.checkEnvName(key)
+	if !p.mapping(val, fmt.Sprintf("environment %q", e.Name)) {
+		return e, false
+	}
+	var scopes *yaml.Node
+	p.fields(val, func(k, v *yaml.Node) {
+		switch k.Value {
+		case "policy":
+			if s, ok := p.scalar(k, v); ok {
+				switch Policy(s) {
+				case PolicyLatest, PolicyQueue:
+					e.Policy = Policy(s)
+				default:
+					p.addf(v, "environment %q: policy %q is not known; use latest (the default: the newest commit wins) or queue (every intent deploys, in order)", e.Name, s)
+				}
+			}
+		case "scopes":
+			scopes = v
+		default:
+			p.addf(k, "unknown key %q in environment %q; allowed: policy, scopes", k.Value, e.Name)
+		}
+	})
+	if scopes == nil {
+		p.addf(key, "environment %q has no `scopes:`; give it at least one scope", e.Name)
+	} else if p.mapping(scopes, fmt.Sprintf("scopes of %q", e.Name)) {
+		if len(scopes.Content) == 0 {
+			p.addf(scopes, "environment %q: scopes is empty; give it at least one scope", e.Name)
+		}
+		if len(scopes.Content)/2 > authority.MaxScopes {
+			p.addf(scopes, "environment %q has %d scopes; at most %d are allowed, split it into several environments", e.Name, len(scopes.Content)/2, authority.MaxScopes)
+		}
+		seen := map[string]int{}
+		p.fields(scopes, func(k, v *yaml.Node) {
+			if prev, dup := seen[k.Value]; dup {
+				p.addf(k, "scope %q of environment %q is defined twice (first at line %d); give each scope one entry", k.Value, e.Name, prev)
+				return
+			}
+			seen[k.Value] = k.Line
+			if s, ok := p.scope(e.Name, k, v); ok {
+				e.Scopes = append(e.Scopes, s)
+			}
+		})
+	}
+	return e, len(p.problems) == before
+}
+
+func (p *parser) checkEnvName(key *yaml.Node) {
+	name := key.Value
+	switch n := strings.Count(name, NumberPlaceholder); {
+	case n > 1:
+		p.addf(key, "environment %q: use %s at most once", name, NumberPlaceholder)
+		return
+	case n == 1:
+		name = strings.ReplaceAll(name, NumberPlaceholder, "1")
+	case strings.ContainsAny(name, "{}"):
+		p.addf(key, "environment %q: the only placeholder is %s (for pull request previews, e.g. preview/pr-%s)", name, NumberPlaceholder, NumberPlaceholder)
+		return
+	}
+	var ie *authority.InputError
+	if err := authority.ValidateEnvironment(name); errors.As(err, &ie) {
+		p.addf(key, "environment name %q is invalid: %s", key.Value, ie.Fix)
+	}
+}
+
+func (p *parser) scope(env string, key, val *yaml.Node) (Scope, bool) {
+	s := Scope{Name: key.Value, Line: key.Line}
+	before := len(p.problems)
+	var ie *authority.InputError
+	if err := authority.ValidateScope(s.Name); errors.As(err, &ie) {
+		p.addf(key, "scope name %q in environment %q is invalid: %s", s.Name, env, ie.Fix)
+	}
+	if !p.mapping(val, fmt.Sprintf("scope %q of %q", s.Name, env)) {
+		return s, false
+	}
+	where := fmt.Sprintf("scope %q of environment %q", s.Name, env)
+	p.fields(val, func(k, v *yaml.Node) {
+		switch k.Value {
+		case "repository":
+			if r, ok := p.scalar(k, v); ok {
+				if !repoRE.MatchString(r) {
+					p.addf(v, "%s: repository %q must be OWNER/NAME, e.g. acme/api", where, r)
+				}
+				s.Repository = r
+			}
+		case "branch":
+			if b, ok := p.scalar(k, v); ok {
+				switch {
+				case strings.HasPrefix(b, "refs/"):
+					p.addf(v, "%s: write the branch name without refs/heads/ (e.g. main)", where)
+				case !branchRE.MatchString(b) || strings.Contains(b, "..") || strings.HasSuffix(b, "/") || strings.HasPrefix(b, "/"):
+					p.addf(v, "%s: branch %q is not a valid branch name", where, b)
+				}
+				s.Branch = b
+			}
+		case "paths":
+			s.Paths = p.paths(where, v)
+		case "workflow":
+			if w, ok := p.scalar(k, v); ok {
+				if !workflowRE.MatchString(w) {
+					p.addf(v, "%s: workflow %q must be a file name in .github/workflows ending in .yml or .yaml (e.g. deploy.yml)", where, w)
+				}
+				s.Workflow = w
+			}
+		default:
+			p.addf(k, "unknown key %q in %s; allowed: repository, branch, paths, workflow", k.Value, where)
+		}
+	})
+	if s.Repository == "" {
+		p.addf(key, "%s has no repository; say which repository it is built from (repository: OWNER/NAME)", where)
+	}
+	if s.Branch == "" {
+		p.addf(key, "%s has no branch; say which branch deploys it (branch: main)", where)
+	}
+	return s, len(p.problems) == before
+}
+
+func (p *parser) paths(where string, v *yaml.Node) []string {
+	if v.Kind != yaml.SequenceNode {
+		p.addf(v, "%s: paths must be a list of glob patterns, e.g. [services/api/**]", where)
+		return nil
+	}
+	if len(v.Content) > maxPaths {
+		p.addf(v, "%s: at most %d path patterns are allowed", where, maxPaths)
+	}
+	var out []string
+	for _, item := range v.Content {
+		if item.Kind != yaml.ScalarNode || item.Value == "" {
+			p.addf(item, "%s: each path must be a non-empty glob pattern", where)
+			continue
+		}
+		pat := item.Value
+		if strings.HasPrefix(pat, "/") || strings.HasPrefix(pat, "./") {
+			p.addf(item, "%s: path %q must be relative to the repository root, without a leading / or ./", where, pat)
+			continue
+		}
+		bad := false
+		for _, seg := range strings.Split(pat, "/") {
+			if seg == "" {
+				bad = true
+			} else if _, err := path.Match(seg, ""); err != nil {
+				bad = true
+			}
+		}
+		if bad {
+			p.addf(item, "%s: path %q is not a valid glob pattern (segments separated by single slashes; * ? [a-z] and ** are allowed)", where, pat)
+			continue
+		}
+		if !slices.Contains(out, pat) {
+			out = append(out, pat)
+		}
+	}
+	return out
+}
