@@ -20,6 +20,7 @@ import (
 	"github.com/sethvargo/go-githubactions"
 
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/githubapp"
 	"github.com/latestwins/latestwins/internal/pass"
 	"github.com/latestwins/latestwins/internal/report"
 )
@@ -44,7 +45,9 @@ type Deps struct {
 	// Canceler cancels this workflow run (on-superseded: cancel); nil: a GitHubCanceler built from
 	// the github-token input and GITHUB_API_URL.
 	Canceler RunCanceler
-	// Comments and Checks publish the sticky PR comment and the check run; nil: not published.
+	// Comments and Checks publish the sticky PR comment and the check run (with the comment and
+	// check-run inputs true); when both are nil, a githubapp client built from the github-token
+	// input and GITHUB_API_URL publishes both. Set only one to publish only that one.
 	Comments Commenter
 	Checks   CheckRunner
 	// Clock is the authority's clock (tests); nil: the system clock.
@@ -67,6 +70,7 @@ type result struct {
 	headline     string
 	superseded   *authority.SupersededError // set when the pass lost a scope
 	supersededBy int64
+	phase        string // the phase entered, when authorized
 }
 
 // Run runs the command the inputs name. Superseded is not an error with on-superseded skip or
@@ -123,6 +127,8 @@ type step struct {
 	gh   *githubactions.GitHubContext
 	ev   event
 	auth *authority.Authority
+	// gitHub publishes comments and check runs when Deps has none; built on first use.
+	gitHub *githubapp.Client
 }
 
 func (s *step) do(ctx context.Context) error {
@@ -148,6 +154,7 @@ func (s *step) do(ctx context.Context) error {
 	err = s.settle(ctx, res, err)
 	writeOutputs(s.a, res)
 	s.summarize(ctx, res)
+	s.publish(ctx, res)
 	return err
 }
 
@@ -191,6 +198,7 @@ func (s *step) settle(ctx context.Context, res *result, err error) error {
 		return err
 	case errors.Is(err, authority.ErrInvalidInput):
 		res.outcome = "invalid"
+		res.headline = err.Error()
 		s.a.Errorf("%v", err)
 		return err
 	}
@@ -401,7 +409,7 @@ func (s *step) gate(ctx context.Context) (*result, error) {
 		return &result{generation: st.Generation, scopes: st.Scopes}, err
 	}
 	s.a.Infof("authorized: generation %d may enter %s", g.Generation, g.Phase)
-	return &result{generation: g.Generation, authorized: true, scopes: st.Scopes, tokens: g.Tokens, outcome: "authorized",
+	return &result{generation: g.Generation, authorized: true, scopes: st.Scopes, tokens: g.Tokens, outcome: "authorized", phase: g.Phase,
 		headline: fmt.Sprintf("Generation %d may enter %s for %s.", g.Generation, g.Phase, strings.Join(st.Scopes, ", "))}, nil
 }
 
@@ -415,6 +423,9 @@ func (s *step) runCommand(ctx context.Context) (*result, error) {
 		return &result{generation: st.Generation, scopes: st.Scopes}, err
 	}
 	s.a.Infof("generation %d entered deploy; running the command under the lease", g.Generation)
+	if s.in.checkRun {
+		s.publishCheck(ctx, &result{generation: g.Generation, scopes: st.Scopes, outcome: "authorized", phase: g.Phase})
+	}
 	sup := &pass.Supervisor{Auth: s.auth, Grant: g, TTL: s.in.leaseTTL, Grace: 10 * time.Second,
 		Stdin: s.deps.Stdin, Stdout: orWriter(s.deps.Stdout, os.Stdout), Stderr: orWriter(s.deps.Stderr, os.Stderr), Env: s.deps.Env,
 		Progress: func(format string, args ...any) { s.a.Infof(format, args...) },
@@ -491,6 +502,15 @@ func (s *step) complete(ctx context.Context) (*result, error) {
 	cr, err := s.auth.Complete(ctx, s.completion(st, o, s.a.Getenv("LATESTWINS_MESSAGE")))
 	if err != nil {
 		return out, err
+	}
+	if cr.Overall() == authority.ResultRetry {
+		// A lost lease and an interruption are retryable without being a failed attempt.
+		switch o {
+		case authority.OutcomeLost:
+			return out, fmt.Errorf("LATESTWINS_OUTCOME is %s: %w", o, authority.ErrLeaseLost)
+		case authority.OutcomeInterrupted:
+			return out, ErrInterrupted
+		}
 	}
 	return s.completed(out, cr)
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/google/go-github/v60/github"
+
+	"github.com/latestwins/latestwins/internal/githubapp"
 )
 
 // RunCanceler cancels a workflow run (on-superseded: cancel).
@@ -16,26 +18,22 @@ type RunCanceler interface {
 	CancelRun(ctx context.Context, owner, repo string, runID int64) error
 }
 
-// Commenter keeps one sticky comment per pull request and environment, found by a hidden marker.
-// Not wired yet: a nil Commenter publishes no comment.
+// Commenter keeps one sticky comment per pull request and environment, found by a hidden marker
+// (report.CommentMarker): it updates the comment holding marker in place, or creates it.
 type Commenter interface {
-	UpsertComment(ctx context.Context, owner, repo string, pr int, marker, body string) error
+	UpsertComment(ctx context.Context, owner, repo string, number int, marker, body string) (int64, error)
 }
 
-// CheckRun is one check run per head sha and environment.
-type CheckRun struct {
-	Name       string // "latestwins: ENV"
-	HeadSha    string
-	Status     string // queued, in_progress, completed
-	Conclusion string // success, neutral, failure (completed only)
-	Title      string
-	Summary    string // Markdown
-}
-
-// CheckRunner creates or updates a check run. Not wired yet: a nil CheckRunner publishes none.
+// CheckRunner keeps one check run per head sha and name: it updates the newest, or creates one.
 type CheckRunner interface {
-	UpsertCheckRun(ctx context.Context, owner, repo string, run CheckRun) error
+	UpsertCheckRun(ctx context.Context, owner, repo, headSHA, name string, run githubapp.CheckRun) (int64, error)
 }
+
+// The production implementation of both is the REST client NewTokenClient builds.
+var (
+	_ Commenter   = (*githubapp.Client)(nil)
+	_ CheckRunner = (*githubapp.Client)(nil)
+)
 
 // GitHubCanceler cancels workflow runs through the REST API.
 type GitHubCanceler struct {

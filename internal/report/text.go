@@ -1,5 +1,5 @@
 // Package report renders authoritative state for people: status tables and timelines as plain text
-// for terminals and logs, and (later) Markdown for job summaries and comments.
+// for terminals and logs, and Markdown for job summaries, sticky PR comments and check runs.
 package report
 
 import (
