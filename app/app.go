@@ -35,9 +35,12 @@ func ParseRepo(full string) (RepoRef, error) {
 	return RepoRef{Owner: owner, Name: name}, nil
 }
 
-// ConfigSource gives the configuration in force for a repository at a ref (.github/latestwins.yml).
+// ConfigSource gives the configuration in force for a repository at a ref (.github/latestwins.yml),
+// read as the App's installation (0 when the delivery names none). An error matching
+// authority.ErrInvalidInput is bad configuration (terminal); one matching ErrRefreshInProgress may
+// come with the cached configuration, which the App then uses.
 type ConfigSource interface {
-	Config(ctx context.Context, repo RepoRef, ref string) (*config.Config, error)
+	Config(ctx context.Context, installation int64, repo RepoRef, ref string) (*config.Config, error)
 }
 
 // DispatchRequest asks for one workflow_dispatch.
@@ -54,6 +57,24 @@ type Dispatcher interface {
 	Dispatch(ctx context.Context, r DispatchRequest) error
 }
 
+// CommentRef names a comment on a pull request, and the installation to answer it as.
+type CommentRef struct {
+	Installation int64
+	Repo         RepoRef
+	Number       int   // the pull request
+	CommentID    int64 // the comment
+}
+
+// Conversation answers comment commands.
+type Conversation interface {
+	// React adds a reaction (eyes, +1, confused, ...) to the comment.
+	React(ctx context.Context, at CommentRef, content string) error
+	// Reply comments on the pull request.
+	Reply(ctx context.Context, at CommentRef, body string) error
+	// CanWrite reports whether user has at least write permission on the repository.
+	CanWrite(ctx context.Context, at CommentRef, user string) (bool, error)
+}
+
 // DefaultMaxBodyBytes caps a webhook body (GitHub caps payloads at 25 MB; ours are far smaller).
 const DefaultMaxBodyBytes = 10 << 20
 
@@ -67,6 +88,9 @@ type Options struct {
 	Config ConfigSource
 	// Dispatcher starts workflows; nil logs and skips every dispatch (no App credentials).
 	Dispatcher Dispatcher
+	// Conversation reacts to and answers comment commands; nil logs the replies and refuses
+	// mutating commands, whose permission cannot be checked (no App credentials).
+	Conversation Conversation
 	// Environments lists environments the status page always shows (besides those with pending work).
 	Environments func(ctx context.Context) ([]string, error)
 	// MaxBodyBytes caps a webhook body; 0 means DefaultMaxBodyBytes.
@@ -80,6 +104,7 @@ type App struct {
 	auth     *authority.Authority
 	config   ConfigSource
 	dispatch Dispatcher
+	convo    Conversation
 	envs     func(ctx context.Context) ([]string, error)
 	maxBody  int64
 	log      *slog.Logger
@@ -100,7 +125,7 @@ func New(o Options) (*App, error) {
 	case o.MaxBodyBytes < 0:
 		return nil, &authority.InputError{Field: "max body bytes", Value: fmt.Sprint(o.MaxBodyBytes), Fix: "give a positive size, or 0 for the default"}
 	}
-	a := &App{secret: o.Secret, auth: o.Authority, config: o.Config, dispatch: o.Dispatcher, envs: o.Environments,
+	a := &App{secret: o.Secret, auth: o.Authority, config: o.Config, dispatch: o.Dispatcher, convo: o.Conversation, envs: o.Environments,
 		maxBody: o.MaxBodyBytes, log: o.Logger}
 	if a.maxBody == 0 {
 		a.maxBody = DefaultMaxBodyBytes
@@ -126,13 +151,15 @@ type Outcome string
 
 // Outcomes.
 const (
-	OutcomeAccepted   Outcome = "accepted"    // intents were accepted (some may be duplicates or stale)
-	OutcomeDuplicate  Outcome = "duplicate"   // a re-delivery: every intent was accepted before; nothing changed
-	OutcomeNoScopes   Outcome = "no-scopes"   // no configured scope is built from the repository and branch
-	OutcomeReleased   Outcome = "released"    // a closed pull request's preview leases were released
-	OutcomeRecorded   Outcome = "recorded"    // bookkeeping only (installation)
-	OutcomeIgnored    Outcome = "ignored"     // an event or action this App does not act on
-	OutcomeNotHandled Outcome = "not-handled" // an event the App will handle, not yet in this version
+	OutcomeAccepted  Outcome = "accepted"  // intents were accepted (some may be duplicates or stale)
+	OutcomeDuplicate Outcome = "duplicate" // a re-delivery: every intent was accepted before; nothing changed
+	OutcomeNoScopes  Outcome = "no-scopes" // no configured scope is built from the repository and branch
+	OutcomeReleased  Outcome = "released"  // a closed pull request's preview leases were released
+	OutcomeRecorded  Outcome = "recorded"  // bookkeeping only (installation)
+	OutcomeIgnored   Outcome = "ignored"   // an event or action this App does not act on
+	OutcomeReplied   Outcome = "replied"   // a comment command that only answers (status, help, a mistake)
+	OutcomeUnlocked  Outcome = "unlocked"  // /latestwins unlock ran (the reply says what it freed)
+	OutcomeRefused   Outcome = "refused"   // the commenter may not run the command
 )
 
 // Result is what Handle did, for the response body and the logs.
@@ -146,6 +173,10 @@ type Result struct {
 	// Dispatched lists the workflows started (or, without a Dispatcher, that would have been).
 	Dispatched []DispatchRequest `json:"dispatched,omitempty"`
 	Released   []string          `json:"released,omitempty"` // ENV/SCOPE leases freed
+	// Command is the comment command run, and Reply the answer posted (or, without a
+	// Conversation, logged).
+	Command string `json:"command,omitempty"`
+	Reply   string `json:"reply,omitempty"`
 }
 
 // IntentInfo is one environment's share of a delivery.
@@ -170,9 +201,10 @@ func (a *App) Handle(ctx context.Context, d Delivery) (Result, error) {
 		err = a.handlePullRequest(ctx, log, d, &res)
 	case "installation":
 		a.handleInstallation(ctx, log, d, &res)
-	case "issue_comment", "check_run":
-		res.Outcome, res.Status = OutcomeNotHandled, http.StatusAccepted
-		res.Message = d.Event + " is acknowledged; this version does not act on it yet"
+	case "issue_comment":
+		err = a.handleIssueComment(ctx, log, d, &res)
+	case "check_run":
+		err = a.handleCheckRun(ctx, log, d, &res)
 	default:
 		res.Outcome, res.Status = OutcomeIgnored, http.StatusAccepted
 		res.Message = fmt.Sprintf("event %q is not used by latestwins", d.Event)
@@ -267,12 +299,15 @@ func dispatchesFor(sel config.Selection, ar *authority.AcceptResult, ref string,
 }
 
 // StatusFor maps a Handle error to an HTTP status: bad configuration is terminal (422), the rest
-// is worth a re-delivery (500, 502 for a failed dispatch).
+// is worth a re-delivery (500, 502 for a failed dispatch, 503 while another process refreshes the
+// configuration).
 func StatusFor(err error) int {
 	var de *dispatchError
 	switch {
 	case errors.Is(err, authority.ErrInvalidInput):
 		return http.StatusUnprocessableEntity
+	case errors.Is(err, ErrRefreshInProgress):
+		return http.StatusServiceUnavailable
 	case errors.As(err, &de):
 		return http.StatusBadGateway
 	}
@@ -287,6 +322,20 @@ func (e *dispatchError) Unwrap() error { return e.err }
 func serveHealth(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = w.Write([]byte("ok\n"))
+}
+
+// configFor returns the repository's configuration. A refresh in progress elsewhere with a cached
+// copy is not an error: the copy is used.
+func (a *App) configFor(ctx context.Context, log *slog.Logger, installation int64, repo RepoRef, ref string) (*config.Config, error) {
+	cfg, err := a.config.Config(ctx, installation, repo, ref)
+	if errors.Is(err, ErrRefreshInProgress) && cfg != nil {
+		log.InfoContext(ctx, "configuration refresh in progress elsewhere: using the cached copy", "repo", repo.String())
+		return cfg, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("configuration of %s at %s: %w", repo, orDefaultBranch(ref), err)
+	}
+	return cfg, nil
 }
 
 // now is the Authority's clock, so that the page agrees with lease expiry.

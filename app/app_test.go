@@ -29,8 +29,8 @@ func TestEveryFixtureSignedIsAccepted(t *testing.T) {
 		"pull_request.synchronize.json": {http.StatusOK, OutcomeAccepted},
 		"pull_request.reopened.json":    {http.StatusOK, OutcomeAccepted},
 		"pull_request.closed.json":      {http.StatusOK, OutcomeReleased},
-		"issue_comment.created.json":    {http.StatusAccepted, OutcomeNotHandled},
-		"check_run.rerequested.json":    {http.StatusAccepted, OutcomeNotHandled},
+		"issue_comment.created.json":    {http.StatusOK, OutcomeRefused},       // no Conversation: permission cannot be checked
+		"check_run.rerequested.json":    {http.StatusAccepted, OutcomeIgnored}, // not a latestwins check run
 		"installation.created.json":     {http.StatusOK, OutcomeRecorded},
 	}
 	files, err := filepath.Glob(filepath.Join("..", "testdata", "webhooks", "*.json"))

@@ -40,9 +40,9 @@ func (a *App) handlePush(ctx context.Context, log *slog.Logger, d Delivery, res 
 	if err != nil {
 		return err
 	}
-	cfg, err := a.config.Config(ctx, repo, ev.GetAfter())
+	cfg, err := a.configFor(ctx, log, ev.GetInstallation().GetID(), repo, ev.GetAfter())
 	if err != nil {
-		return fmt.Errorf("configuration of %s at %s: %w", repo, ev.GetAfter(), err)
+		return err
 	}
 	sels := cfg.ScopesFor(repoName, branch, changedPaths(ev.Commits))
 	in := authority.Intent{ID: d.ID, Sha: ev.GetAfter(), Ref: ev.GetRef(), Before: ev.GetBefore(),
@@ -99,9 +99,9 @@ func (a *App) handlePullRequest(ctx context.Context, log *slog.Logger, d Deliver
 		return &MalformedError{Reason: "pull_request payload has no number"}
 	}
 	head := pr.GetHead().GetSHA()
-	cfg, err := a.config.Config(ctx, repo, pr.GetBase().GetSHA())
+	cfg, err := a.configFor(ctx, log, ev.GetInstallation().GetID(), repo, pr.GetBase().GetSHA())
 	if err != nil {
-		return fmt.Errorf("configuration of %s at %s: %w", repo, pr.GetBase().GetSHA(), err)
+		return err
 	}
 	sels := cfg.PreviewsFor(repoName, pr.GetBase().GetRef(), number, nil)
 	if action == "closed" {

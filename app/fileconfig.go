@@ -17,7 +17,7 @@ type FileConfig struct {
 var _ ConfigSource = (*FileConfig)(nil)
 
 // Config reads and parses the file.
-func (f *FileConfig) Config(_ context.Context, _ RepoRef, _ string) (*config.Config, error) {
+func (f *FileConfig) Config(_ context.Context, _ int64, _ RepoRef, _ string) (*config.Config, error) {
 	b, err := os.ReadFile(f.Path)
 	if err != nil {
 		return nil, fmt.Errorf("read configuration: %w", err)

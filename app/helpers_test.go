@@ -73,7 +73,7 @@ func eventOf(name string) string {
 // staticConfig is a ConfigSource with one configuration for every repository.
 type staticConfig struct{ cfg *config.Config }
 
-func (s staticConfig) Config(context.Context, RepoRef, string) (*config.Config, error) {
+func (s staticConfig) Config(context.Context, int64, RepoRef, string) (*config.Config, error) {
 	return s.cfg, nil
 }
 

@@ -43,6 +43,10 @@ func (a *App) serveWebhook(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusBadRequest
 		}
 		a.log.ErrorContext(r.Context(), "webhook failed", "delivery_id", d.ID, "event", d.Event, "status", status, "err", err)
+		var refreshing *RefreshingError
+		if errors.As(err, &refreshing) {
+			w.Header().Set("Retry-After", fmt.Sprint(int64(refreshing.RetryAfter.Seconds())))
+		}
 		writeError(w, status, err.Error())
 		return
 	}

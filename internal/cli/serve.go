@@ -17,6 +17,7 @@ import (
 
 	"github.com/latestwins/latestwins/app"
 	"github.com/latestwins/latestwins/internal/config"
+	"github.com/latestwins/latestwins/internal/githubapp"
 )
 
 // serveSettings are serve's own flags; each also reads its LATESTWINS_* variable.
@@ -83,34 +84,48 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	if err := checkServeSettings(ss); err != nil {
 		return nil, nil, err
 	}
-	if _, err := (&app.FileConfig{Path: ss.config}).Config(ctx, app.RepoRef{}, ""); err != nil {
-		return nil, nil, usageErrorf("%v", err)
-	}
-	log := slog.New(slog.NewJSONHandler(c.io.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	c.log = log
-	publishing, err := checkCredentials(ss)
+	inst, err := checkCredentials(ss)
 	if err != nil {
 		return nil, nil, err
 	}
-	if !publishing {
-		c.progress("latestwins serve: no App credentials (LATESTWINS_APP_ID, LATESTWINS_APP_PRIVATE_KEY): " +
-			"webhooks are taken and state is kept, but nothing is published to GitHub; dispatches are logged and skipped")
-	} else {
-		c.progress("latestwins serve: App credentials are valid, but this version does not publish to GitHub yet; " +
-			"dispatches are logged and skipped")
+	if inst == nil && ss.config == "" {
+		return nil, nil, usageErrorf("no configuration: give --config PATH (or LATESTWINS_CONFIG), a file in the .github/latestwins.yml schema (docs/config.md), " +
+			"or the App's credentials (LATESTWINS_APP_ID, LATESTWINS_APP_PRIVATE_KEY) to read each repository's own file")
 	}
+	if ss.config != "" {
+		if _, err := (&app.FileConfig{Path: ss.config}).Config(ctx, 0, app.RepoRef{}, ""); err != nil {
+			return nil, nil, usageErrorf("%v", err)
+		}
+	}
+	log := slog.New(slog.NewJSONHandler(c.io.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	c.log = log
 	if err := c.open(ctx); err != nil {
 		return nil, nil, err
 	}
-	src := &app.FileConfig{Path: ss.config}
-	a, err := app.New(app.Options{
-		Secret:       []byte(ss.webhookSecret),
-		Authority:    c.auth,
-		Config:       src,
-		MaxBodyBytes: ss.maxBody,
-		Logger:       log,
-		Environments: func(ctx context.Context) ([]string, error) { return configuredEnvironments(ctx, src) },
-	})
+	o := app.Options{Secret: []byte(ss.webhookSecret), Authority: c.auth, MaxBodyBytes: ss.maxBody, Logger: log}
+	if ss.config != "" {
+		src := &app.FileConfig{Path: ss.config}
+		o.Config = src
+		o.Environments = func(ctx context.Context) ([]string, error) { return configuredEnvironments(ctx, src) }
+	}
+	if inst == nil {
+		c.progress("latestwins serve: no App credentials (LATESTWINS_APP_ID, LATESTWINS_APP_PRIVATE_KEY): " +
+			"webhooks are taken and state is kept, but nothing is published to GitHub; dispatches and replies are logged and skipped")
+	} else {
+		o.Dispatcher = &app.GitHubDispatcher{Installations: inst}
+		o.Conversation = &app.GitHubConversation{Installations: inst}
+		from := ss.config
+		if o.Config == nil {
+			if o.Config, err = app.NewGitHubConfig(inst, c.auth, app.DefaultConfigTTL, log); err != nil {
+				c.done()
+				return nil, nil, err
+			}
+			from = "each repository's " + config.Path
+		}
+		c.progress("latestwins serve: acting as GitHub App %s on %s: dispatching workflows and answering comment commands; configuration from %s",
+			ss.appID, ss.apiURL, from)
+	}
+	a, err := app.New(o)
 	if err != nil {
 		c.done()
 		return nil, nil, err
@@ -122,9 +137,6 @@ func checkServeSettings(ss *serveSettings) error {
 	if ss.webhookSecret == "" {
 		return usageErrorf("no webhook secret: set LATESTWINS_WEBHOOK_SECRET (or --webhook-secret) to the secret configured on the App's webhook; " +
 			"serve refuses to start without one, since unsigned deliveries would be accepted")
-	}
-	if ss.config == "" {
-		return usageErrorf("no configuration: give --config PATH (or LATESTWINS_CONFIG), a file in the .github/latestwins.yml schema (docs/config.md)")
 	}
 	if ss.maxBody <= 0 {
 		return usageErrorf("--max-body %d: give a positive number of bytes", ss.maxBody)
@@ -139,36 +151,40 @@ func checkServeSettings(ss *serveSettings) error {
 	return nil
 }
 
-// checkCredentials reports whether the App's id and key are both given and usable; one without the
-// other is bad configuration.
-func checkCredentials(ss *serveSettings) (bool, error) {
+// checkCredentials returns the App's installations when its id and key are both given and usable,
+// nil when neither is; one without the other is bad configuration.
+func checkCredentials(ss *serveSettings) (*githubapp.Installations, error) {
 	switch {
 	case ss.appID == "" && ss.appKey == "":
-		return false, nil
+		return nil, nil
 	case ss.appID == "":
-		return false, usageErrorf("LATESTWINS_APP_PRIVATE_KEY is set but LATESTWINS_APP_ID is not: give both, or neither to run without publishing")
+		return nil, usageErrorf("LATESTWINS_APP_PRIVATE_KEY is set but LATESTWINS_APP_ID is not: give both, or neither to run without publishing")
 	case ss.appKey == "":
-		return false, usageErrorf("LATESTWINS_APP_ID is set but LATESTWINS_APP_PRIVATE_KEY is not: give both, or neither to run without publishing")
+		return nil, usageErrorf("LATESTWINS_APP_ID is set but LATESTWINS_APP_PRIVATE_KEY is not: give both, or neither to run without publishing")
 	}
 	id, err := strconv.ParseInt(ss.appID, 10, 64)
 	if err != nil || id <= 0 {
-		return false, usageErrorf("LATESTWINS_APP_ID %q: give the App's numeric id (the App's settings page shows it)", ss.appID)
+		return nil, usageErrorf("LATESTWINS_APP_ID %q: give the App's numeric id (the App's settings page shows it)", ss.appID)
 	}
 	key := []byte(ss.appKey)
 	if !strings.Contains(ss.appKey, "-----BEGIN") {
 		if key, err = os.ReadFile(ss.appKey); err != nil {
-			return false, usageErrorf("LATESTWINS_APP_PRIVATE_KEY is neither a PEM key nor a readable file: %v", err)
+			return nil, usageErrorf("LATESTWINS_APP_PRIVATE_KEY is neither a PEM key nor a readable file: %v", err)
 		}
 	}
 	if _, err := ghinstallation.NewAppsTransport(http.DefaultTransport, id, key); err != nil {
-		return false, usageErrorf("LATESTWINS_APP_PRIVATE_KEY: %v; give the App's private key in PEM (-----BEGIN RSA PRIVATE KEY-----)", err)
+		return nil, usageErrorf("LATESTWINS_APP_PRIVATE_KEY: %v; give the App's private key in PEM (-----BEGIN RSA PRIVATE KEY-----)", err)
 	}
-	return true, nil
+	inst, err := githubapp.NewInstallations(id, key, ss.apiURL)
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	return inst, nil
 }
 
 // configuredEnvironments lists the configuration's environments other than preview templates.
 func configuredEnvironments(ctx context.Context, src app.ConfigSource) ([]string, error) {
-	cfg, err := src.Config(ctx, app.RepoRef{}, "")
+	cfg, err := src.Config(ctx, 0, app.RepoRef{}, "")
 	if err != nil {
 		var ce *config.Error
 		if errors.As(err, &ce) {

@@ -4,9 +4,14 @@ import (
 	"bufio"
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
+	"crypto/rsa"
 	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,6 +25,7 @@ import (
 	"time"
 
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
 )
 
 const serveSecret = "serve-test-secret"
@@ -232,5 +238,60 @@ func TestServeProcess(t *testing.T) {
 		if !strings.Contains(all, want) {
 			t.Errorf("serve's log lacks %q:\n%s", want, all)
 		}
+	}
+}
+
+// With App credentials and no --config, serve reads each repository's .github/latestwins.yml from
+// GitHub as the delivery's installation and dispatches the workflow: every call on the strict fake.
+func TestServeWithAppCredentialsReadsConfigAndDispatches(t *testing.T) {
+	t.Parallel()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	gh := githubtest.New(t)
+	token := githubtest.Example(t, "POST", "/app/installations/{installation_id}/access_tokens", http.StatusCreated, "")
+	token["token"], token["expires_at"] = "ghs_one", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	gh.On("POST", "/app/installations/1/access_tokens", http.StatusCreated, token)
+	file := githubtest.Example(t, "GET", "/repos/{owner}/{repo}/contents/{path}", http.StatusOK, "response-if-content-is-a-file")
+	file["content"], file["path"] = base64.StdEncoding.EncodeToString([]byte(serveConfig)), ".github/latestwins.yml"
+	gh.On("GET", "/repos/Codertocat/Hello-World/contents/.github/latestwins.yml?ref="+fixtureSha, http.StatusOK, file)
+	gh.On("POST", "/repos/Codertocat/Hello-World/actions/workflows/deploy.yml/dispatches", http.StatusOK,
+		githubtest.Example(t, "POST", "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/dispatches", http.StatusOK, ""))
+
+	h := newHarness(t)
+	var stderr lockedBuffer
+	vars := map[string]string{"LATESTWINS_WEBHOOK_SECRET": serveSecret, "LATESTWINS_STORE": h.store, "LATESTWINS_APP_ID": "42",
+		"LATESTWINS_APP_PRIVATE_KEY": string(keyPEM), "LATESTWINS_GITHUB_API_URL": gh.URL}
+	c := &cmdEnv{io: IO{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &stderr, Getenv: func(k string) string { return vars[k] }},
+		log: slog.New(slog.DiscardHandler)}
+	handler, _, err := c.serveHandler(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.done()
+	if want := "acting as GitHub App 42"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("serve did not say %q:\n%s", want, stderr.String())
+	}
+	srv := httptest.NewServer(handler)
+	defer srv.Close()
+	resp := signedPush(t, srv.URL, "delivery-1", pushFixture(t))
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"outcome":"accepted"`) {
+		t.Fatalf("push: %d %s", resp.StatusCode, body)
+	}
+	var got []string
+	for _, r := range gh.Requests() {
+		got = append(got, r.Method+" "+r.Path)
+	}
+	want := []string{
+		"POST /app/installations/1/access_tokens",
+		"GET /repos/Codertocat/Hello-World/contents/.github/latestwins.yml",
+		"POST /repos/Codertocat/Hello-World/actions/workflows/deploy.yml/dispatches",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("GitHub requests:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

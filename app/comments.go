@@ -1,0 +1,361 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/google/go-github/v60/github"
+
+	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/config"
+	"github.com/latestwins/latestwins/internal/githubapp"
+	"github.com/latestwins/latestwins/internal/report"
+)
+
+// commentRun is one comment command on its way through the App.
+type commentRun struct {
+	d      Delivery
+	at     CommentRef
+	actor  string
+	cmd    Command
+	log    *slog.Logger
+	res    *Result
+	reply  strings.Builder
+	number int
+}
+
+// handleIssueComment runs a /latestwins command written in a new comment on a pull request. Edited
+// comments, comments on issues and comments by bots (the App's own among them) are ignored. Every
+// command gets an eyes reaction and a reply; mutating ones need write permission.
+func (a *App) handleIssueComment(ctx context.Context, log *slog.Logger, d Delivery, res *Result) error {
+	ev, ok := d.Payload.(*github.IssueCommentEvent)
+	if !ok {
+		return &MalformedError{Reason: fmt.Sprintf("issue_comment payload is a %T", d.Payload)}
+	}
+	user := ev.GetComment().GetUser()
+	ignore := func(msg string) error {
+		res.Outcome, res.Status, res.Message = OutcomeIgnored, http.StatusAccepted, msg
+		return nil
+	}
+	switch {
+	case ev.GetAction() != "created":
+		return ignore(fmt.Sprintf("issue_comment %s: only new comments run commands", ev.GetAction()))
+	case !ev.GetIssue().IsPullRequest():
+		return ignore("a comment on an issue: commands run on pull requests only")
+	case user.GetType() == "Bot" || strings.HasSuffix(user.GetLogin(), "[bot]"):
+		return ignore("a comment by a bot: bots do not run commands")
+	}
+	cmd, addressed := ParseCommand(ev.GetComment().GetBody())
+	if !addressed {
+		return ignore("not a /latestwins command")
+	}
+	repo, err := ParseRepo(ev.GetRepo().GetFullName())
+	if err != nil {
+		return err
+	}
+	run := &commentRun{d: d, actor: user.GetLogin(), cmd: cmd, res: res, number: ev.GetIssue().GetNumber(),
+		at: CommentRef{Installation: ev.GetInstallation().GetID(), Repo: repo, Number: ev.GetIssue().GetNumber(), CommentID: ev.GetComment().GetID()}}
+	if run.number <= 0 || run.at.CommentID <= 0 {
+		return &MalformedError{Reason: "issue_comment payload has no issue number or comment id"}
+	}
+	run.log = log.With("installation_id", run.at.Installation, "repo", repo.String(), "pull_request", run.number,
+		"comment_id", run.at.CommentID, "actor", run.actor, "command", string(cmd.Name))
+	res.Command = string(cmd.Name)
+	if a.convo != nil {
+		if err := a.convo.React(ctx, run.at, githubapp.ReactionEyes); err != nil {
+			run.log.WarnContext(ctx, "react to command", "err", err) // the reply still says what happened
+		}
+	}
+	cmdErr := a.runCommand(ctx, run)
+	if res.Outcome == OutcomeDuplicate {
+		return cmdErr // the first delivery answered
+	}
+	if cmdErr != nil {
+		if !errors.Is(cmdErr, authority.ErrInvalidInput) {
+			return cmdErr // worth a re-delivery; nothing is said yet
+		}
+		run.reply.Reset()
+		fmt.Fprintf(&run.reply, "Could not run `/latestwins %s`: %s", cmd.Name, cmdErr)
+	}
+	res.Reply = run.reply.String()
+	if err := a.answer(ctx, run); err != nil {
+		return errors.Join(cmdErr, err)
+	}
+	return cmdErr
+}
+
+// answer posts the reply, or logs it when there is no Conversation.
+func (a *App) answer(ctx context.Context, run *commentRun) error {
+	if a.convo == nil {
+		run.log.InfoContext(ctx, "reply skipped: no App credentials, not publishing to GitHub", "reply", run.res.Reply)
+		return nil
+	}
+	if err := a.convo.Reply(ctx, run.at, run.res.Reply); err != nil {
+		return fmt.Errorf("reply to comment %d on %s#%d: %w", run.at.CommentID, run.at.Repo, run.number, err)
+	}
+	return nil
+}
+
+func (a *App) runCommand(ctx context.Context, run *commentRun) error {
+	res, cmd := run.res, run.cmd
+	res.Outcome = OutcomeReplied
+	switch {
+	case cmd.Problem != "":
+		run.reply.WriteString(cmd.Problem)
+		return nil
+	case cmd.Name == CommandHelp:
+		run.reply.WriteString(Usage)
+		return nil
+	}
+	if cmd.Mutating() {
+		allowed, err := a.canWrite(ctx, run)
+		if err != nil {
+			return err
+		}
+		if !allowed {
+			return nil
+		}
+	}
+	cfg, err := a.configFor(ctx, run.log, run.at.Installation, run.at.Repo, "")
+	if err != nil {
+		return err
+	}
+	sels, problem := previewScopes(cfg, run.at.Repo, run.number, cmd.Scopes)
+	if problem != "" {
+		res.Outcome = OutcomeNoScopes
+		run.reply.WriteString(problem)
+		return nil
+	}
+	switch cmd.Name {
+	case CommandStatus:
+		return a.commandStatus(ctx, run, sels)
+	case CommandUnlock:
+		return a.commandUnlock(ctx, run, sels)
+	case CommandDeploy:
+		return a.commandDeploy(ctx, run, sels)
+	case CommandRedeploy:
+		return a.commandRedeploy(ctx, run, sels)
+	}
+	return fmt.Errorf("command %q has no handler", cmd.Name)
+}
+
+// canWrite checks the commenter's permission, and says so in the reply when it is not enough.
+func (a *App) canWrite(ctx context.Context, run *commentRun) (bool, error) {
+	if a.convo == nil {
+		run.res.Outcome = OutcomeRefused
+		fmt.Fprintf(&run.reply, "`/latestwins %s` needs write permission, which cannot be checked: this latestwins runs without App credentials.", run.cmd.Name)
+		return false, nil
+	}
+	ok, err := a.convo.CanWrite(ctx, run.at, run.actor)
+	if err != nil {
+		return false, fmt.Errorf("permission of %s on %s: %w", run.actor, run.at.Repo, err)
+	}
+	if !ok {
+		run.res.Outcome = OutcomeRefused
+		run.log.InfoContext(ctx, "command refused: no write permission")
+		fmt.Fprintf(&run.reply, "%s cannot run `/latestwins %s`: it needs write permission on %s. `/latestwins status` and `/latestwins help` are open to everyone.",
+			quote(run.actor), run.cmd.Name, run.at.Repo)
+	}
+	return ok, nil
+}
+
+// previewScopes selects the pull request's preview environments and, in each, the scopes built from
+// repo: all of them, or the ones named. A problem is a reply for the commenter.
+func previewScopes(cfg *config.Config, repo RepoRef, number int, named []string) ([]config.Selection, string) {
+	var sels []config.Selection
+	known := map[string]bool{}
+	for i := range cfg.Environments {
+		e := &cfg.Environments[i]
+		if !e.Preview() {
+			continue
+		}
+		sel := config.Selection{Environment: e.For(number), Policy: e.Policy}
+		for _, s := range e.Scopes {
+			if !strings.EqualFold(s.Repository, repo.String()) {
+				continue
+			}
+			known[s.Name] = true
+			if len(named) == 0 || slices.Contains(named, s.Name) {
+				sel.Scopes = append(sel.Scopes, s)
+			}
+		}
+		if len(sel.Scopes) > 0 {
+			sels = append(sels, sel)
+		}
+	}
+	if len(known) == 0 {
+		return nil, fmt.Sprintf("No preview environment in %s is built from %s, so this pull request has nothing to deploy or show. "+
+			"Add a `preview/pr-{number}` environment with a scope of this repository (docs/config.md).", config.Path, repo)
+	}
+	for _, n := range named {
+		if !known[n] {
+			names := make([]string, 0, len(known))
+			for k := range known {
+				names = append(names, k)
+			}
+			slices.Sort(names)
+			return nil, fmt.Sprintf("%s is not a preview scope of %s; the scopes are: %s.", quote(n), repo, strings.Join(names, ", "))
+		}
+	}
+	return sels, ""
+}
+
+func (a *App) commandStatus(ctx context.Context, run *commentRun, sels []config.Selection) error {
+	for i, sel := range sels {
+		if i > 0 {
+			run.reply.WriteString("\n")
+		}
+		fmt.Fprintf(&run.reply, "**%s**", sel.Environment)
+		env, err := a.auth.Status(ctx, sel.Environment)
+		if errors.Is(err, authority.ErrInvalidInput) {
+			run.reply.WriteString(": nothing accepted yet.\n")
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		state := "settled"
+		if env.Observed < env.Desired {
+			state = "reconciling"
+		}
+		fmt.Fprintf(&run.reply, " %d/%d %s (observed/desired generation)\n\n", env.Observed, env.Desired, state)
+		if err := report.StatusMarkdown(&run.reply, env, a.now()); err != nil {
+			return fmt.Errorf("render status of %s: %w", sel.Environment, err)
+		}
+	}
+	return nil
+}
+
+func (a *App) commandUnlock(ctx context.Context, run *commentRun, sels []config.Selection) error {
+	run.res.Outcome = OutcomeUnlocked
+	reason := fmt.Sprintf("/latestwins unlock on %s#%d", run.at.Repo, run.number)
+	var free []string
+	for _, sel := range sels {
+		for _, s := range sel.ScopeNames() {
+			resource := sel.Environment + "/" + s
+			prev, err := a.auth.Unlock(ctx, resource, reason, run.actor)
+			if errors.Is(err, authority.ErrNotFound) {
+				free = append(free, resource)
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("unlock %s: %w", resource, err)
+			}
+			run.res.Released = append(run.res.Released, resource)
+			run.log.InfoContext(ctx, "lease unlocked", "resource", resource, "holder", prev.Holder, "token", prev.Token)
+			fmt.Fprintf(&run.reply, "Unlocked %s (was held by %s for %s, token %d).\n", resource, quote(prev.Holder), prev.Purpose, prev.Token)
+		}
+	}
+	if len(free) > 0 {
+		fmt.Fprintf(&run.reply, "Not locked: %s.\n", strings.Join(free, ", "))
+	}
+	return nil
+}
+
+// commandDeploy accepts the pull request's head, as the store knows it from the pull request's
+// webhooks, for the selected scopes of each preview environment.
+func (a *App) commandDeploy(ctx context.Context, run *commentRun, sels []config.Selection) error {
+	for _, sel := range sels {
+		head, err := a.knownHead(ctx, sel)
+		if err != nil {
+			return err
+		}
+		if head == nil {
+			fmt.Fprintf(&run.reply, "%s: no commit of this pull request is known yet; push to it (or close and reopen it) so that latestwins sees its head.\n", sel.Environment)
+			continue
+		}
+		in := authority.Intent{ID: run.d.ID, Sha: head.Sha, Ref: head.Ref,
+			Source: fmt.Sprintf("comment %s#%d", run.at.Repo, run.number), Actor: run.actor}
+		if err := a.acceptOne(ctx, run, sel, in); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// commandRedeploy deploys one scope again at its live commit (spec guarantee 9: only that scope).
+func (a *App) commandRedeploy(ctx context.Context, run *commentRun, sels []config.Selection) error {
+	scope := run.cmd.Scopes[0]
+	for _, sel := range sels {
+		env, err := a.auth.Status(ctx, sel.Environment)
+		if err != nil && !errors.Is(err, authority.ErrInvalidInput) {
+			return err
+		}
+		var live *authority.Live
+		if env != nil && env.Scopes[scope] != nil {
+			live = env.Scopes[scope].Live
+		}
+		if live == nil {
+			fmt.Fprintf(&run.reply, "%s: %s has nothing live to redeploy; use `/latestwins deploy %s`.\n", sel.Environment, scope, scope)
+			continue
+		}
+		in := authority.Intent{ID: run.d.ID, Sha: live.Sha, Ref: live.Ref, Redeploy: true,
+			Source: fmt.Sprintf("redeploy comment %s#%d", run.at.Repo, run.number), Actor: run.actor}
+		if err := a.acceptOne(ctx, run, sel, in); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// acceptOne accepts in for one selection, dispatching on the intent's branch, and says what happened.
+func (a *App) acceptOne(ctx context.Context, run *commentRun, sel config.Selection, in authority.Intent) error {
+	res := run.res
+	sub := Result{}
+	branch, _ := strings.CutPrefix(in.Ref, "refs/heads/")
+	err := a.accept(ctx, run.log, []config.Selection{sel}, in, branch, run.at.Installation, &sub)
+	res.Intents = append(res.Intents, sub.Intents...)
+	res.Dispatched = append(res.Dispatched, sub.Dispatched...)
+	switch {
+	case sub.Outcome == OutcomeAccepted:
+		res.Outcome = OutcomeAccepted
+	case sub.Outcome == OutcomeDuplicate && res.Outcome != OutcomeAccepted:
+		res.Outcome = OutcomeDuplicate
+	}
+	for _, ii := range sub.Intents {
+		if len(ii.Accepted) > 0 {
+			fmt.Fprintf(&run.reply, "%s: accepted %s at generation %d for %s.\n", ii.Environment, shortSha(in.Sha), ii.Generation, strings.Join(ii.Accepted, ", "))
+		}
+		for s, by := range ii.Stale {
+			fmt.Fprintf(&run.reply, "%s: %s already has %s pending or live (generation %d); nothing new to deploy.\n", ii.Environment, s, shortSha(in.Sha), by)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	for _, dr := range sub.Dispatched {
+		fmt.Fprintf(&run.reply, "Dispatched %s on %s in %s (scopes %s).\n", dr.Workflow, dr.Ref, dr.Repo, dr.Inputs["scopes"])
+	}
+	return nil
+}
+
+// knownHead is the newest commit the store holds for the selection's scopes: pending, else live.
+func (a *App) knownHead(ctx context.Context, sel config.Selection) (*authority.Ref, error) {
+	env, err := a.auth.Status(ctx, sel.Environment)
+	if errors.Is(err, authority.ErrInvalidInput) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var best *authority.Ref
+	for _, s := range sel.ScopeNames() {
+		sc := env.Scopes[s]
+		if sc == nil {
+			continue
+		}
+		cand := sc.Mailbox
+		if cand == nil && sc.Live != nil {
+			cand = &authority.Ref{Sha: sc.Live.Sha, Ref: sc.Live.Ref, Generation: sc.Live.Generation}
+		}
+		if cand != nil && (best == nil || cand.Generation > best.Generation) {
+			best = cand
+		}
+	}
+	return best, nil
+}
