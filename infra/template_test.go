@@ -1,0 +1,395 @@
+// Package infra holds the AWS CloudFormation template of the App (latestwins.yaml). Its test reads
+// the template and checks it against the code, so that the two cannot drift apart silently.
+package infra
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/google/go-cmp/cmp"
+	"gopkg.in/yaml.v3"
+
+	"github.com/latestwins/latestwins/internal/store/dynamo"
+	"github.com/latestwins/latestwins/internal/testutil/dynalitetest"
+	"github.com/latestwins/latestwins/lambda"
+)
+
+func TestMain(m *testing.M) { dynalitetest.Main(m) }
+
+type template struct {
+	Parameters map[string]map[string]any `yaml:"Parameters"`
+	Resources  map[string]resource       `yaml:"Resources"`
+	Outputs    map[string]map[string]any `yaml:"Outputs"`
+}
+
+type resource struct {
+	Type           string         `yaml:"Type"`
+	DeletionPolicy string         `yaml:"DeletionPolicy"`
+	Properties     map[string]any `yaml:"Properties"`
+}
+
+func load(t *testing.T) *template {
+	t.Helper()
+	b, err := os.ReadFile("latestwins.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tpl template
+	if err := yaml.Unmarshal(b, &tpl); err != nil {
+		t.Fatalf("latestwins.yaml: %v", err)
+	}
+	return &tpl
+}
+
+// one returns the only resource of a type.
+func (tpl *template) one(t *testing.T, typ string) (string, resource) {
+	t.Helper()
+	var names []string
+	for name, r := range tpl.Resources {
+		if r.Type == typ {
+			names = append(names, name)
+		}
+	}
+	if len(names) != 1 {
+		t.Fatalf("want exactly one %s, found %v", typ, names)
+	}
+	return names[0], tpl.Resources[names[0]]
+}
+
+// at walks a path of map keys and list indexes.
+func at(t *testing.T, v any, path ...any) any {
+	t.Helper()
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, ok := v.(map[string]any)
+			if !ok {
+				t.Fatalf("at %v: %v is not a map", path, v)
+			}
+			v = m[k]
+		case int:
+			l, ok := v.([]any)
+			if !ok || k >= len(l) {
+				t.Fatalf("at %v: %v is not a list with an element %d", path, v, k)
+			}
+			v = l[k]
+		}
+	}
+	return v
+}
+
+// keySchema renders a key schema as "name HASH, name RANGE".
+func keySchema(t *testing.T, v any) string {
+	t.Helper()
+	var parts []string
+	for _, e := range v.([]any) {
+		parts = append(parts, fmt.Sprintf("%v %v", at(t, e, "AttributeName"), at(t, e, "KeyType")))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// TestTableMatchesMigrate creates the table with the code (Store.Migrate, on dynalite) and compares
+// its description with the template's table.
+func TestTableMatchesMigrate(t *testing.T) {
+	tpl := load(t)
+	_, table := tpl.one(t, "AWS::DynamoDB::Table")
+	p := table.Properties
+
+	type shape struct {
+		Billing    string
+		Attributes []string
+		Key        string
+		Indexes    map[string]string // name -> "key schema; projection"
+	}
+	fromTemplate := shape{Billing: at(t, p, "BillingMode").(string), Key: keySchema(t, p["KeySchema"]), Indexes: map[string]string{}}
+	for _, a := range p["AttributeDefinitions"].([]any) {
+		fromTemplate.Attributes = append(fromTemplate.Attributes, fmt.Sprintf("%v %v", at(t, a, "AttributeName"), at(t, a, "AttributeType")))
+	}
+	for _, idx := range p["GlobalSecondaryIndexes"].([]any) {
+		fromTemplate.Indexes[at(t, idx, "IndexName").(string)] = keySchema(t, at(t, idx, "KeySchema")) + "; " + at(t, idx, "Projection", "ProjectionType").(string)
+	}
+	sort.Strings(fromTemplate.Attributes)
+
+	client := dynalitetest.Client(t)
+	name := dynalitetest.TableName(t)
+	ctx := context.Background()
+	if _, err := dynamo.New(client, name).Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := out.Table
+	fromCode := shape{Indexes: map[string]string{}}
+	if d.BillingModeSummary != nil {
+		fromCode.Billing = string(d.BillingModeSummary.BillingMode)
+	}
+	for _, a := range d.AttributeDefinitions {
+		fromCode.Attributes = append(fromCode.Attributes, aws.ToString(a.AttributeName)+" "+string(a.AttributeType))
+	}
+	var parts []string
+	for _, k := range d.KeySchema {
+		parts = append(parts, aws.ToString(k.AttributeName)+" "+string(k.KeyType))
+	}
+	fromCode.Key = strings.Join(parts, ", ")
+	for _, idx := range d.GlobalSecondaryIndexes {
+		var ks []string
+		for _, k := range idx.KeySchema {
+			ks = append(ks, aws.ToString(k.AttributeName)+" "+string(k.KeyType))
+		}
+		fromCode.Indexes[aws.ToString(idx.IndexName)] = strings.Join(ks, ", ") + "; " + string(idx.Projection.ProjectionType)
+	}
+	sort.Strings(fromCode.Attributes)
+	if diff := cmp.Diff(fromCode, fromTemplate); diff != "" {
+		t.Fatalf("the template's table differs from the one Migrate creates (-migrate +template):\n%s", diff)
+	}
+}
+
+func TestTableSettings(t *testing.T) {
+	t.Parallel()
+	tpl := load(t)
+	_, table := tpl.one(t, "AWS::DynamoDB::Table")
+	p := table.Properties
+	got := map[string]any{
+		"billing":        p["BillingMode"],
+		"ttl attribute":  at(t, p, "TimeToLiveSpecification", "AttributeName"),
+		"ttl enabled":    at(t, p, "TimeToLiveSpecification", "Enabled"),
+		"pitr":           at(t, p, "PointInTimeRecoverySpecification", "PointInTimeRecoveryEnabled"),
+		"index":          at(t, p, "GlobalSecondaryIndexes", 0, "IndexName"),
+		"deletion":       table.DeletionPolicy,
+		"stored on pk":   at(t, p, "KeySchema", 0, "AttributeName"),
+		"only one index": len(p["GlobalSecondaryIndexes"].([]any)),
+	}
+	want := map[string]any{
+		"billing": "PAY_PER_REQUEST", "ttl attribute": dynamo.TTLAttribute, "ttl enabled": true, "pitr": true,
+		"index": dynamo.PendingIndex, "deletion": "Retain", "stored on pk": "pk", "only one index": 1,
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("table (-want +got):\n%s", d)
+	}
+}
+
+type statement struct {
+	Sid       string
+	Actions   []string
+	Resources []any
+	Condition any
+}
+
+func statements(t *testing.T, tpl *template) []statement {
+	t.Helper()
+	var out []statement
+	for name, r := range tpl.Resources {
+		if r.Type != "AWS::IAM::Role" {
+			continue
+		}
+		for _, pol := range r.Properties["Policies"].([]any) {
+			for _, s := range at(t, pol, "PolicyDocument", "Statement").([]any) {
+				st := statement{Sid: fmt.Sprint(at(t, s, "Sid")), Condition: at(t, s, "Condition")}
+				if at(t, s, "Effect") != "Allow" {
+					t.Errorf("role %s statement %s: only Allow statements are expected", name, st.Sid)
+				}
+				if v := at(t, s, "NotAction"); v != nil {
+					t.Errorf("role %s statement %s: NotAction grants everything else", name, st.Sid)
+				}
+				for _, a := range asList(at(t, s, "Action")) {
+					st.Actions = append(st.Actions, a.(string))
+				}
+				st.Resources = asList(at(t, s, "Resource"))
+				out = append(out, st)
+			}
+		}
+	}
+	return out
+}
+
+func asList(v any) []any {
+	if l, ok := v.([]any); ok {
+		return l
+	}
+	if v == nil {
+		return nil
+	}
+	return []any{v}
+}
+
+// TestLeastPrivilege checks the role: no wildcard action, DynamoDB access exactly the calls the store
+// makes (the methods of dynamo.API) on the table and its pending index, the two parameters only,
+// KMS only through SSM, and logs.
+func TestLeastPrivilege(t *testing.T) {
+	t.Parallel()
+	tpl := load(t)
+	sts := statements(t, tpl)
+	var all []string
+	bySid := map[string]statement{}
+	for _, s := range sts {
+		bySid[s.Sid] = s
+		for _, a := range s.Actions {
+			if strings.Contains(a, "*") {
+				t.Errorf("statement %s: wildcard action %q", s.Sid, a)
+			}
+			all = append(all, a)
+		}
+		for _, r := range s.Resources {
+			if r == "*" {
+				t.Errorf("statement %s: resource \"*\"", s.Sid)
+			}
+		}
+	}
+	api := reflect.TypeFor[dynamo.API]()
+	var wantDynamo []string
+	for i := range api.NumMethod() {
+		wantDynamo = append(wantDynamo, "dynamodb:"+api.Method(i).Name)
+	}
+	want := append(wantDynamo, "kms:Decrypt", "logs:CreateLogStream", "logs:PutLogEvents", "ssm:GetParameter")
+	sort.Strings(all)
+	sort.Strings(want)
+	if d := cmp.Diff(want, all); d != "" {
+		t.Errorf("the role's actions (-want +got):\n%s", d)
+	}
+
+	tableName, _ := tpl.one(t, "AWS::DynamoDB::Table")
+	wantTable := []any{map[string]any{"Fn::GetAtt": []any{tableName, "Arn"}}, map[string]any{"Fn::Sub": "${" + tableName + ".Arn}/index/" + dynamo.PendingIndex}}
+	if d := cmp.Diff(wantTable, bySid["Table"].Resources); d != "" {
+		t.Errorf("DynamoDB resources: the table and its pending index only (-want +got):\n%s", d)
+	}
+	var params []string
+	for _, r := range bySid["Secrets"].Resources {
+		s := at(t, r, "Fn::Sub").(string)
+		m := regexp.MustCompile(`:parameter\$\{(\w+)\}$`).FindStringSubmatch(s)
+		if m == nil {
+			t.Errorf("SSM resource %q is not one named parameter", s)
+			continue
+		}
+		params = append(params, m[1])
+	}
+	if d := cmp.Diff([]string{"WebhookSecretParameter", "AppPrivateKeyParameter"}, params); d != "" {
+		t.Errorf("ssm:GetParameter resources (-want +got):\n%s", d)
+	}
+	if via := at(t, bySid["DecryptSecretsThroughSSM"].Condition, "StringEquals", "kms:ViaService", "Fn::Sub"); via != "ssm.${AWS::Region}.amazonaws.com" {
+		t.Errorf("kms:Decrypt condition kms:ViaService is %v, want SSM of the region", via)
+	}
+}
+
+func TestFunction(t *testing.T) {
+	t.Parallel()
+	tpl := load(t)
+	fnName, fn := tpl.one(t, "AWS::Lambda::Function")
+	p := fn.Properties
+	got := map[string]any{
+		"architectures": p["Architectures"], "runtime": p["Runtime"], "handler": p["Handler"],
+		"code": p["Code"],
+	}
+	want := map[string]any{
+		"architectures": []any{"arm64"}, "runtime": "provided.al2023", "handler": "bootstrap",
+		"code": map[string]any{"S3Bucket": map[string]any{"Ref": "CodeBucket"}, "S3Key": map[string]any{"Ref": "CodeKey"}},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("function (-want +got):\n%s", d)
+	}
+
+	// Every variable is one the function reads; the store URL is one it accepts.
+	known := []string{lambda.EnvStore, lambda.EnvConfig, lambda.EnvWebhookSecret, lambda.EnvWebhookSecretSSM, lambda.EnvAppID,
+		lambda.EnvAppPrivateKey, lambda.EnvAppPrivateKeySSM, lambda.EnvGitHubAPIURL, lambda.EnvMaxBody, lambda.EnvSweepStall, lambda.EnvMaxAttempts}
+	vars := at(t, p, "Environment", "Variables").(map[string]any)
+	for k := range vars {
+		if !slices.Contains(known, k) {
+			t.Errorf("variable %s is not read by the function", k)
+		}
+	}
+	for _, k := range []string{lambda.EnvWebhookSecretSSM, lambda.EnvAppPrivateKeySSM, lambda.EnvStore} {
+		if vars[k] == nil {
+			t.Errorf("variable %s is not set", k)
+		}
+	}
+	store := strings.NewReplacer("${Table}", "latestwins", "${AWS::Region}", "eu-west-1").Replace(at(t, vars, lambda.EnvStore, "Fn::Sub").(string))
+	if _, err := dynamo.ParseURL(store); err != nil {
+		t.Errorf("%s: %v", lambda.EnvStore, err)
+	}
+
+	_, url := tpl.one(t, "AWS::Lambda::Url")
+	if a := url.Properties["AuthType"]; a != "NONE" {
+		t.Errorf("Function URL auth %v, want NONE (the webhook signature and OIDC authenticate)", a)
+	}
+	_, rule := tpl.one(t, "AWS::Events::Rule")
+	if target := at(t, rule.Properties, "Targets", 0, "Arn", "Fn::GetAtt", 0); target != fnName {
+		t.Errorf("the schedule targets %v, want %s", target, fnName)
+	}
+	if _, ok := at(t, rule.Properties, "ScheduleExpression").(map[string]any); !ok {
+		t.Errorf("the rule has no schedule expression")
+	}
+	perms := map[string]bool{}
+	for _, r := range tpl.Resources {
+		if r.Type == "AWS::Lambda::Permission" {
+			perms[fmt.Sprintf("%v %v", r.Properties["Action"], r.Properties["Principal"])] = true
+		}
+	}
+	for _, p := range []string{"lambda:InvokeFunctionUrl *", "lambda:InvokeFunction *", "lambda:InvokeFunction events.amazonaws.com"} {
+		if !perms[p] {
+			t.Errorf("no permission %q (have %v)", p, perms)
+		}
+	}
+}
+
+// TestReferencesResolve checks that every Ref, Fn::GetAtt and ${...} in Fn::Sub names a parameter,
+// a resource or a pseudo parameter.
+func TestReferencesResolve(t *testing.T) {
+	t.Parallel()
+	tpl := load(t)
+	declared := map[string]bool{}
+	for n := range tpl.Parameters {
+		declared[n] = true
+	}
+	for n := range tpl.Resources {
+		if declared[n] {
+			t.Errorf("%s is both a parameter and a resource", n)
+		}
+		declared[n] = true
+	}
+	sub := regexp.MustCompile(`\$\{([^}!]+)\}`)
+	var walk func(path string, v any)
+	check := func(path, name string) {
+		name, _, _ = strings.Cut(name, ".")
+		if !declared[name] && !strings.HasPrefix(name, "AWS::") {
+			t.Errorf("%s refers to %q, which is not declared", path, name)
+		}
+	}
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				switch k {
+				case "Ref":
+					check(path, e.(string))
+				case "Fn::GetAtt":
+					check(path, at(t, e, 0).(string))
+				case "Fn::Sub":
+					for _, m := range sub.FindAllStringSubmatch(e.(string), -1) {
+						check(path, m[1])
+					}
+				}
+				walk(path+"."+k, e)
+			}
+		case []any:
+			for i, e := range x {
+				walk(fmt.Sprintf("%s[%d]", path, i), e)
+			}
+		}
+	}
+	for n, r := range tpl.Resources {
+		walk(n, r.Properties)
+	}
+	for n, o := range tpl.Outputs {
+		walk("Outputs."+n, o)
+	}
+}

@@ -1,0 +1,247 @@
+// Package lambda runs the App on AWS Lambda: a thin adapter that turns Function URL and API Gateway
+// v2 HTTP events into requests for the App's http.Handler, and EventBridge scheduled events into one
+// recovery sweep. Everything an invocation starts finishes before it returns: nothing runs after the
+// response, since Lambda freezes the process then.
+package lambda
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/latestwins/latestwins/internal/authority"
+)
+
+// Defaults of the recovery sweep, the same as `latestwins sweep`.
+const (
+	DefaultStall       = 10 * time.Minute
+	DefaultMaxAttempts = 3
+	// DefaultReserve is the time kept back from the invocation's deadline to write the response.
+	DefaultReserve = 500 * time.Millisecond
+)
+
+// Options configure a Handler.
+type Options struct {
+	// HTTP is the App; required.
+	HTTP http.Handler
+	// Authority runs the recovery sweep; required.
+	Authority *authority.Authority
+	// Redrive hands one piece of stalled work back to its workflow (a workflow_dispatch, attempt+1).
+	// Nil makes every scheduled sweep a dry run: it logs what it would re-drive and changes nothing,
+	// so no attempt is used up while nothing can dispatch.
+	Redrive func(ctx context.Context, w authority.StalledWork) error
+	// Stall is how long pending work may sit idle with no live lease before it is re-driven;
+	// 0 means DefaultStall.
+	Stall time.Duration
+	// MaxAttempts is the re-drives of one intent before it ends with a terminal error; 0 means
+	// DefaultMaxAttempts.
+	MaxAttempts int
+	// Reserve is kept back from the invocation's deadline for returning the response; 0 means
+	// DefaultReserve.
+	Reserve time.Duration
+	Logger  *slog.Logger
+}
+
+// Handler answers Lambda invocations.
+type Handler struct {
+	http        http.Handler
+	auth        *authority.Authority
+	redrive     func(context.Context, authority.StalledWork) error
+	stall       time.Duration
+	maxAttempts int
+	reserve     time.Duration
+	log         *slog.Logger
+}
+
+// New checks the options.
+func New(o Options) (*Handler, error) {
+	switch {
+	case o.HTTP == nil:
+		return nil, errors.New("lambda: no HTTP handler (the App)")
+	case o.Authority == nil:
+		return nil, errors.New("lambda: no Authority for the recovery sweep")
+	case o.Stall < 0:
+		return nil, &authority.InputError{Field: "sweep stall", Value: o.Stall.String(), Fix: "give a positive duration such as 10m"}
+	case o.MaxAttempts < 0:
+		return nil, &authority.InputError{Field: "max attempts", Value: fmt.Sprint(o.MaxAttempts), Fix: "give at least 1"}
+	case o.Reserve < 0:
+		return nil, &authority.InputError{Field: "reserve", Value: o.Reserve.String(), Fix: "give a positive duration, or 0 for the default"}
+	}
+	h := &Handler{http: o.HTTP, auth: o.Authority, redrive: o.Redrive, stall: o.Stall, maxAttempts: o.MaxAttempts,
+		reserve: o.Reserve, log: o.Logger}
+	if h.stall == 0 {
+		h.stall = DefaultStall
+	}
+	if h.maxAttempts == 0 {
+		h.maxAttempts = DefaultMaxAttempts
+	}
+	if h.reserve == 0 {
+		h.reserve = DefaultReserve
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	return h, nil
+}
+
+// probe holds the fields that tell the supported event shapes apart.
+type probe struct {
+	RequestContext struct {
+		HTTP struct {
+			Method string `json:"method"`
+		} `json:"http"`
+	} `json:"requestContext"`
+	DetailType string `json:"detail-type"`
+	Source     string `json:"source"`
+}
+
+// ErrUnsupportedEvent: the invocation is neither an HTTP event nor a scheduled event.
+var ErrUnsupportedEvent = errors.New("unsupported Lambda event")
+
+// Handle answers one invocation: a Function URL or API Gateway v2 HTTP event gets an
+// events.APIGatewayV2HTTPResponse, an EventBridge scheduled event runs one recovery sweep and gets
+// its report. Its signature is the one lambda.Start and lambda.NewHandler take.
+func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (any, error) {
+	ctx, cancel := h.withDeadline(ctx)
+	defer cancel()
+	var p probe
+	if err := json.Unmarshal(payload, &p); err != nil {
+		return nil, fmt.Errorf("%w: the payload is not a JSON object: %w", ErrUnsupportedEvent, err)
+	}
+	switch {
+	case p.RequestContext.HTTP.Method != "":
+		var ev events.APIGatewayV2HTTPRequest
+		if err := json.Unmarshal(payload, &ev); err != nil {
+			return nil, fmt.Errorf("decode HTTP event: %w", err)
+		}
+		return h.serveHTTP(ctx, &ev)
+	case p.DetailType == "Scheduled Event":
+		return h.sweep(ctx)
+	}
+	return nil, fmt.Errorf("%w: want a Function URL or API Gateway v2 HTTP event, or an EventBridge scheduled event (source %q, detail-type %q)",
+		ErrUnsupportedEvent, p.Source, p.DetailType)
+}
+
+// withDeadline keeps Reserve of the invocation's time back for returning the response (half the
+// time left, when less than twice Reserve is left).
+func (h *Handler) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	left := time.Until(deadline)
+	reserve := min(h.reserve, left/2)
+	return context.WithDeadline(ctx, deadline.Add(-reserve))
+}
+
+// serveHTTP turns the event into a request for the App and its answer into the event response.
+func (h *Handler) serveHTTP(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	req, err := NewRequest(ctx, ev)
+	if err != nil {
+		h.log.WarnContext(ctx, "HTTP event refused", "err", err)
+		return errorResponse(http.StatusBadRequest, err.Error()), nil
+	}
+	w := newResponseWriter()
+	h.http.ServeHTTP(w, req)
+	return w.response(), nil
+}
+
+// NewRequest builds the request an HTTP event carries. A base64 body is decoded here, so that the
+// App checks the webhook signature over the bytes GitHub signed. Headers arrive lowercase (and
+// repeated headers joined by commas); they are set under their canonical names.
+func NewRequest(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Request, error) {
+	body := []byte(ev.Body)
+	if ev.IsBase64Encoded {
+		var err error
+		if body, err = base64.StdEncoding.DecodeString(ev.Body); err != nil {
+			return nil, fmt.Errorf("the event says its body is base64 but it is not: %w", err)
+		}
+	}
+	path := ev.RawPath
+	if path == "" {
+		path = "/"
+	}
+	u := &url.URL{Path: path, RawQuery: ev.RawQueryString}
+	if raw, err := url.PathUnescape(path); err == nil && raw != path {
+		u.Path, u.RawPath = raw, path
+	}
+	req, err := http.NewRequestWithContext(ctx, ev.RequestContext.HTTP.Method, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("build the request for %s %s: %w", ev.RequestContext.HTTP.Method, path, err)
+	}
+	for k, v := range ev.Headers {
+		req.Header.Set(k, v)
+	}
+	if len(ev.Cookies) > 0 {
+		req.Header.Set("Cookie", strings.Join(ev.Cookies, "; "))
+	}
+	req.Host = req.Header.Get("Host")
+	if req.Host == "" {
+		req.Host = ev.RequestContext.DomainName
+	}
+	req.URL.Host = req.Host
+	req.ContentLength = int64(len(body))
+	req.RemoteAddr = ev.RequestContext.HTTP.SourceIP
+	req.RequestURI = u.RequestURI()
+	return req, nil
+}
+
+// responseWriter collects the App's answer; the App writes it before ServeHTTP returns.
+type responseWriter struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+var _ http.ResponseWriter = (*responseWriter)(nil)
+
+func newResponseWriter() *responseWriter { return &responseWriter{header: http.Header{}} }
+
+func (w *responseWriter) Header() http.Header { return w.header }
+
+func (w *responseWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+}
+
+func (w *responseWriter) Write(b []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	return w.body.Write(b)
+}
+
+// response is the event response: headers joined by commas (Set-Cookie as cookies), a body that is
+// not UTF-8 in base64.
+func (w *responseWriter) response() events.APIGatewayV2HTTPResponse {
+	w.WriteHeader(http.StatusOK)
+	res := events.APIGatewayV2HTTPResponse{StatusCode: w.status, Headers: map[string]string{}}
+	for k, vs := range w.header {
+		if k == "Set-Cookie" {
+			res.Cookies = append(res.Cookies, vs...)
+			continue
+		}
+		res.Headers[k] = strings.Join(vs, ", ")
+	}
+	if b := w.body.Bytes(); utf8.Valid(b) {
+		res.Body = string(b)
+	} else {
+		res.Body, res.IsBase64Encoded = base64.StdEncoding.EncodeToString(b), true
+	}
+	return res
+}
+
+func errorResponse(status int, msg string) events.APIGatewayV2HTTPResponse {
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: map[string]string{"Content-Type": "application/json"}, Body: string(b) + "\n"}
+}

@@ -1,0 +1,172 @@
+package lambda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/latestwins/latestwins/app"
+)
+
+// The variables the function reads at cold start.
+const (
+	EnvStore             = "LATESTWINS_STORE"
+	EnvConfig            = "LATESTWINS_CONFIG"
+	EnvWebhookSecret     = "LATESTWINS_WEBHOOK_SECRET"
+	EnvWebhookSecretSSM  = "LATESTWINS_WEBHOOK_SECRET_SSM_PARAMETER"
+	EnvAppID             = "LATESTWINS_APP_ID"
+	EnvAppPrivateKey     = "LATESTWINS_APP_PRIVATE_KEY"
+	EnvAppPrivateKeySSM  = "LATESTWINS_APP_PRIVATE_KEY_SSM_PARAMETER"
+	EnvGitHubAPIURL      = "LATESTWINS_GITHUB_API_URL"
+	EnvMaxBody           = "LATESTWINS_MAX_BODY"
+	EnvSweepStall        = "LATESTWINS_SWEEP_STALL"
+	EnvMaxAttempts       = "LATESTWINS_MAX_ATTEMPTS"
+	defaultGitHubAPIURL  = "https://api.github.com/"
+	storeExample         = "dynamodb://TABLE?region=REGION"
+	configFileConvention = "a file in the .github/latestwins.yml schema shipped with the function, e.g. /var/task/latestwins.yml"
+)
+
+// ParameterReader reads one SSM parameter. *ssm.Client satisfies it.
+type ParameterReader interface {
+	GetParameter(ctx context.Context, in *ssm.GetParameterInput, optFns ...func(*ssm.Options)) (*ssm.GetParameterOutput, error)
+}
+
+var _ ParameterReader = (*ssm.Client)(nil)
+
+// Settings are the function's configuration, read once at cold start.
+type Settings struct {
+	Store         string
+	Config        string
+	WebhookSecret []byte
+	AppID         int64  // 0: no App credentials, nothing is published to GitHub
+	AppPrivateKey []byte // PEM
+	GitHubAPIURL  string
+	MaxBodyBytes  int64
+	Stall         time.Duration
+	MaxAttempts   int
+}
+
+// UsesSSM reports whether any secret is to be read from SSM Parameter Store.
+func UsesSSM(getenv func(string) string) bool {
+	return getenv(EnvWebhookSecretSSM) != "" || getenv(EnvAppPrivateKeySSM) != ""
+}
+
+// LoadSettings reads the settings through getenv. A secret named by a *_SSM_PARAMETER variable is
+// read from SSM Parameter Store with decryption (params must then be given); otherwise it comes from
+// its own variable. An empty webhook secret refuses to start: unsigned deliveries would be accepted.
+func LoadSettings(ctx context.Context, getenv func(string) string, params ParameterReader) (*Settings, error) {
+	s := &Settings{Store: getenv(EnvStore), Config: getenv(EnvConfig), GitHubAPIURL: getenv(EnvGitHubAPIURL),
+		MaxBodyBytes: app.DefaultMaxBodyBytes, Stall: DefaultStall, MaxAttempts: DefaultMaxAttempts}
+	var errs []error
+	if s.Store == "" {
+		errs = append(errs, fmt.Errorf("%s is not set: give the store URL, %s", EnvStore, storeExample))
+	} else if strings.HasPrefix(s.Store, "bolt://") {
+		errs = append(errs, fmt.Errorf("%s=%s: a bolt file does not survive a Lambda instance; use %s", EnvStore, s.Store, storeExample))
+	}
+	secret, err := secretSetting(ctx, getenv, params, EnvWebhookSecret, EnvWebhookSecretSSM)
+	switch {
+	case err != nil:
+		errs = append(errs, err)
+	case secret == "":
+		errs = append(errs, fmt.Errorf("no webhook secret: set %s to the name of a SecureString parameter holding the App's webhook secret (or %s); "+
+			"the function refuses to start without one, since unsigned deliveries would be accepted", EnvWebhookSecretSSM, EnvWebhookSecret))
+	}
+	s.WebhookSecret = []byte(secret)
+	if err := s.loadCredentials(ctx, getenv, params); err != nil {
+		errs = append(errs, err)
+	}
+	if s.GitHubAPIURL == "" {
+		s.GitHubAPIURL = defaultGitHubAPIURL
+	}
+	if u, err := url.Parse(s.GitHubAPIURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("%s=%q: give an http(s) URL such as %s", EnvGitHubAPIURL, s.GitHubAPIURL, defaultGitHubAPIURL))
+	} else if !strings.HasSuffix(u.Path, "/") {
+		s.GitHubAPIURL += "/"
+	}
+	if v := getenv(EnvMaxBody); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: give a positive number of bytes", EnvMaxBody, v))
+		} else {
+			s.MaxBodyBytes = n
+		}
+	}
+	if v := getenv(EnvSweepStall); v != "" {
+		if d, err := time.ParseDuration(v); err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: give a positive duration such as 10m", EnvSweepStall, v))
+		} else {
+			s.Stall = d
+		}
+	}
+	if v := getenv(EnvMaxAttempts); v != "" {
+		if n, err := strconv.Atoi(v); err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("%s=%q: give a whole number of at least 1", EnvMaxAttempts, v))
+		} else {
+			s.MaxAttempts = n
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("settings: %w", errors.Join(errs...))
+	}
+	return s, nil
+}
+
+// loadCredentials reads the App's id and private key: both, or neither (then nothing is published).
+func (s *Settings) loadCredentials(ctx context.Context, getenv func(string) string, params ParameterReader) error {
+	key, err := secretSetting(ctx, getenv, params, EnvAppPrivateKey, EnvAppPrivateKeySSM)
+	if err != nil {
+		return err
+	}
+	id := getenv(EnvAppID)
+	switch {
+	case id == "" && key == "":
+		return nil
+	case id == "":
+		return fmt.Errorf("the App's private key is set but %s is not: give both, or neither to run without publishing", EnvAppID)
+	case key == "":
+		return fmt.Errorf("%s is set but the App's private key is not: set %s (or %s), or unset %s", EnvAppID, EnvAppPrivateKeySSM, EnvAppPrivateKey, EnvAppID)
+	}
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil || n <= 0 {
+		return fmt.Errorf("%s=%q: give the App's numeric id (the App's settings page shows it)", EnvAppID, id)
+	}
+	s.AppID = n
+	if strings.Contains(key, "-----BEGIN") || getenv(EnvAppPrivateKeySSM) != "" {
+		s.AppPrivateKey = []byte(key)
+		return nil
+	}
+	b, err := os.ReadFile(key)
+	if err != nil {
+		return fmt.Errorf("%s is neither a PEM key nor a readable file: %w", EnvAppPrivateKey, err)
+	}
+	s.AppPrivateKey = b
+	return nil
+}
+
+// secretSetting reads a secret from the SSM parameter ssmVar names, or from plainVar.
+func secretSetting(ctx context.Context, getenv func(string) string, params ParameterReader, plainVar, ssmVar string) (string, error) {
+	name, plain := getenv(ssmVar), getenv(plainVar)
+	switch {
+	case name == "":
+		return plain, nil
+	case plain != "":
+		return "", fmt.Errorf("both %s and %s are set: keep one (the parameter, so that the secret stays out of the function's configuration)", ssmVar, plainVar)
+	case params == nil:
+		return "", fmt.Errorf("%s=%s: no SSM client to read it with", ssmVar, name)
+	}
+	out, err := params.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name), WithDecryption: aws.Bool(true)})
+	if err != nil {
+		return "", fmt.Errorf("%s: read SSM parameter %s (the function's role needs ssm:GetParameter on it, and kms:Decrypt on its key): %w", ssmVar, name, err)
+	}
+	if out.Parameter == nil || aws.ToString(out.Parameter.Value) == "" {
+		return "", fmt.Errorf("%s: SSM parameter %s is empty: put the secret in it (aws ssm put-parameter --type SecureString --overwrite)", ssmVar, name)
+	}
+	return aws.ToString(out.Parameter.Value), nil
+}

@@ -1,0 +1,62 @@
+package lambda
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/latestwins/latestwins/internal/authority"
+)
+
+// SweepResult is what a scheduled invocation answers.
+type SweepResult struct {
+	// DryRun is true when no re-drive is configured: nothing was changed.
+	DryRun bool `json:"dry_run"`
+	authority.SweepReport
+}
+
+// sweep runs one recovery sweep. Environments it could not handle are logged and make the
+// invocation fail (so that the failure shows in the function's error metrics); the next sweep
+// retries them, and a failed re-drive costs no attempt.
+func (h *Handler) sweep(ctx context.Context) (*SweepResult, error) {
+	if h.redrive == nil {
+		work, exhausted, err := h.auth.Stalled(ctx, h.stall, h.maxAttempts)
+		if err != nil {
+			return nil, fmt.Errorf("recovery sweep (dry run): %w", err)
+		}
+		for _, w := range work {
+			h.log.InfoContext(ctx, "sweep: would re-drive; no re-drive is configured", "environment", w.Environment,
+				"generation", w.Generation, "scopes", w.Scopes, "attempt", w.Attempt)
+		}
+		for _, w := range exhausted {
+			h.log.InfoContext(ctx, "sweep: would end with a terminal error; no re-drive is configured", "environment", w.Environment,
+				"generation", w.Generation, "scopes", w.Scopes, "attempts", w.Attempt)
+		}
+		if work == nil {
+			work = []authority.StalledWork{}
+		}
+		return &SweepResult{DryRun: true, SweepReport: authority.SweepReport{Redriven: work, Exhausted: exhausted}}, nil
+	}
+	rep, err := h.auth.Sweep(ctx, h.stall, h.maxAttempts, h.redrive)
+	if err != nil {
+		return nil, fmt.Errorf("recovery sweep: %w", err)
+	}
+	for _, w := range rep.Redriven {
+		h.log.InfoContext(ctx, "sweep: re-driven", "environment", w.Environment, "generation", w.Generation,
+			"scopes", w.Scopes, "attempt", w.Attempt)
+	}
+	for _, w := range rep.Exhausted {
+		h.log.WarnContext(ctx, "sweep: ended with a terminal error after its attempts", "environment", w.Environment,
+			"generation", w.Generation, "scopes", w.Scopes, "attempts", w.Attempt)
+	}
+	if len(rep.Failed) > 0 {
+		envs := make([]string, 0, len(rep.Failed))
+		for env, why := range rep.Failed {
+			h.log.ErrorContext(ctx, "sweep: environment not handled; the next sweep retries", "environment", env, "err", why)
+			envs = append(envs, env)
+		}
+		sort.Strings(envs)
+		return nil, fmt.Errorf("recovery sweep: %d environment(s) could not be handled (%v); the next sweep retries them", len(envs), envs)
+	}
+	return &SweepResult{SweepReport: *rep}, nil
+}
