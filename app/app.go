@@ -229,6 +229,10 @@ func (a *App) accept(ctx context.Context, log *slog.Logger, sels []config.Select
 	for _, sel := range sels {
 		in := in
 		in.Environment, in.Scopes = sel.Environment, sel.ScopeNames()
+		if dispatchRef != "" && len(sel.Scopes) > 0 {
+			// How the recovery sweep starts this work again if its run dies: see Redrive.
+			in.Origin = originFor(installation, sel.Scopes[0].Repository, dispatchRef)
+		}
 		ar, err := a.auth.Accept(ctx, in, false)
 		if err != nil {
 			return fmt.Errorf("accept %s for %s: %w", in.Sha, sel.Environment, err)

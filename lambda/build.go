@@ -18,7 +18,8 @@ import (
 // Authority, the App and the sweep. With the App's credentials, the App dispatches workflows and
 // answers commands as each delivery's installation, and reads each repository's
 // .github/latestwins.yml unless Settings.Config names one file for every repository. redrive is
-// the sweep's re-drive (nil: dry runs; see Options.Redrive).
+// the sweep's re-drive; nil means the App's own (dispatching the work's workflows again) when it has
+// credentials, and dry runs without them.
 func Build(ctx context.Context, s *Settings, redrive func(context.Context, authority.StalledWork) error, log *slog.Logger) (*Handler, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -57,12 +58,15 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 		return nil, fmt.Errorf("no configuration source: set %s and %s so that each repository's .github/latestwins.yml is read, or %s to %s",
 			EnvAppID, EnvAppPrivateKeySSM, EnvConfig, configFileConvention)
 	}
-	if redrive == nil {
-		log.InfoContext(ctx, "no re-drive is configured: scheduled sweeps are dry runs that log stalled work")
-	}
 	a, err := app.New(o)
 	if err != nil {
 		return nil, err
+	}
+	if redrive == nil && o.Dispatcher != nil {
+		redrive = a.Redrive // dispatch the stalled work's workflows again
+	}
+	if redrive == nil {
+		log.InfoContext(ctx, "no re-drive is configured (no App credentials): scheduled sweeps are dry runs that log stalled work")
 	}
 	return New(Options{HTTP: a, Authority: auth, Redrive: redrive, Stall: s.Stall, MaxAttempts: s.MaxAttempts, Logger: log})
 }

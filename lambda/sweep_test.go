@@ -47,7 +47,9 @@ func stalled(t testing.TB, hs *harness) {
 	hs.clock.Advance(lambda.DefaultStall + time.Second)
 }
 
-var stalledAPI = authority.StalledWork{Environment: "staging", Generation: 1, Scopes: []string{"api"}, Attempt: 1}
+// stalledAPI is the push fixture's work once stalled; its origin is how the App re-dispatches it.
+var stalledAPI = authority.StalledWork{Environment: "staging", Generation: 1, Scopes: []string{"api"}, Attempt: 1,
+	Origins: map[string]string{"api": "github:1:Codertocat/Hello-World@master"}}
 
 func TestScheduledSweepRedrives(t *testing.T) {
 	t.Parallel()

@@ -24,7 +24,7 @@ func TestWorstCaseDocumentFitsAnItem(t *testing.T) {
 		name := long(fmt.Sprintf("s%02d", i), 64)
 		e.Scopes[name] = &Scope{
 			Mailbox: &Ref{Generation: 1 << 40, Sha: sha, Ref: long("refs/heads/", maxFieldLen), Before: sha, Lineage: lineage,
-				Source: long("push", maxFieldLen), Actor: long("a", maxFieldLen), IntentID: long("i", maxIDLen), Attempt: 99, At: now},
+				Source: long("push", maxFieldLen), Actor: long("a", maxFieldLen), IntentID: long("i", maxIDLen), Origin: long("github:", maxFieldLen), Attempt: 99, At: now},
 			Owner: 1 << 40,
 			Live: &Live{Sha: sha, Ref: long("refs/heads/", maxFieldLen), Generation: 1 << 40, Run: long("https://", maxFieldLen),
 				Token: 1 << 40, Lineage: lineage, At: now},

@@ -16,6 +16,8 @@ type StalledWork struct {
 	Generation  int64    `json:"generation"`
 	Scopes      []string `json:"scopes"`
 	Attempt     int      `json:"attempt"`
+	// Origins holds, per scope, the Origin of the intent waiting there: how its maker starts it again.
+	Origins map[string]string `json:"origins,omitempty"`
 }
 
 // SweepReport says what one sweep did.
@@ -148,6 +150,12 @@ func (e *Env) stalled(now time.Time, stall, skew time.Duration, maxAttempts int)
 		}
 		w.Scopes = append(w.Scopes, name)
 		w.Attempt = max(w.Attempt, attempt)
+		if m.Origin != "" {
+			if w.Origins == nil {
+				w.Origins = map[string]string{}
+			}
+			w.Origins[name] = m.Origin
+		}
 	}
 	gens := sortedGens(byGen)
 	for _, g := range gens {

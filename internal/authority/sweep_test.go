@@ -20,7 +20,8 @@ func TestSweepRedrivesStalledWorkOncePerStallAndEndsItAfterMaxAttempts(t *testin
 	const stall, ttl = 10 * time.Minute, 2 * time.Minute
 
 	// staging: api was claimed by a pass that took the lease and died; web waits for nobody.
-	res, err := a.Accept(ctx, authority.Intent{ID: "push-1", Environment: "staging", Scopes: []string{"api", "web"}, Sha: "aaaa111"}, true)
+	res, err := a.Accept(ctx, authority.Intent{ID: "push-1", Environment: "staging", Scopes: []string{"api", "web"}, Sha: "aaaa111",
+		Origin: "github:7:acme/shop@main"}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +66,9 @@ func TestSweepRedrivesStalledWorkOncePerStallAndEndsItAfterMaxAttempts(t *testin
 	want := []authority.StalledWork{{Environment: "staging", Generation: 1, Scopes: []string{"api", "web"}, Attempt: 1}}
 	if !slices.EqualFunc(rep.Redriven, want, equalWork) {
 		t.Fatalf("first sweep re-drove %+v; want %+v", rep.Redriven, want)
+	}
+	if o := rep.Redriven[0].Origins; o["api"] != "github:7:acme/shop@main" || o["web"] != "github:7:acme/shop@main" {
+		t.Fatalf("re-drive origins %v; want the intent's origin for both scopes", o)
 	}
 	// A second sweep in the same stall period re-drives nothing: the re-drive was recorded.
 	if rep := sweep(); len(rep.Redriven) != 0 {

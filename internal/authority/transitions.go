@@ -35,6 +35,10 @@ type Intent struct {
 	Actor       string   `json:"actor,omitempty"`
 	// Redeploy skips the out-of-order guard: the intent asks for this commit even if it is older.
 	Redeploy bool `json:"redeploy,omitempty"`
+	// Origin tells whoever made the intent how to start its work again (the App: the installation,
+	// repository and branch to dispatch on). The domain keeps it with the mailbox entry and hands it
+	// to the recovery sweep; it never reads it.
+	Origin string `json:"origin,omitempty"`
 }
 
 func (in *Intent) validate() error {
@@ -47,7 +51,7 @@ func (in *Intent) validate() error {
 	if err := validateScopes(in.Scopes, true); err != nil {
 		return err
 	}
-	for field, v := range map[string]string{"ref": in.Ref, "source": in.Source, "actor": in.Actor} {
+	for field, v := range map[string]string{"ref": in.Ref, "source": in.Source, "actor": in.Actor, "origin": in.Origin} {
 		if len(v) > maxFieldLen {
 			return &InputError{Field: field, Value: truncate(v, 40), Fix: fmt.Sprintf("use at most %d characters", maxFieldLen)}
 		}
@@ -339,7 +343,7 @@ func (e *Env) accept(in *Intent, now time.Time) *AcceptResult {
 			continue
 		}
 		entry := &Ref{Generation: gen, Sha: in.Sha, Ref: in.Ref, Before: in.Before, Source: in.Source,
-			Actor: in.Actor, IntentID: in.ID, At: now, Lineage: lineage(sc, in)}
+			Actor: in.Actor, IntentID: in.ID, Origin: in.Origin, At: now, Lineage: lineage(sc, in)}
 		if old := sc.Mailbox; old != nil {
 			e.record(now, Event{Kind: EventSuperseded, Scope: name, Generation: old.Generation, Sha: old.Sha,
 				Message: fmt.Sprintf("Superseded by generation %d (%s)", gen, shortSha(in.Sha))})

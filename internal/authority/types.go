@@ -79,6 +79,7 @@ type Ref struct {
 	Source     string    `json:"source,omitempty"`
 	Actor      string    `json:"actor,omitempty"`
 	IntentID   string    `json:"intent_id"`
+	Origin     string    `json:"origin,omitempty"`  // how to start the work again (see Intent.Origin)
 	Attempt    int       `json:"attempt,omitempty"` // failed attempts so far
 	At         time.Time `json:"at"`
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/bradleyfalzon/ghinstallation/v2"
 
 	"github.com/latestwins/latestwins/app"
+	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
 	"github.com/latestwins/latestwins/internal/githubapp"
 )
@@ -29,6 +30,10 @@ type serveSettings struct {
 	appKey        string
 	apiURL        string
 	maxBody       int64
+	sweepEvery    time.Duration
+	stall         time.Duration
+	maxAttempts   int
+	redrive       func(context.Context, authority.StalledWork) error // nil: sweeps only log
 }
 
 // runServe runs the App as a plain HTTP server until ctx is done, then shuts down gracefully.
@@ -47,6 +52,10 @@ func runServe(ctx context.Context, c *cmdEnv, args []string) error {
 	c.progress("latestwins serve: listening on http://%s (webhooks: POST /webhook, status: GET /)", ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	sweepCtx, stopSweeps := context.WithCancel(ctx)
+	swept := make(chan struct{})
+	go func() { defer close(swept); c.sweepEvery(sweepCtx, ss) }()
+	defer func() { stopSweeps(); <-swept }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
@@ -75,7 +84,10 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	c.str(&ss.appKey, "app-private-key", "", "the GitHub App's private key: PEM, or a path to a PEM file")
 	c.str(&ss.apiURL, "github-api-url", "https://api.github.com/", "GitHub's REST API (GitHub Enterprise: https://HOST/api/v3/)")
 	maxBody := c.int64Var(&ss.maxBody, "max-body", app.DefaultMaxBodyBytes, "largest webhook body accepted, in bytes ($LATESTWINS_MAX_BODY)")
-	if err := c.parse(args, maxBody); err != nil {
+	every := c.durVar(&ss.sweepEvery, "sweep-every", time.Minute, "how often to run the recovery sweep (0: never)")
+	stall := c.durVar(&ss.stall, "stall", 10*time.Minute, "how long pending work may sit idle with no live lease before the sweep re-drives it")
+	maxAtt := c.intVar(&ss.maxAttempts, "max-attempts", 3, "re-drives of one intent before it ends with a terminal error")
+	if err := c.parse(args, maxBody, every, stall, maxAtt); err != nil {
 		return nil, nil, err
 	}
 	if fs.NArg() > 0 {
@@ -130,7 +142,54 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 		c.done()
 		return nil, nil, err
 	}
+	if o.Dispatcher != nil {
+		ss.redrive = a.Redrive
+	}
 	return a, ss, nil
+}
+
+// sweepEvery runs the recovery sweep every ss.sweepEvery until ctx ends. With App credentials it
+// re-dispatches stalled work; without them it can start nothing, so it logs what it would re-drive
+// and uses up no attempts.
+func (c *cmdEnv) sweepEvery(ctx context.Context, ss *serveSettings) {
+	if ss.sweepEvery <= 0 {
+		return
+	}
+	t := time.NewTicker(ss.sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if ss.redrive == nil {
+			work, exhausted, err := c.auth.Stalled(ctx, ss.stall, ss.maxAttempts)
+			if err != nil {
+				c.log.WarnContext(ctx, "sweep", "err", err)
+				continue
+			}
+			for _, w := range append(work, exhausted...) {
+				c.log.InfoContext(ctx, "stalled work (no App credentials: not re-driven)", "environment", w.Environment,
+					"generation", w.Generation, "scopes", w.Scopes, "attempt", w.Attempt)
+			}
+			continue
+		}
+		rep, err := c.auth.Sweep(ctx, ss.stall, ss.maxAttempts, ss.redrive)
+		if err != nil {
+			c.log.WarnContext(ctx, "sweep", "err", err)
+			continue
+		}
+		for _, w := range rep.Redriven {
+			c.log.InfoContext(ctx, "re-driven", "environment", w.Environment, "generation", w.Generation, "scopes", w.Scopes, "attempt", w.Attempt)
+		}
+		for _, w := range rep.Exhausted {
+			c.log.WarnContext(ctx, "attempts exhausted: terminal error recorded", "environment", w.Environment, "scopes", w.Scopes)
+		}
+		for env, why := range rep.Failed {
+			c.log.WarnContext(ctx, "re-drive failed; the next sweep retries", "environment", env, "err", why)
+		}
+	}
 }
 
 func checkServeSettings(ss *serveSettings) error {

@@ -1,0 +1,105 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/config"
+)
+
+// originPrefix marks the intent origins the App writes: github:INSTALLATION:OWNER/NAME@BRANCH, the
+// installation to act as, the repository whose configuration selected the scopes, and the branch
+// its workflows were dispatched on.
+const originPrefix = "github:"
+
+func originFor(installation int64, repo, branch string) string {
+	return fmt.Sprintf("%s%d:%s@%s", originPrefix, installation, repo, branch)
+}
+
+func parseOrigin(s string) (installation int64, repo RepoRef, branch string, err error) {
+	rest, ok := strings.CutPrefix(s, originPrefix)
+	inst, rest, ok2 := strings.Cut(rest, ":")
+	full, branch, ok3 := strings.Cut(rest, "@")
+	if !ok || !ok2 || !ok3 || branch == "" {
+		return 0, RepoRef{}, "", fmt.Errorf("origin %q is not one the App wrote", s)
+	}
+	if installation, err = strconv.ParseInt(inst, 10, 64); err != nil {
+		return 0, RepoRef{}, "", fmt.Errorf("origin %q: installation: %w", s, err)
+	}
+	if repo, err = ParseRepo(full); err != nil {
+		return 0, RepoRef{}, "", fmt.Errorf("origin %q: %w", s, err)
+	}
+	return installation, repo, branch, nil
+}
+
+// Redrive starts stalled work again, for the recovery sweep: for each origin of the work's scopes it
+// reads that repository's configuration and dispatches the workflows of those scopes on the same
+// branch, as the same generation. Work that the App did not start (an Action run that claimed its
+// own intent) has no origin the App can use: that is an error the sweep reports, and the work stays
+// pending for its own workflow's re-run.
+func (a *App) Redrive(ctx context.Context, w authority.StalledWork) error {
+	byOrigin := map[string][]string{}
+	for _, s := range w.Scopes {
+		byOrigin[w.Origins[s]] = append(byOrigin[w.Origins[s]], s)
+	}
+	origins := make([]string, 0, len(byOrigin))
+	for o := range byOrigin {
+		origins = append(origins, o)
+	}
+	sort.Strings(origins)
+	var errs []error
+	for _, origin := range origins {
+		scopes := byOrigin[origin]
+		if err := a.redriveOrigin(ctx, w, origin, scopes); err != nil {
+			errs = append(errs, fmt.Errorf("re-drive %s %s at generation %d: %w", w.Environment, strings.Join(scopes, ","), w.Generation, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (a *App) redriveOrigin(ctx context.Context, w authority.StalledWork, origin string, scopes []string) error {
+	if origin == "" {
+		return errors.New("the intent was not made by the App (no origin): re-run its workflow")
+	}
+	inst, repo, branch, err := parseOrigin(origin)
+	if err != nil {
+		return err
+	}
+	if a.dispatch == nil {
+		return errors.New("no App credentials: cannot dispatch workflows")
+	}
+	cfg, err := a.config.Config(ctx, inst, repo, branch)
+	if err != nil {
+		return err
+	}
+	env, ok := cfg.Environment(w.Environment)
+	if !ok {
+		return &authority.InputError{Field: "environment", Value: w.Environment,
+			Fix: fmt.Sprintf("%s of %s no longer has it; add it back, or end the work with latestwins unlock and a new push", config.Path, repo)}
+	}
+	sel := config.Selection{Environment: w.Environment, Policy: env.Policy}
+	for _, sc := range env.Scopes {
+		if slices.Contains(scopes, sc.Name) {
+			sel.Scopes = append(sel.Scopes, sc)
+		}
+	}
+	drs := dispatchesFor(sel, &authority.AcceptResult{Generation: w.Generation, Accepted: scopes}, branch, inst)
+	if len(drs) == 0 {
+		return fmt.Errorf("%s of %s names no workflow for %s: nothing to dispatch", config.Path, repo, strings.Join(scopes, ","))
+	}
+	var errs []error
+	// The same three inputs as the first dispatch (environment, generation, scopes): a workflow
+	// declares them, and GitHub refuses inputs a workflow does not declare. The sweep counts attempts.
+	for _, dr := range drs {
+		if err := a.dispatch.Dispatch(ctx, dr); err != nil {
+			errs = append(errs, fmt.Errorf("dispatch %s in %s: %w", dr.Workflow, dr.Repo, err))
+		}
+	}
+	return errors.Join(errs...)
+}

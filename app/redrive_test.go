@@ -1,0 +1,78 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/latestwins/latestwins/internal/authority"
+)
+
+// A push whose dispatched run dies leaves its work pending; the sweep finds it stalled and the App
+// dispatches the same workflows again, on the same branch, as the same generation.
+func TestSweepRedrivesAPushThroughItsOrigin(t *testing.T) {
+	h := newHarness(t, testConfig)
+	ctx := context.Background()
+	if w := h.post(t, "push", "delivery-1", fixture(t, "push.json")); w.Code != http.StatusOK {
+		t.Fatalf("push: %d %s", w.Code, w.Body)
+	}
+	first := h.disp.requests()
+	if len(first) != 1 {
+		t.Fatalf("push dispatched %+v; want one dispatch", first)
+	}
+	// Nobody ran the workflow (the runner died before it claimed): the work stalls.
+	h.clock.Advance(15 * time.Minute)
+	rep, err := h.auth.Sweep(ctx, 10*time.Minute, 3, h.app.Redrive)
+	if err != nil || len(rep.Failed) != 0 || len(rep.Redriven) != 1 {
+		t.Fatalf("sweep: %+v, %v", rep, err)
+	}
+	all := h.disp.requests()
+	if len(all) != 2 {
+		t.Fatalf("dispatches after the sweep: %+v; want the push's and one re-drive", all)
+	}
+	if diff := cmp.Diff(first[0], all[1]); diff != "" {
+		t.Fatalf("the re-drive differs from the first dispatch (-first +redrive):\n%s", diff)
+	}
+	e, err := h.auth.Status(ctx, "staging")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range rep.Redriven[0].Scopes {
+		if m := e.Scopes[s].Mailbox; m == nil || m.Attempt != 1 || !strings.HasPrefix(m.Origin, "github:") {
+			t.Fatalf("%s after the re-drive: %+v", s, m)
+		}
+	}
+}
+
+func TestRedriveRefusesWorkTheAppDidNotStart(t *testing.T) {
+	h := newHarness(t, testConfig)
+	err := h.app.Redrive(context.Background(), authority.StalledWork{Environment: "staging", Generation: 1, Scopes: []string{"api"}, Attempt: 1})
+	if err == nil || !strings.Contains(err.Error(), "not made by the App") {
+		t.Fatalf("work without an origin: %v", err)
+	}
+	err = h.app.Redrive(context.Background(), authority.StalledWork{Environment: "gone", Generation: 1, Scopes: []string{"api"}, Attempt: 1,
+		Origins: map[string]string{"api": originFor(7, "Codertocat/Hello-World", "master")}})
+	if !errors.Is(err, authority.ErrInvalidInput) {
+		t.Fatalf("an environment the config no longer has: %v; want invalid input", err)
+	}
+	if len(h.disp.requests()) != 0 {
+		t.Fatalf("refused re-drives dispatched %+v", h.disp.requests())
+	}
+}
+
+func TestOriginRoundTrip(t *testing.T) {
+	inst, repo, branch, err := parseOrigin(originFor(42, "acme/shop", "release/v2"))
+	if err != nil || inst != 42 || repo.String() != "acme/shop" || branch != "release/v2" {
+		t.Fatalf("round trip: %d %s %s %v", inst, repo, branch, err)
+	}
+	for _, bad := range []string{"", "gitlab:1:a/b@main", "github:x:a/b@main", "github:1:ab@main", "github:1:a/b@", "github:1:a/b"} {
+		if _, _, _, err := parseOrigin(bad); err == nil {
+			t.Errorf("parseOrigin(%q) accepted it", bad)
+		}
+	}
+}
