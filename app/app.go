@@ -93,6 +93,8 @@ type Options struct {
 	Conversation Conversation
 	// Environments lists environments the status page always shows (besides those with pending work).
 	Environments func(ctx context.Context) ([]string, error)
+	// Tokens verifies the OIDC tokens of the /v1 API; nil: GitHub Actions' issuer, audience latestwins.
+	Tokens TokenVerifier
 	// MaxBodyBytes caps a webhook body; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	Logger       *slog.Logger
@@ -140,6 +142,14 @@ func New(o Options) (*App, error) {
 	a.mux.HandleFunc("POST /webhook", a.serveWebhook)
 	a.mux.HandleFunc("GET /healthz", serveHealth)
 	a.mux.HandleFunc("GET /{$}", a.serveStatus)
+	if o.Tokens == nil {
+		v, err := NewOIDCVerifier(OIDCOptions{Clock: o.Authority})
+		if err != nil {
+			return nil, err
+		}
+		o.Tokens = v
+	}
+	a.routeAPI(o.Tokens)
 	return a, nil
 }
 

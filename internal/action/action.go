@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/sethvargo/go-githubactions"
 
+	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/githubapp"
 	"github.com/latestwins/latestwins/internal/pass"
@@ -57,7 +59,10 @@ type Deps struct {
 	Stdout, Stderr io.Writer
 	// Env is the run command's environment before the fencing variables (nil: the process's).
 	Env []string
-	Log *slog.Logger
+	// HTTPClient calls the App's API and the runner's OIDC token endpoint (api-url); nil: a client
+	// with a 30 s timeout.
+	HTTPClient *http.Client
+	Log        *slog.Logger
 }
 
 // result is what a verb did, for the outputs, the summary and the annotations.
@@ -94,6 +99,17 @@ func Run(ctx context.Context, a *githubactions.Action, deps Deps) error {
 		a.Errorf("%v", err)
 		return err
 	}
+	s := &step{a: a, deps: deps, in: in, gh: gh, ev: eventOf(gh)}
+	if in.apiURL != "" {
+		c, err := newAPIClient(a, in.apiURL, deps.HTTPClient)
+		if err != nil {
+			a.Errorf("%v", err)
+			writeOutputs(a, &result{outcome: "invalid"})
+			return err
+		}
+		s.auth, s.view = c, c
+		return s.do(ctx)
+	}
 	st, closeStore, err := deps.OpenStore(ctx, in.store)
 	if err != nil {
 		err = fmt.Errorf("store input: %w", err)
@@ -115,8 +131,26 @@ func Run(ctx context.Context, a *githubactions.Action, deps Deps) error {
 	if deps.Clock != nil {
 		opts = append(opts, authority.WithClock(deps.Clock))
 	}
-	s := &step{a: a, deps: deps, in: in, gh: gh, ev: eventOf(gh), auth: authority.New(st, opts...)}
+	local := authority.New(st, opts...)
+	s.auth, s.view = pass.Local(local), local
 	return s.do(ctx)
+}
+
+// stateReader reads an environment's authoritative state, and the clock to render it with.
+type stateReader interface {
+	Status(ctx context.Context, env string) (*authority.Env, error)
+	Now() time.Time
+}
+
+var _ stateReader = (*authority.Authority)(nil)
+
+// newAPIClient is the App's API client, authenticated with the workflow's OIDC token.
+func newAPIClient(a *githubactions.Action, apiURL string, hc *http.Client) (*apiclient.Client, error) {
+	tokens, err := apiclient.NewActionsToken(a.Getenv, apiclient.Audience, hc)
+	if err != nil {
+		return nil, err
+	}
+	return apiclient.New(apiURL, tokens, hc)
 }
 
 // step is one invocation of the Action.
@@ -126,7 +160,10 @@ type step struct {
 	in   *inputs
 	gh   *githubactions.GitHubContext
 	ev   event
-	auth *authority.Authority
+	// auth runs the pass's steps, on the store or through the App's API; view reads the
+	// environment's state for the summary and the publications.
+	auth pass.Authority
+	view stateReader
 	// gitHub publishes comments and check runs when Deps has none; built on first use.
 	gitHub *githubapp.Client
 }
@@ -288,7 +325,7 @@ func (s *step) claim(ctx context.Context) (*result, error) {
 	if len(in.Scopes) == 0 {
 		return nil, &authority.InputError{Field: "scopes", Fix: "set the scopes input, e.g. scopes: api,web"}
 	}
-	res, err := pass.Claim(ctx, s.auth, in)
+	res, err := s.auth.Claim(ctx, in)
 	if err != nil {
 		return nil, err
 	}
@@ -520,13 +557,13 @@ func (s *step) summarize(ctx context.Context, res *result) {
 	if s.a.Getenv("GITHUB_STEP_SUMMARY") == "" {
 		return
 	}
-	e, err := s.auth.Status(ctx, s.in.environment)
+	e, err := s.view.Status(ctx, s.in.environment)
 	if err != nil {
 		s.a.Infof("no job summary: %v", err)
 		return
 	}
 	var b bytes.Buffer
-	if err := report.JobSummary(&b, report.Summary{Env: e, Now: s.auth.Now(), Headline: res.headline}); err != nil {
+	if err := report.JobSummary(&b, report.Summary{Env: e, Now: s.view.Now(), Headline: res.headline}); err != nil {
 		s.a.Infof("no job summary: %v", err)
 		return
 	}

@@ -45,11 +45,35 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// world is one store that several workflow runs share.
+// world is one store that several workflow runs share: opened by each step (store input), or
+// behind the App's API (api-url).
 type world struct {
 	t     *testing.T
 	dir   string
 	store string
+	// api is set when the steps go through the App's API: the variables each job gets, and the
+	// Authority behind the App.
+	api  map[string]string
+	auth *authority.Authority
+}
+
+// status reads an environment's state from the world's store.
+func (w *world) status(env string) *authority.Env {
+	w.t.Helper()
+	auth := w.auth
+	if auth == nil {
+		st, closeFn, err := openBolt(context.Background(), w.store)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		defer closeFn()
+		auth = authority.New(st)
+	}
+	e, err := auth.Status(context.Background(), env)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return e
 }
 
 func newWorld(t *testing.T) *world {
@@ -97,13 +121,20 @@ func (w *world) job(name string, runID string, eventName, eventFile string, edit
 	if err := os.WriteFile(event, b, 0o644); err != nil {
 		w.t.Fatal(err)
 	}
-	return &job{w: w, name: name, vars: map[string]string{
+	j := &job{w: w, name: name, vars: map[string]string{
 		"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "Codertocat/Hello-World", "GITHUB_RUN_ID": runID,
 		"GITHUB_RUN_ATTEMPT": "1", "GITHUB_JOB": "deploy", "GITHUB_ACTOR": "Codertocat", "GITHUB_SHA": "ffffffffffffffffffffffffffffffffffffffff",
 		"GITHUB_REF": "refs/heads/other", "GITHUB_EVENT_NAME": eventName, "GITHUB_EVENT_PATH": event,
 		"GITHUB_SERVER_URL": "https://github.com", "GITHUB_API_URL": "https://api.github.com",
 		"RUNNER_TEMP": filepath.Join(dir, "temp"), "INPUT_STORE": w.store,
 	}}
+	if w.api != nil {
+		delete(j.vars, "INPUT_STORE")
+		for k, v := range w.api {
+			j.vars[k] = v
+		}
+	}
+	return j
 }
 
 // stepResult is what one step of the Action left behind.
@@ -176,10 +207,29 @@ func outputsOf(gen, authorized, by, token, scopes, outcome string) map[string]st
 
 // TestRaceThroughTheActionVerbs is the forced A -> B -> C race: A and B claim and build, C is pushed
 // later and deploys; then A and B reach their deploy gate, stop cleanly (exit 0, authorized=false,
-// a notice, no error) and deploy nothing.
+// a notice, no error) and deploy nothing. It runs once on a store the steps open and once through
+// the App's API (api-url), and both give the same outputs step by step.
 func TestRaceThroughTheActionVerbs(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
+	paths := []struct {
+		name  string
+		world func(t *testing.T) *world
+	}{
+		{"store", newWorld},
+		{"api-url", newAPIWorld},
+	}
+	outputs := make([][]map[string]string, len(paths))
+	for i, p := range paths {
+		t.Run(p.name, func(t *testing.T) { outputs[i] = race(t, p.world(t)) })
+	}
+	if diff := cmp.Diff(outputs[0], outputs[1]); diff != "" {
+		t.Errorf("outputs through the store and through api-url differ (-store +api-url):\n%s", diff)
+	}
+}
+
+// race runs the A -> B -> C race in w and returns every step's outputs.
+func race(t *testing.T, w *world) []map[string]string {
+	var all []map[string]string
 	a := w.job("A", "101", "push", pushEvent, pushOf(sha('0'), sha('a')))
 	b := w.job("B", "102", "push", pushEvent, pushOf(sha('a'), sha('b')))
 	c := w.job("C", "103", "push", pushEvent, pushOf(sha('b'), sha('c')))
@@ -187,6 +237,7 @@ func TestRaceThroughTheActionVerbs(t *testing.T) {
 
 	for i, j := range []*job{a, b} {
 		r := j.step(claim)
+		all = append(all, r.outputs)
 		if r.err != nil {
 			t.Fatalf("%s claim: %v\n%s", j.name, r.err, r.log)
 		}
@@ -195,13 +246,16 @@ func TestRaceThroughTheActionVerbs(t *testing.T) {
 			t.Errorf("%s claim outputs (-want +got):\n%s", j.name, diff)
 		}
 		// Each enters its build phase while it still owns the scope.
-		if r := j.step(map[string]string{"command": "gate", "environment": "staging", "phase": "build"}); r.err != nil || r.outputs["authorized"] != "true" {
+		r = j.step(map[string]string{"command": "gate", "environment": "staging", "phase": "build"})
+		all = append(all, r.outputs)
+		if r.err != nil || r.outputs["authorized"] != "true" {
 			t.Fatalf("%s build gate: %v %v\n%s", j.name, r.err, r.outputs, r.log)
 		}
 	}
 	marker := filepath.Join(w.dir, "deployed")
 	r := c.step(map[string]string{"command": "run", "environment": "staging", "scopes": "api",
 		"run": `echo "$LATESTWINS_GENERATION $LATESTWINS_FENCING_TOKEN $LATESTWINS_SCOPES" >> ` + marker})
+	all = append(all, r.outputs)
 	if r.err != nil {
 		t.Fatalf("C run: %v\n%s", r.err, r.log)
 	}
@@ -214,6 +268,7 @@ func TestRaceThroughTheActionVerbs(t *testing.T) {
 
 	for _, j := range []*job{a, b} {
 		r := j.step(map[string]string{"command": "run", "environment": "staging", "run": "echo stale >> " + marker})
+		all = append(all, r.outputs)
 		if r.err != nil {
 			t.Fatalf("%s: a superseded pass with on-superseded skip must end the step cleanly, got %v\n%s", j.name, r.err, r.log)
 		}
@@ -231,18 +286,14 @@ func TestRaceThroughTheActionVerbs(t *testing.T) {
 	if diff := cmp.Diff("3 1 api\n", string(got)); diff != "" {
 		t.Errorf("deploys (-want +got):\n%s", diff)
 	}
-	st, closeFn, _ := openBolt(context.Background(), w.store)
-	defer closeFn()
-	e, err := authority.New(st).Status(context.Background(), "staging")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := w.status("staging")
 	if live := e.Scopes["api"].Live; live == nil || live.Sha != sha('c') || live.Generation != 3 || live.Run != "https://github.com/Codertocat/Hello-World/actions/runs/103" {
 		t.Errorf("live: %+v", live)
 	}
 	if e.Observed != 3 || e.Desired != 3 {
 		t.Errorf("observed/desired %d/%d, want 3/3", e.Observed, e.Desired)
 	}
+	return all
 }
 
 // TestEventSetsTheIntent: the commit, ref and parent come from the real event payloads.
@@ -463,7 +514,8 @@ func TestBadInputSaysWhatToFix(t *testing.T) {
 		{"short lease-ttl", map[string]string{"environment": "e", "run": "true", "lease-ttl": "1s"}, "at least 3s"},
 		{"bad max-attempts", map[string]string{"environment": "e", "run": "true", "max-attempts": "0"}, "1 or more"},
 		{"bad comment", map[string]string{"environment": "e", "run": "true", "comment": "maybe"}, "use true or false"},
-		{"api-url", map[string]string{"environment": "e", "run": "true", "api-url": "https://latestwins.example"}, "not supported by this version"},
+		{"api-url and store", map[string]string{"environment": "e", "run": "true", "api-url": "https://latestwins.example"}, "not both"},
+		{"api-url without id-token", map[string]string{"environment": "e", "run": "true", "store": "", "api-url": "https://latestwins.example"}, "permissions: id-token: write"},
 		{"no store", map[string]string{"environment": "e", "run": "true", "store": ""}, "set the store input"},
 		{"claim without scopes", map[string]string{"environment": "e", "command": "claim"}, "set the scopes input"},
 		{"complete without a pass", map[string]string{"environment": "e", "command": "complete"}, "run the Action with command: claim or gate earlier"},

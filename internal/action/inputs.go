@@ -107,12 +107,13 @@ func readInputs(a *githubactions.Action) (*inputs, error) {
 	if in.command == cmdRun && strings.TrimSpace(in.run) == "" {
 		return nil, &authority.InputError{Field: "run", Fix: "give the command to run under the lease (run: ./deploy.sh), or use command: gate"}
 	}
-	if in.apiURL != "" {
+	switch {
+	case in.apiURL != "" && in.store != "":
 		return nil, &authority.InputError{Field: "api-url", Value: in.apiURL,
-			Fix: "the App's HTTP API is not supported by this version of the Action yet; use the store input (dynamodb://TABLE?region=R) instead"}
-	}
-	if in.store == "" {
-		return nil, &authority.InputError{Field: "store", Fix: "set the store input: dynamodb://TABLE?region=R (with AWS credentials in the job), or bolt://PATH on a self-hosted runner"}
+			Fix: "give either store or api-url, not both: api-url goes through the latestwins App, store opens the store itself"}
+	case in.apiURL == "" && in.store == "":
+		return nil, &authority.InputError{Field: "store",
+			Fix: "set the store input: dynamodb://TABLE?region=R (with AWS credentials in the job), or bolt://PATH on a self-hosted runner; or api-url: the latestwins App's URL (with permissions: id-token: write)"}
 	}
 	return in, nil
 }

@@ -88,11 +88,11 @@ func (s *step) passOf(res *result) report.Pass {
 
 // publication reads the environment's current state for a publication.
 func (s *step) publication(ctx context.Context, res *result) (report.Publication, error) {
-	e, err := s.auth.Status(ctx, s.in.environment)
+	e, err := s.view.Status(ctx, s.in.environment)
 	if err != nil {
 		return report.Publication{}, err
 	}
-	return report.Publication{Env: e, Now: s.auth.Now(), Pass: s.passOf(res)}, nil
+	return report.Publication{Env: e, Now: s.view.Now(), Pass: s.passOf(res)}, nil
 }
 
 func (s *step) publishComment(ctx context.Context, res *result) {

@@ -60,7 +60,7 @@ type CompleteFunc func(ctx context.Context, o authority.Outcome, msg string) (*a
 // Supervisor runs a command under a grant's leases: it renews them every third of the TTL, stops the
 // command when they are lost, forwards signals, and completes the pass.
 type Supervisor struct {
-	Auth  *authority.Authority
+	Auth  Renewer
 	Grant *authority.Grant
 	TTL   time.Duration // lease length; renewed every third of it
 	Grace time.Duration // time between SIGTERM and SIGKILL when the command must stop

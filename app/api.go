@@ -1,0 +1,328 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/latestwins/latestwins/internal/apiclient"
+	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/pass"
+)
+
+// api serves /v1, the HTTP API the Action uses instead of store credentials. Each request carries
+// the workflow's GitHub Actions OIDC token; the token's repository must build a scope of the
+// environment (its configuration says so), and a request may touch only such scopes.
+type api struct {
+	app    *App
+	tokens TokenVerifier
+}
+
+// routeAPI registers the /v1 endpoints. The environment may hold slashes (preview/pr-7), escaped
+// or not: the verb is the path's last segment.
+func (a *App) routeAPI(tokens TokenVerifier) {
+	p := &api{app: a, tokens: tokens}
+	a.mux.HandleFunc("POST /v1/environments/{path...}", p.serve)
+	a.mux.HandleFunc("GET /v1/environments/{path...}", p.serve)
+}
+
+// verbMethod is each endpoint's method.
+func verbMethod(verb string) (string, bool) {
+	switch verb {
+	case "claim", "gate", "renew", "complete", "release":
+		return http.MethodPost, true
+	case "status":
+		return http.MethodGet, true
+	}
+	return "", false
+}
+
+func (p *api) serve(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	rest := r.PathValue("path")
+	i := strings.LastIndex(rest, "/")
+	env, verb := "", rest
+	if i >= 0 {
+		env, verb = rest[:i], rest[i+1:]
+	}
+	method, ok := verbMethod(verb)
+	if !ok || env == "" {
+		writeAPI(w, http.StatusNotFound, apiclient.ErrorBody{Error: apiclient.CodeNotFound,
+			Message: "no such endpoint: use /v1/environments/ENV/{claim,gate,renew,complete,release} (POST) or /v1/environments/ENV/status (GET)"})
+		return
+	}
+	if r.Method != method {
+		w.Header().Set("Allow", method)
+		writeAPI(w, http.StatusMethodNotAllowed, apiclient.ErrorBody{Error: apiclient.CodeInvalid, Message: fmt.Sprintf("%s takes %s", verb, method)})
+		return
+	}
+	log := p.app.log.With("api", verb, "environment", env)
+	wl, err := p.authenticate(ctx, r)
+	if err != nil {
+		log.WarnContext(ctx, "API request refused", "err", err)
+		p.fail(w, err)
+		return
+	}
+	log = log.With("repo", wl.Repository, "actor", wl.Actor, "run_id", wl.RunID)
+	if err := authority.ValidateEnvironment(env); err != nil {
+		p.fail(w, err)
+		return
+	}
+	allowed, err := p.allowed(ctx, log, wl, env)
+	if err != nil {
+		log.WarnContext(ctx, "API request refused", "err", err)
+		p.fail(w, err)
+		return
+	}
+	res, err := p.do(ctx, w, r, wl, env, verb, allowed)
+	if err != nil {
+		log.InfoContext(ctx, "API request refused", "err", err)
+		p.fail(w, err)
+		return
+	}
+	writeAPI(w, http.StatusOK, res)
+}
+
+// do runs one verb for an authenticated workload.
+func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl *Workload, env, verb string, allowed []string) (any, error) {
+	auth := p.app.auth
+	switch verb {
+	case "status":
+		e, err := auth.Status(ctx, env)
+		if err != nil {
+			return nil, err
+		}
+		return apiclient.StatusResponse{Env: e, Now: auth.Now()}, nil
+	case "claim":
+		var req apiclient.ClaimRequest
+		if err := p.decode(w, r, &req); err != nil {
+			return nil, err
+		}
+		in := req.Intent
+		if err := sameEnv(in.Environment, env); err != nil {
+			return nil, err
+		}
+		in.Environment = env
+		if len(in.Scopes) == 0 {
+			return nil, &authority.InputError{Field: "scopes", Fix: "name the scopes to claim, e.g. [\"api\"]"}
+		}
+		if err := p.permit(wl, env, in.Scopes, allowed); err != nil {
+			return nil, err
+		}
+		if wl.Actor != "" {
+			in.Actor = wl.Actor // the verified actor, not the one the request claims
+		}
+		return pass.Claim(ctx, auth, in)
+	case "gate":
+		var req apiclient.GateRequest
+		if err := p.decode(w, r, &req); err != nil {
+			return nil, err
+		}
+		if err := p.permit(wl, env, req.Scopes, allowed); err != nil {
+			return nil, err
+		}
+		if req.LeaseTTLMillis < 0 {
+			return nil, &authority.InputError{Field: "lease_ttl_ms", Value: fmt.Sprint(req.LeaseTTLMillis), Fix: "give a lease length in milliseconds, or 0 for none"}
+		}
+		return auth.Gate(ctx, authority.GateRequest{Environment: env, Generation: req.Generation, Scopes: req.Scopes,
+			Phase: req.Phase, Holder: req.Holder, LeaseTTL: time.Duration(req.LeaseTTLMillis) * time.Millisecond})
+	case "renew":
+		var req apiclient.RenewRequest
+		if err := p.decode(w, r, &req); err != nil {
+			return nil, err
+		}
+		g, err := p.grant(wl, env, &req.Grant, allowed)
+		if err != nil {
+			return nil, err
+		}
+		if req.LeaseTTLMillis <= 0 {
+			return nil, &authority.InputError{Field: "lease_ttl_ms", Value: fmt.Sprint(req.LeaseTTLMillis), Fix: "give the lease length in milliseconds"}
+		}
+		return apiclient.OK{OK: true}, auth.Renew(ctx, g, time.Duration(req.LeaseTTLMillis)*time.Millisecond)
+	case "release":
+		var req apiclient.ReleaseRequest
+		if err := p.decode(w, r, &req); err != nil {
+			return nil, err
+		}
+		g, err := p.grant(wl, env, &req.Grant, allowed)
+		if err != nil {
+			return nil, err
+		}
+		return apiclient.OK{OK: true}, auth.Release(ctx, g)
+	default: // complete
+		var req apiclient.CompleteRequest
+		if err := p.decode(w, r, &req); err != nil {
+			return nil, err
+		}
+		c := req.Completion
+		if err := sameEnv(c.Environment, env); err != nil {
+			return nil, err
+		}
+		c.Environment = env
+		if err := p.permit(wl, env, c.Scopes, allowed); err != nil {
+			return nil, err
+		}
+		return auth.Complete(ctx, c)
+	}
+}
+
+// authenticate verifies the bearer token.
+func (p *api) authenticate(ctx context.Context, r *http.Request) (*Workload, error) {
+	scheme, raw, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || raw == "" {
+		return nil, &TokenError{Reason: "no bearer token: send the workflow's OIDC token (audience latestwins) as Authorization: Bearer TOKEN"}
+	}
+	return p.tokens.Verify(ctx, strings.TrimSpace(raw))
+}
+
+// allowed lists the scopes of env built from the workload's repository, read from that
+// repository's configuration; none is a *forbiddenError.
+func (p *api) allowed(ctx context.Context, log *slog.Logger, wl *Workload, env string) ([]string, error) {
+	repo, err := ParseRepo(wl.Repository)
+	if err != nil {
+		return nil, &TokenError{Reason: err.Error()}
+	}
+	cfg, err := p.app.configFor(ctx, log, 0, repo, "")
+	if err != nil {
+		return nil, err
+	}
+	e, ok := cfg.Environment(env)
+	if !ok {
+		return nil, &forbiddenError{fmt.Sprintf("%s may not act on %s: the configuration has no such environment", wl.Repository, env)}
+	}
+	var scopes []string
+	for _, s := range e.Scopes {
+		if strings.EqualFold(s.Repository, wl.Repository) {
+			scopes = append(scopes, s.Name)
+		}
+	}
+	if len(scopes) == 0 {
+		return nil, &forbiddenError{fmt.Sprintf("%s may not act on %s: none of its scopes is built from that repository (add repository: %s to a scope in the configuration)",
+			wl.Repository, env, wl.Repository)}
+	}
+	return scopes, nil
+}
+
+// permit refuses scopes that are not built from the workload's repository.
+func (p *api) permit(wl *Workload, env string, scopes, allowed []string) error {
+	var bad []string
+	for _, s := range scopes {
+		if !slices.Contains(allowed, s) {
+			bad = append(bad, s)
+		}
+	}
+	if len(bad) > 0 {
+		return &forbiddenError{fmt.Sprintf("%s may not act on %s of %s: they are not built from it (its scopes there: %s)",
+			wl.Repository, strings.Join(bad, ", "), env, strings.Join(allowed, ", "))}
+	}
+	return nil
+}
+
+// grant checks a grant sent back for renew or release.
+func (p *api) grant(wl *Workload, env string, g *authority.Grant, allowed []string) (*authority.Grant, error) {
+	if err := sameEnv(g.Environment, env); err != nil {
+		return nil, err
+	}
+	g.Environment = env
+	if len(g.Tokens) == 0 {
+		return nil, &authority.InputError{Field: "grant", Fix: "send the grant the gate returned, with its tokens"}
+	}
+	return g, p.permit(wl, env, pass.TokenScopes(g.Tokens), allowed)
+}
+
+func sameEnv(body, path string) error {
+	if body != "" && body != path {
+		return &authority.InputError{Field: "environment", Value: body, Fix: fmt.Sprintf("the body names another environment than the path (%s); send one", path)}
+	}
+	return nil
+}
+
+// decode reads a capped JSON body with no unknown fields.
+func (p *api) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, apiclient.MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &authority.InputError{Field: "body", Fix: fmt.Sprintf("send at most %d bytes", apiclient.MaxBodyBytes)}
+		}
+		return &authority.InputError{Field: "body", Fix: fmt.Sprintf("send a JSON object of the endpoint's shape (docs/api.md): %v", err)}
+	}
+	if dec.More() {
+		return &authority.InputError{Field: "body", Fix: "send one JSON object"}
+	}
+	return nil
+}
+
+// forbiddenError: the token is valid but its repository may not act on the environment or scope (403).
+type forbiddenError struct{ msg string }
+
+func (e *forbiddenError) Error() string { return e.msg }
+
+// fail writes err as the API's error body.
+func (p *api) fail(w http.ResponseWriter, err error) {
+	status, body := apiError(err)
+	if body.Error == apiclient.CodeUnavailable {
+		p.app.log.Error("API request failed", "err", err)
+	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+	}
+	if body.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(body.RetryAfter, 10))
+	}
+	writeAPI(w, status, body)
+}
+
+// apiError maps an error to its status and body: the authority's refusals keep their data.
+func apiError(err error) (int, apiclient.ErrorBody) {
+	var (
+		held       *authority.HeldError
+		sup        *authority.SupersededError
+		lost       *authority.LostError
+		input      *authority.InputError
+		forbidden  *forbiddenError
+		refreshing *RefreshingError
+	)
+	msg := err.Error()
+	switch {
+	case errors.As(err, &held):
+		return http.StatusConflict, apiclient.ErrorBody{Error: apiclient.CodeLocked, Message: msg,
+			RetryAfter: max(int64(held.RetryAfter/time.Second), 1), Resource: held.Resource, Holder: held.Holder,
+			Purpose: held.Purpose, Generation: held.Generation, ExpiresAt: held.ExpiresAt}
+	case errors.As(err, &sup):
+		return http.StatusConflict, apiclient.ErrorBody{Error: apiclient.CodeSuperseded, Message: msg,
+			Scope: sup.Scope, Generation: sup.Generation, By: sup.By, BySha: sup.BySha}
+	case errors.As(err, &lost):
+		return http.StatusConflict, apiclient.ErrorBody{Error: apiclient.CodeLeaseLost, Message: msg,
+			Resource: lost.Resource, Token: lost.Token, Holder: lost.Holder, Current: lost.Current, Reason: lost.Reason}
+	case errors.Is(err, ErrTokenRejected):
+		return http.StatusUnauthorized, apiclient.ErrorBody{Error: apiclient.CodeUnauthorized, Message: msg}
+	case errors.As(err, &forbidden):
+		return http.StatusForbidden, apiclient.ErrorBody{Error: apiclient.CodeForbidden, Message: msg}
+	case errors.As(err, &input):
+		return http.StatusBadRequest, apiclient.ErrorBody{Error: apiclient.CodeInvalid, Message: msg, Field: input.Field, Value: input.Value, Fix: input.Fix}
+	case errors.Is(err, authority.ErrInvalidInput):
+		return http.StatusBadRequest, apiclient.ErrorBody{Error: apiclient.CodeInvalid, Message: msg}
+	case errors.As(err, &refreshing):
+		return http.StatusServiceUnavailable, apiclient.ErrorBody{Error: apiclient.CodeUnavailable, Message: msg,
+			RetryAfter: max(int64(refreshing.RetryAfter/time.Second), 1)}
+	}
+	return http.StatusServiceUnavailable, apiclient.ErrorBody{Error: apiclient.CodeUnavailable,
+		Message: "the App could not complete the request (its store or the token issuer is unreachable); retry"}
+}
+
+func writeAPI(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,87 @@
+package action
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/golang-jwt/jwt/v4"
+
+	"github.com/latestwins/latestwins/app"
+	"github.com/latestwins/latestwins/internal/apiclient"
+	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/store/memory"
+	"github.com/latestwins/latestwins/internal/testutil/oidctest"
+)
+
+// apiConfig lets the workflow's repository deploy api to staging.
+const apiConfig = `environments:
+  staging:
+    scopes:
+      api:
+        repository: Codertocat/Hello-World
+        branch: master
+      web:
+        repository: acme/web
+        branch: master
+`
+
+// newAPIWorld is a world whose steps go through the App's API (api-url) on 127.0.0.1, with a
+// memory store behind it, a fake OIDC issuer, and a fake of the runner's token endpoint handing
+// out tokens of Codertocat/Hello-World.
+func newAPIWorld(t *testing.T) *world {
+	t.Helper()
+	w := newWorld(t)
+	cfg := filepath.Join(w.dir, "latestwins.yml")
+	if err := os.WriteFile(cfg, []byte(apiConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	iss := oidctest.NewIssuer(t)
+	verifier, err := app.NewOIDCVerifier(app.OIDCOptions{Issuer: iss.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.auth = authority.New(memory.New())
+	a, err := app.New(app.Options{Secret: []byte("webhook secret"), Authority: w.auth, Config: &app.FileConfig{Path: cfg}, Tokens: verifier})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a)
+	t.Cleanup(srv.Close)
+	tokenURL, bearer, _ := iss.TokenEndpoint(t, func(aud string) jwt.MapClaims {
+		return iss.Claims("Codertocat/Hello-World", aud, w.auth.Now())
+	})
+	w.api = map[string]string{"INPUT_API-URL": srv.URL, "ACTIONS_ID_TOKEN_REQUEST_URL": tokenURL, "ACTIONS_ID_TOKEN_REQUEST_TOKEN": bearer}
+	return w
+}
+
+// TestAPIRefusalsKeepTheirMeaning: through api-url, a scope of another repository is refused as
+// bad configuration with a message naming the repository, and plain http to a remote host is
+// refused before any token is sent.
+func TestAPIRefusalsKeepTheirMeaning(t *testing.T) {
+	t.Parallel()
+	w := newAPIWorld(t)
+	j := w.job("j", "1", "push", pushEvent, nil)
+	r := j.step(map[string]string{"command": "claim", "environment": "staging", "scopes": "web"})
+	var apiErr *apiclient.Error
+	if !errors.As(r.err, &apiErr) || apiErr.Code != apiclient.CodeForbidden || !errors.Is(r.err, authority.ErrInvalidInput) {
+		t.Fatalf("err = %v, want a forbidden refusal that is bad configuration", r.err)
+	}
+	if !strings.Contains(r.err.Error(), "Codertocat/Hello-World may not act on web of staging") || r.outputs["outcome"] != "invalid" {
+		t.Errorf("err %q outcome %q", r.err, r.outputs["outcome"])
+	}
+
+	j = w.job("k", "2", "push", pushEvent, nil)
+	j.vars["INPUT_API-URL"] = "http://latestwins.example"
+	r = j.step(map[string]string{"command": "claim", "environment": "staging", "scopes": "api"})
+	if !errors.Is(r.err, authority.ErrInvalidInput) || !strings.Contains(r.err.Error(), "use https") {
+		t.Errorf("err = %v, want: use https", r.err)
+	}
+	if e, err := w.auth.Status(context.Background(), "staging"); err == nil {
+		t.Errorf("nothing should have been accepted, got desired %d", e.Desired)
+	}
+}

@@ -1,0 +1,218 @@
+package apiclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/latestwins/latestwins/internal/authority"
+)
+
+// TokenSource gives the bearer token sent with each request (the workflow's OIDC token).
+type TokenSource interface {
+	Token(ctx context.Context) (string, error)
+}
+
+// Error is a refusal of the API that has no authority counterpart: unauthorized and forbidden
+// (bad configuration: they match authority.ErrInvalidInput), unavailable and anything unexpected
+// (retryable).
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("latestwins API answered %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// Is matches authority.ErrInvalidInput for unauthorized and forbidden: re-running cannot help until
+// the workflow's permissions or the environment's configuration change.
+func (e *Error) Is(target error) bool {
+	return target == authority.ErrInvalidInput && (e.Code == CodeUnauthorized || e.Code == CodeForbidden)
+}
+
+// Client calls the App's /v1 API. It is safe for concurrent use.
+type Client struct {
+	base   *url.URL
+	tokens TokenSource
+	hc     *http.Client
+}
+
+// New returns a client of the API at baseURL (the App's URL, e.g. https://latestwins.example.com/).
+// The URL must be https, or http on a loopback address. hc nil: a client with a 30 s timeout.
+func New(baseURL string, tokens TokenSource, hc *http.Client) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") || u.RawQuery != "" || u.Fragment != "" {
+		return nil, &authority.InputError{Field: "api-url", Value: baseURL, Fix: "give the App's base URL, such as https://latestwins.example.com/"}
+	}
+	if u.Scheme == "http" && !loopback(u.Hostname()) {
+		return nil, &authority.InputError{Field: "api-url", Value: baseURL,
+			Fix: "use https: the workflow's OIDC token must not cross the network in clear text (http is allowed only on loopback)"}
+	}
+	if tokens == nil {
+		return nil, errors.New("apiclient: no TokenSource")
+	}
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	return &Client{base: u, tokens: tokens, hc: hc}, nil
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Claim accepts the intent and claims its scopes in one write (pass.Claim on the App's side).
+func (c *Client) Claim(ctx context.Context, in authority.Intent) (*authority.AcceptResult, error) {
+	var res authority.AcceptResult
+	if err := c.do(ctx, http.MethodPost, in.Environment, "claim", ClaimRequest{Intent: in}, &res); err != nil {
+		return nil, fmt.Errorf("claim %q in %s: %w", in.ID, in.Environment, err)
+	}
+	return &res, nil
+}
+
+// Gate enters a phase; a refusal is a *authority.SupersededError or a *authority.HeldError.
+func (c *Client) Gate(ctx context.Context, r authority.GateRequest) (*authority.Grant, error) {
+	var g authority.Grant
+	req := GateRequest{Generation: r.Generation, Scopes: r.Scopes, Phase: r.Phase, Holder: r.Holder, LeaseTTLMillis: r.LeaseTTL.Milliseconds()}
+	if err := c.do(ctx, http.MethodPost, r.Environment, "gate", req, &g); err != nil {
+		return nil, fmt.Errorf("gate %s in %s at generation %d: %w", r.Phase, r.Environment, r.Generation, err)
+	}
+	return &g, nil
+}
+
+// Renew extends a grant's leases by ttl; a *authority.LostError when any is no longer the caller's.
+func (c *Client) Renew(ctx context.Context, g *authority.Grant, ttl time.Duration) error {
+	if err := c.do(ctx, http.MethodPost, g.Environment, "renew", RenewRequest{Grant: *g, LeaseTTLMillis: ttl.Milliseconds()}, &OK{}); err != nil {
+		return fmt.Errorf("renew lease in %s: %w", g.Environment, err)
+	}
+	return nil
+}
+
+// Release gives up a grant's leases.
+func (c *Client) Release(ctx context.Context, g *authority.Grant) error {
+	if err := c.do(ctx, http.MethodPost, g.Environment, "release", ReleaseRequest{Grant: *g}, &OK{}); err != nil {
+		return fmt.Errorf("release lease in %s: %w", g.Environment, err)
+	}
+	return nil
+}
+
+// Complete records how the pass ended and releases its leases.
+func (c *Client) Complete(ctx context.Context, comp authority.Completion) (*authority.CompleteResult, error) {
+	var res authority.CompleteResult
+	if err := c.do(ctx, http.MethodPost, comp.Environment, "complete", CompleteRequest{Completion: comp}, &res); err != nil {
+		return nil, fmt.Errorf("complete generation %d in %s: %w", comp.Generation, comp.Environment, err)
+	}
+	return &res, nil
+}
+
+// Status reads the environment's current state.
+func (c *Client) Status(ctx context.Context, env string) (*authority.Env, error) {
+	var res StatusResponse
+	if err := c.do(ctx, http.MethodGet, env, "status", nil, &res); err != nil {
+		return nil, fmt.Errorf("status of %s: %w", env, err)
+	}
+	if res.Env == nil {
+		return nil, fmt.Errorf("status of %s: the API answered no environment", env)
+	}
+	return res.Env, nil
+}
+
+// Now is this machine's clock: rendering only, never a lease decision.
+func (c *Client) Now() time.Time { return time.Now() }
+
+// endpoint is BASE/v1/environments/ENV/VERB, the environment escaped as one path segment.
+func (c *Client) endpoint(env, verb string) *url.URL {
+	u := *c.base
+	u.Path = strings.TrimSuffix(c.base.Path, "/") + "/v1/environments/" + env + "/" + verb
+	u.RawPath = strings.TrimSuffix(c.base.EscapedPath(), "/") + "/v1/environments/" + url.PathEscape(env) + "/" + verb
+	return &u
+}
+
+func (c *Client) do(ctx context.Context, method, env, verb string, in, out any) error {
+	if err := authority.ValidateEnvironment(env); err != nil {
+		return err
+	}
+	tok, err := c.tokens.Token(ctx)
+	if err != nil {
+		return err
+	}
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode the request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	u := c.endpoint(env, verb)
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return fmt.Errorf("build the request: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Accept", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("call %s %s: %w", method, u.Redacted(), err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
+	if err != nil {
+		return fmt.Errorf("read the answer of %s %s: %w", method, u.Redacted(), err)
+	}
+	if len(b) > MaxBodyBytes {
+		return fmt.Errorf("the answer of %s %s is over %d bytes", method, u.Redacted(), MaxBodyBytes)
+	}
+	if resp.StatusCode/100 == 2 {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("decode the answer of %s %s: %w", method, u.Redacted(), err)
+		}
+		return nil
+	}
+	return refusal(env, resp, b)
+}
+
+// refusal turns an error answer into the authority's typed error of the same meaning.
+func refusal(env string, resp *http.Response, b []byte) error {
+	var e ErrorBody
+	if err := json.Unmarshal(b, &e); err != nil || e.Error == "" {
+		return &Error{Status: resp.StatusCode, Code: http.StatusText(resp.StatusCode), Message: strings.TrimSpace(string(b))}
+	}
+	switch e.Error {
+	case CodeLocked:
+		retry := e.RetryAfter
+		if h, err := strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64); retry < 1 && err == nil {
+			retry = h
+		}
+		return &authority.HeldError{Resource: e.Resource, Holder: e.Holder, Purpose: e.Purpose, Generation: e.Generation,
+			ExpiresAt: e.ExpiresAt, RetryAfter: time.Duration(max(retry, 1)) * time.Second}
+	case CodeSuperseded:
+		return &authority.SupersededError{Environment: env, Scope: e.Scope, Generation: e.Generation, By: e.By, BySha: e.BySha}
+	case CodeLeaseLost:
+		return &authority.LostError{Resource: e.Resource, Token: e.Token, Holder: e.Holder, Current: e.Current, Reason: e.Reason}
+	case CodeInvalid:
+		if e.Field == "" {
+			return &authority.InputError{Field: "request", Fix: e.Message}
+		}
+		return &authority.InputError{Field: e.Field, Value: e.Value, Fix: e.Fix}
+	}
+	return &Error{Status: resp.StatusCode, Code: e.Error, Message: e.Message}
+}

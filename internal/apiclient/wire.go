@@ -1,0 +1,102 @@
+// Package apiclient is the client of the App's HTTP API for the Action (/v1): the verbs of a pass
+// (claim, gate, renew, complete, release, status) sent as JSON, authenticated with the workflow's
+// GitHub Actions OIDC token. Refusals come back as the authority package's typed errors, so a pass
+// behaves the same over the API as over a store. The wire types below are shared with the App.
+package apiclient
+
+import (
+	"time"
+
+	"github.com/latestwins/latestwins/internal/authority"
+)
+
+// Audience is the audience the App expects in OIDC tokens, and the one the client asks for.
+const Audience = "latestwins"
+
+// MaxBodyBytes caps a request body of the API (and a response body read by the client).
+const MaxBodyBytes = 1 << 20
+
+// Error codes: the stable "error" field of every refusal.
+const (
+	CodeLocked       = "locked"       // 409: another holder has the lease; Retry-After and retry_after say when to ask again
+	CodeSuperseded   = "superseded"   // 409: a newer generation owns or waits for the scope (by, by_sha)
+	CodeLeaseLost    = "lease_lost"   // 409: the caller's lease expired, was taken over or was unlocked
+	CodeInvalid      = "invalid"      // 400: a malformed request; the message says what to fix
+	CodeUnauthorized = "unauthorized" // 401: no valid OIDC token
+	CodeForbidden    = "forbidden"    // 403: the token's repository may not act on the environment or scope
+	CodeNotFound     = "not_found"    // 404: no such endpoint
+	CodeUnavailable  = "unavailable"  // 503: the store or a key fetch failed; retryable
+)
+
+// ClaimRequest accepts the pass's intent and claims its scopes (POST .../claim). The environment
+// is the path's.
+type ClaimRequest struct {
+	Intent authority.Intent `json:"intent"`
+}
+
+// GateRequest asks to enter a phase (POST .../gate). LeaseTTLMillis > 0 also leases the scopes.
+type GateRequest struct {
+	Generation     int64    `json:"generation"`
+	Scopes         []string `json:"scopes"`
+	Phase          string   `json:"phase"`
+	Holder         string   `json:"holder,omitempty"`
+	LeaseTTLMillis int64    `json:"lease_ttl_ms,omitempty"`
+}
+
+// RenewRequest extends a grant's leases (POST .../renew).
+type RenewRequest struct {
+	Grant          authority.Grant `json:"grant"`
+	LeaseTTLMillis int64           `json:"lease_ttl_ms"`
+}
+
+// ReleaseRequest gives up a grant's leases (POST .../release).
+type ReleaseRequest struct {
+	Grant authority.Grant `json:"grant"`
+}
+
+// CompleteRequest records how a pass ended (POST .../complete).
+type CompleteRequest struct {
+	Completion authority.Completion `json:"completion"`
+}
+
+// StatusResponse is an environment's state as the store holds it (GET .../status), and the App's
+// clock reading.
+type StatusResponse struct {
+	Env *authority.Env `json:"env"`
+	Now time.Time      `json:"now"`
+}
+
+// OK is the body of a successful renew or release.
+type OK struct {
+	OK bool `json:"ok"`
+}
+
+// ErrorBody is every refusal: a stable code, a message that says what to fix, and the code's data.
+type ErrorBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+
+	// locked
+	RetryAfter int64     `json:"retry_after,omitempty"` // whole seconds, at least one
+	Resource   string    `json:"resource,omitempty"`    // locked, lease_lost
+	Holder     string    `json:"holder,omitempty"`      // locked, lease_lost (who holds it now)
+	Purpose    string    `json:"purpose,omitempty"`
+	ExpiresAt  time.Time `json:"expires_at,omitzero"`
+
+	// superseded
+	Scope string `json:"scope,omitempty"`
+	By    int64  `json:"by,omitempty"`
+	BySha string `json:"by_sha,omitempty"`
+	// Generation is, when locked, the holder's generation; when superseded, the refused pass's.
+	Generation int64 `json:"generation,omitempty"`
+
+	// lease_lost
+	Token   int64  `json:"token,omitempty"`
+	Current int64  `json:"current,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+
+	// invalid
+	Field string `json:"field,omitempty"`
+	Value string `json:"value,omitempty"`
+	Fix   string `json:"fix,omitempty"`
+}
