@@ -31,7 +31,8 @@ type Policy string
 const (
 	// PolicyLatest deploys the newest accepted commit and supersedes older pending ones (the default).
 	PolicyLatest Policy = "latest"
-	// PolicyQueue deploys every accepted intent in generation order; nothing is superseded.
+	// PolicyQueue would deploy every accepted intent in generation order, superseding nothing. It is
+	// recognised so that asking for it is a clear error, not silently latest-wins.
 	PolicyQueue Policy = "queue"
 )
 
@@ -355,10 +356,14 @@ func (p *parser) environment(key, val *yaml.Node) (Environment, bool) {
 		case "policy":
 			if s, ok := p.scalar(k, v); ok {
 				switch Policy(s) {
-				case PolicyLatest, PolicyQueue:
+				case PolicyLatest:
 					e.Policy = Policy(s)
+				case PolicyQueue:
+					// Refused rather than ignored: an environment that asks for every intent to deploy in
+					// order must not silently get latest-wins, where older intents are superseded.
+					p.addf(v, "environment %q: policy queue (every intent deploys, in order) is not supported by this version of latestwins; remove the line to use latest (the newest commit wins)", e.Name)
 				default:
-					p.addf(v, "environment %q: policy %q is not known; use latest (the default: the newest commit wins) or queue (every intent deploys, in order)", e.Name, s)
+					p.addf(v, "environment %q: policy %q is not known; use latest (the default: the newest commit wins)", e.Name, s)
 				}
 			}
 		case "scopes":

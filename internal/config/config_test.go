@@ -25,7 +25,7 @@ environments:
         repository: acme/web
         branch: main
   prod:
-    policy: queue
+    policy: latest
     scopes:
       api:
         repository: acme/api
@@ -50,7 +50,7 @@ func TestParseValid(t *testing.T) {
 			{Name: "api", Repository: "acme/api", Branch: "main", Paths: []string{"services/api/**", "go.mod"}, Workflow: "deploy.yml", Line: 5},
 			{Name: "web", Repository: "acme/web", Branch: "main", Line: 10},
 		}},
-		{Name: "prod", Policy: PolicyQueue, Line: 13, Scopes: []Scope{
+		{Name: "prod", Policy: PolicyLatest, Line: 13, Scopes: []Scope{
 			{Name: "api", Repository: "acme/api", Branch: "release", Workflow: "deploy.yaml", Line: 16},
 		}},
 		{Name: "preview/pr-{number}", Policy: PolicyLatest, Line: 20, Scopes: []Scope{
@@ -109,7 +109,9 @@ func TestParseErrors(t *testing.T) {
 		{"unknown environment key", "environments:\n  staging:\n    polcy: queue\n" + scope, []string{
 			`line 3: unknown key "polcy" in environment "staging"; allowed: policy, scopes`}},
 		{"bad policy", "environments:\n  staging:\n    policy: fifo\n" + scope, []string{
-			`line 3: environment "staging": policy "fifo" is not known; use latest (the default: the newest commit wins) or queue (every intent deploys, in order)`}},
+			`line 3: environment "staging": policy "fifo" is not known; use latest (the default: the newest commit wins)`}},
+		{"queue policy not supported yet", "environments:\n  staging:\n    policy: queue\n" + scope, []string{
+			`line 3: environment "staging": policy queue (every intent deploys, in order) is not supported by this version of latestwins; remove the line to use latest (the newest commit wins)`}},
 		{"no scopes", "environments:\n  staging:\n    policy: latest\n", []string{`line 2: environment "staging" has no ` + "`scopes:`" + `; give it at least one scope`}},
 		{"scopes not a mapping", "environments:\n  staging:\n    scopes: [api]\n", []string{`line 3: scopes of "staging" must be a mapping of keys to values`}},
 		{"invalid scope name", "environments:\n  staging:\n    scopes:\n      a/b:\n        repository: acme/api\n        branch: main\n", []string{
