@@ -319,10 +319,10 @@ func (a *App) acceptOne(ctx context.Context, run *commentRun, sel config.Selecti
 	}
 	for _, ii := range sub.Intents {
 		if len(ii.Accepted) > 0 {
-			fmt.Fprintf(&run.reply, "%s: accepted %s at generation %d for %s.\n", ii.Environment, shortSha(in.Sha), ii.Generation, strings.Join(ii.Accepted, ", "))
+			fmt.Fprintf(&run.reply, "%s: accepted %s at generation %d for %s.\n", ii.Environment, report.ShortSha(in.Sha), ii.Generation, strings.Join(ii.Accepted, ", "))
 		}
 		for s, by := range ii.Stale {
-			fmt.Fprintf(&run.reply, "%s: %s already has %s pending or live (generation %d); nothing new to deploy.\n", ii.Environment, s, shortSha(in.Sha), by)
+			fmt.Fprintf(&run.reply, "%s: %s already has %s pending or live (generation %d); nothing new to deploy.\n", ii.Environment, s, report.ShortSha(in.Sha), by)
 		}
 	}
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/report"
 )
 
 // timelineLen is how many recent events the page shows per environment.
@@ -167,11 +168,11 @@ func viewOf(e *authority.Env, now time.Time) envView {
 		s := e.Scopes[n]
 		sv := scopeView{Name: n, Owner: s.Owner, DeployedAgo: "-", Pending: "-", Lease: "free"}
 		if s.Live != nil {
-			sv.LiveSha, sv.LiveShort, sv.LiveGen = s.Live.Sha, shortSha(s.Live.Sha), s.Live.Generation
-			sv.DeployedAgo = ago(now, s.Live.At)
+			sv.LiveSha, sv.LiveShort, sv.LiveGen = s.Live.Sha, report.ShortSha(s.Live.Sha), s.Live.Generation
+			sv.DeployedAgo = report.Ago(now, s.Live.At)
 		}
 		if m := s.Mailbox; m != nil {
-			sv.Pending = fmt.Sprintf("%s (generation %d)", shortSha(m.Sha), m.Generation)
+			sv.Pending = fmt.Sprintf("%s (generation %d)", report.ShortSha(m.Sha), m.Generation)
 			if m.Attempt > 0 {
 				sv.Pending += fmt.Sprintf(", %d failed attempt(s)", m.Attempt)
 			}
@@ -194,22 +195,4 @@ func viewOf(e *authority.Env, now time.Time) envView {
 			Scope: ev.Scope, Generation: ev.Generation, Message: ev.Message})
 	}
 	return v
-}
-
-func shortSha(sha string) string {
-	if len(sha) > 7 {
-		return sha[:7]
-	}
-	return sha
-}
-
-func ago(now, t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	d := now.Sub(t).Round(time.Second)
-	if d < 0 {
-		d = 0
-	}
-	return d.String() + " ago"
 }

@@ -130,7 +130,7 @@ func (s *step) publishCheck(ctx context.Context, res *result) {
 	defer cancel()
 	sha := s.intent().Sha
 	name := report.CheckRunName(s.in.environment)
-	what := fmt.Sprintf("the check run %q on %s", name, short(sha))
+	what := fmt.Sprintf("the check run %q on %s", name, report.ShortSha(sha))
 	if sha == "" {
 		s.a.Infof("no check run: the pass has no commit (set the sha input)")
 		return
@@ -171,11 +171,4 @@ func permissionHint(err error, perm string) string {
 		return fmt.Sprintf("; the token lacks the permission: add `permissions: %s` to the job (a pull request from a fork gets a read-only token); the deploy is not affected", perm)
 	}
 	return "; the deploy is not affected"
-}
-
-func short(sha string) string {
-	if len(sha) > 7 {
-		return sha[:7]
-	}
-	return sha
 }

@@ -83,11 +83,11 @@ func writeStatusTable(b *strings.Builder, e *authority.Env, now time.Time) {
 		s := e.Scopes[n]
 		live, gen, at := "-", "-", "-"
 		if s.Live != nil {
-			live, gen, at = code(short(s.Live.Sha)), fmt.Sprint(s.Live.Generation), ago(now, s.Live.At)
+			live, gen, at = code(ShortSha(s.Live.Sha)), fmt.Sprint(s.Live.Generation), Ago(now, s.Live.At)
 		}
 		pending := "-"
 		if m := s.Mailbox; m != nil {
-			pending = fmt.Sprintf("%s (generation %d)", code(short(m.Sha)), m.Generation)
+			pending = fmt.Sprintf("%s (generation %d)", code(ShortSha(m.Sha)), m.Generation)
 			if m.Attempt > 0 {
 				pending += fmt.Sprintf(", %d failed", m.Attempt)
 			}

@@ -233,14 +233,14 @@ func shaParen(sha string) string {
 	if sha == "" {
 		return ""
 	}
-	return " (" + short(sha) + ")"
+	return " (" + ShortSha(sha) + ")"
 }
 
 func codeParen(sha string) string {
 	if sha == "" {
 		return ""
 	}
-	return " (" + code(short(sha)) + ")"
+	return " (" + code(ShortSha(sha)) + ")"
 }
 
 func firstNonEmpty(ss ...string) string {

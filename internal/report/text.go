@@ -34,11 +34,11 @@ func StatusText(w io.Writer, e *authority.Env, now time.Time) error {
 		s := e.Scopes[n]
 		live, gen, at := "-", "-", "-"
 		if s.Live != nil {
-			live, gen, at = short(s.Live.Sha), fmt.Sprint(s.Live.Generation), ago(now, s.Live.At)
+			live, gen, at = ShortSha(s.Live.Sha), fmt.Sprint(s.Live.Generation), Ago(now, s.Live.At)
 		}
 		pending := "-"
 		if m := s.Mailbox; m != nil {
-			pending = fmt.Sprintf("%s (gen %d)", short(m.Sha), m.Generation)
+			pending = fmt.Sprintf("%s (gen %d)", ShortSha(m.Sha), m.Generation)
 			if m.Attempt > 0 {
 				pending += fmt.Sprintf(", %d failed", m.Attempt)
 			}
@@ -84,14 +84,16 @@ func TimelineText(w io.Writer, events []authority.Event) error {
 	return tw.Flush()
 }
 
-func short(sha string) string {
+// ShortSha is the seven-character form of a commit sha people read.
+func ShortSha(sha string) string {
 	if len(sha) > 7 {
 		return sha[:7]
 	}
 	return sha
 }
 
-func ago(now, t time.Time) string {
+// Ago says how long before now t was, to the second; "-" for no time.
+func Ago(now, t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
