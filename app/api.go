@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-
 	"log/slog"
 	"net/http"
 	"slices"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/config"
+	"github.com/latestwins/latestwins/internal/githubapp"
 	"github.com/latestwins/latestwins/internal/pass"
 )
 
@@ -25,6 +26,21 @@ type api struct {
 	app    *App
 	tokens TokenVerifier
 }
+
+// InstallationFinder finds the App's installation on a repository; *githubapp.Installations is one.
+type InstallationFinder interface {
+	ForRepo(ctx context.Context, owner, repo string) (int64, error)
+}
+
+var _ InstallationFinder = (*githubapp.Installations)(nil)
+
+// installationSource is a ConfigSource that reads as an App installation and can find the one of a
+// repository: GitHubConfig. A source without it (FileConfig) needs no installation.
+type installationSource interface {
+	Installation(ctx context.Context, repo RepoRef) (int64, error)
+}
+
+var _ installationSource = (*GitHubConfig)(nil)
 
 // routeAPI registers the /v1 endpoints. The environment may hold slashes (preview/pr-7), escaped
 // or not: the verb is the path's last segment.
@@ -190,7 +206,11 @@ func (p *api) allowed(ctx context.Context, log *slog.Logger, wl *Workload, env s
 	if err != nil {
 		return nil, &TokenError{Reason: err.Error()}
 	}
-	cfg, err := p.app.configFor(ctx, log, 0, repo, "")
+	installation, err := p.installation(ctx, repo)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := p.app.configFor(ctx, log, installation, repo, "")
 	if err != nil {
 		return nil, err
 	}
@@ -209,6 +229,25 @@ func (p *api) allowed(ctx context.Context, log *slog.Logger, wl *Workload, env s
 			wl.Repository, env, wl.Repository)}
 	}
 	return scopes, nil
+}
+
+// installation is the App's installation to read repo's configuration as: found through GitHub
+// when the configuration comes from each repository, none (0) when it comes from a file. A
+// repository without the App may not use the API (403).
+func (p *api) installation(ctx context.Context, repo RepoRef) (int64, error) {
+	src, ok := p.app.config.(installationSource)
+	if !ok {
+		return 0, nil
+	}
+	id, err := src.Installation(ctx, repo)
+	if errors.Is(err, githubapp.ErrNotInstalled) {
+		return 0, &forbiddenError{fmt.Sprintf("%s may not use the latestwins API: the latestwins GitHub App is not installed on it, so its %s cannot be read; "+
+			"install the App on %s (the App's page on GitHub, Configure)", repo, config.Path, repo)}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("find the App's installation on %s: %w", repo, err)
+	}
+	return id, nil
 }
 
 // permit refuses scopes that are not built from the workload's repository.
@@ -291,6 +330,7 @@ func apiError(err error) (int, apiclient.ErrorBody) {
 		input      *authority.InputError
 		forbidden  *forbiddenError
 		refreshing *RefreshingError
+		limited    *githubapp.RateLimitedError
 	)
 	msg := err.Error()
 	switch {
@@ -315,6 +355,9 @@ func apiError(err error) (int, apiclient.ErrorBody) {
 	case errors.As(err, &refreshing):
 		return http.StatusServiceUnavailable, apiclient.ErrorBody{Error: apiclient.CodeUnavailable, Message: msg,
 			RetryAfter: max(int64(refreshing.RetryAfter/time.Second), 1)}
+	case errors.As(err, &limited):
+		return http.StatusServiceUnavailable, apiclient.ErrorBody{Error: apiclient.CodeUnavailable,
+			Message: "the App is rate limited by GitHub; retry after the time given", RetryAfter: max(int64(limited.RetryAfter/time.Second), 1)}
 	}
 	return http.StatusServiceUnavailable, apiclient.ErrorBody{Error: apiclient.CodeUnavailable,
 		Message: "the App could not complete the request (its store or the token issuer is unreachable); retry"}

@@ -159,6 +159,17 @@ func (g *GitHubConfig) Config(ctx context.Context, installation int64, repo Repo
 	return cfg, err
 }
 
+// Installation finds the App's installation on repo, for requests that name none (the API's OIDC
+// tokens carry no installation id). A repository without the App is an error matching
+// githubapp.ErrNotInstalled.
+func (g *GitHubConfig) Installation(ctx context.Context, repo RepoRef) (int64, error) {
+	f, ok := g.installations.(InstallationFinder)
+	if !ok {
+		return 0, fmt.Errorf("find the App's installation on %s: these installations cannot look one up", repo)
+	}
+	return f.ForRepo(ctx, repo.Owner, repo.Name)
+}
+
 func (g *GitHubConfig) cached(key string) (cachedConfig, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -170,3 +170,17 @@ func TestNewSaysWhatToFix(t *testing.T) {
 type staticToken string
 
 func (s staticToken) Token(context.Context) (string, error) { return string(s), nil }
+
+// A token given by hand is sent without surrounding white space; an empty one says what to give.
+func TestStaticToken(t *testing.T) {
+	t.Parallel()
+	tok, err := apiclient.StaticToken(" eyJ.x.y\n").Token(context.Background())
+	if err != nil || tok != "eyJ.x.y" {
+		t.Errorf("Token() = %q, %v; want eyJ.x.y", tok, err)
+	}
+	_, err = apiclient.StaticToken(" \n").Token(context.Background())
+	var input *authority.InputError
+	if !errors.As(err, &input) || input.Field != "api-token" {
+		t.Errorf("empty token: %v, want an input error about api-token", err)
+	}
+}

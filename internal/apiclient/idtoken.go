@@ -15,6 +15,21 @@ import (
 	"github.com/latestwins/latestwins/internal/authority"
 )
 
+// StaticToken is a TokenSource of one token given by hand (latestwins --api-token), such as an OIDC
+// token fetched by another step. Surrounding white space is ignored.
+type StaticToken string
+
+var _ TokenSource = StaticToken("")
+
+// Token returns the token; an empty one is a *authority.InputError.
+func (t StaticToken) Token(context.Context) (string, error) {
+	tok := strings.TrimSpace(string(t))
+	if tok == "" {
+		return "", &authority.InputError{Field: "api-token", Fix: "give the OIDC token to send to the App's API"}
+	}
+	return tok, nil
+}
+
 // ActionsToken is a TokenSource of GitHub Actions OIDC tokens: it asks the runner's token endpoint
 // (ACTIONS_ID_TOKEN_REQUEST_URL with ACTIONS_ID_TOKEN_REQUEST_TOKEN) for a token of the audience,
 // and keeps it until a minute before it expires.

@@ -102,6 +102,7 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w, "\nStore: --store or LATESTWINS_STORE: bolt://PATH (default bolt://./latestwins.db), memory://,")
 	fmt.Fprintln(w, "       dynamodb://TABLE?region=R&endpoint=URL")
+	fmt.Fprintln(w, "       Or --api URL (LATESTWINS_API): claim, gate, run, complete, status and history through the App's HTTP API")
 	fmt.Fprintln(w, "\nExit codes: 0 done, 1 error (retryable), 2 bad input, 3 superseded, 4 locked (gave up waiting),")
 	fmt.Fprintln(w, "            5 lease lost (retryable), 6 failed (will retry), 7 failed (final), 8 interrupted")
 	fmt.Fprintln(w, "\nRun `latestwins COMMAND -h` for a command's flags.")

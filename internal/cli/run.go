@@ -22,6 +22,7 @@ func runRun(ctx context.Context, c *cmdEnv, args []string) error {
 	c.str(&c.s.holder, "holder", "", "lease holder id (default: the GitHub job, or host and pid)")
 	c.str(&c.s.run, "run", "", "run id or URL to record with the live state (default: the GitHub run)")
 	c.boolean(&c.s.lease, "lease", true, "hold the scopes' leases while the command runs")
+	c.apiFlags()
 	c.s.phase = "deploy"
 	gen := c.int64Var(&c.s.generation, "generation", 0, "the pass's generation; without it, run claims first")
 	ttl := c.durVar(&c.s.leaseTTL, "lease-ttl", authority.DefaultLeaseTTL, "lease length; renewed every third of it")
@@ -48,7 +49,7 @@ func runRun(ctx context.Context, c *cmdEnv, args []string) error {
 	if c.s.holder == "" {
 		c.s.holder = c.defaultHolder()
 	}
-	if err := c.open(ctx); err != nil {
+	if err := c.connect(ctx); err != nil {
 		return err
 	}
 	defer c.done()
@@ -84,7 +85,7 @@ func runRun(ctx context.Context, c *cmdEnv, args []string) error {
 	}
 	c.progress("generation %d entered deploy; tokens %s", g.Generation, tokenList(g.Tokens))
 
-	sup := &pass.Supervisor{Auth: c.auth, Grant: g, TTL: c.s.leaseTTL, Grace: c.s.grace,
+	sup := &pass.Supervisor{Auth: c.pass, Grant: g, TTL: c.s.leaseTTL, Grace: c.s.grace,
 		Stdin: c.io.Stdin, Stdout: c.io.Stdout, Stderr: c.io.Stderr, Progress: c.progress,
 		Complete: func(ctx context.Context, o authority.Outcome, msg string) (*authority.CompleteResult, error) {
 			return c.completeWith(ctx, o, g.Tokens, msg)

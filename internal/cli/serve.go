@@ -16,6 +16,7 @@ import (
 	"github.com/bradleyfalzon/ghinstallation/v2"
 
 	"github.com/latestwins/latestwins/app"
+	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
 	"github.com/latestwins/latestwins/internal/githubapp"
@@ -29,6 +30,8 @@ type serveSettings struct {
 	appID         string
 	appKey        string
 	apiURL        string
+	oidcIssuer    string
+	oidcAudience  string
 	maxBody       int64
 	sweepEvery    time.Duration
 	stall         time.Duration
@@ -83,6 +86,8 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	c.str(&ss.appID, "app-id", "", "the GitHub App's id")
 	c.str(&ss.appKey, "app-private-key", "", "the GitHub App's private key: PEM, or a path to a PEM file")
 	c.str(&ss.apiURL, "github-api-url", "https://api.github.com/", "GitHub's REST API (GitHub Enterprise: https://HOST/api/v3/)")
+	c.str(&ss.oidcIssuer, "oidc-issuer", app.DefaultOIDCIssuer, "issuer of the workflow OIDC tokens the /v1 API accepts (GitHub Enterprise Server: https://HOST/_services/token)")
+	c.str(&ss.oidcAudience, "oidc-audience", apiclient.Audience, "audience the /v1 API requires in those tokens (what the Action and --api ask for)")
 	maxBody := c.int64Var(&ss.maxBody, "max-body", app.DefaultMaxBodyBytes, "largest webhook body accepted, in bytes ($LATESTWINS_MAX_BODY)")
 	every := c.durVar(&ss.sweepEvery, "sweep-every", time.Minute, "how often to run the recovery sweep (0: never)")
 	stall := c.durVar(&ss.stall, "stall", 10*time.Minute, "how long pending work may sit idle with no live lease before the sweep re-drives it")
@@ -114,7 +119,12 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	if err := c.open(ctx); err != nil {
 		return nil, nil, err
 	}
-	o := app.Options{Secret: []byte(ss.webhookSecret), Authority: c.auth, MaxBodyBytes: ss.maxBody, Logger: log}
+	tokens, err := app.NewOIDCVerifier(app.OIDCOptions{Issuer: ss.oidcIssuer, Audience: ss.oidcAudience, Clock: c.auth})
+	if err != nil {
+		c.done()
+		return nil, nil, usageErrorf("--oidc-issuer: %v", err)
+	}
+	o := app.Options{Secret: []byte(ss.webhookSecret), Authority: c.auth, MaxBodyBytes: ss.maxBody, Logger: log, Tokens: tokens}
 	if ss.config != "" {
 		src := &app.FileConfig{Path: ss.config}
 		o.Config = src
@@ -142,6 +152,7 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 		c.done()
 		return nil, nil, err
 	}
+	c.progress("latestwins serve: API /v1 takes OIDC tokens of %s with audience %s", ss.oidcIssuer, ss.oidcAudience)
 	if o.Dispatcher != nil {
 		ss.redrive = a.Redrive
 	}
@@ -206,6 +217,12 @@ func checkServeSettings(ss *serveSettings) error {
 	}
 	if !strings.HasSuffix(u.Path, "/") {
 		ss.apiURL += "/"
+	}
+	if ss.oidcIssuer == "" {
+		ss.oidcIssuer = app.DefaultOIDCIssuer
+	}
+	if ss.oidcAudience == "" {
+		ss.oidcAudience = apiclient.Audience
 	}
 	return nil
 }

@@ -97,6 +97,8 @@ func TestServeRefusesBadSettings(t *testing.T) {
 		{"key that is no key", map[string]string{"LATESTWINS_WEBHOOK_SECRET": "s", "LATESTWINS_APP_ID": "12", "LATESTWINS_APP_PRIVATE_KEY": "-----BEGIN nonsense"},
 			[]string{"--config", cfg}, "LATESTWINS_APP_PRIVATE_KEY: "},
 		{"bad api url", map[string]string{"LATESTWINS_WEBHOOK_SECRET": "s"}, []string{"--config", cfg, "--github-api-url", "ftp://x"}, "--github-api-url \"ftp://x\""},
+		{"bad oidc issuer", map[string]string{"LATESTWINS_WEBHOOK_SECRET": "s", "LATESTWINS_OIDC_ISSUER": "token.actions.githubusercontent.com"}, []string{"--config", cfg},
+			"--oidc-issuer: invalid OIDC issuer"},
 		{"bad max body", map[string]string{"LATESTWINS_WEBHOOK_SECRET": "s", "LATESTWINS_MAX_BODY": "ten"}, []string{"--config", cfg}, "LATESTWINS_MAX_BODY=\"ten\""},
 	}
 	for _, tt := range tests {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/pass"
 )
 
 // cmdEnv is what every command gets: the process IO, a logger and, once opened, the store.
@@ -26,12 +27,19 @@ type cmdEnv struct {
 	positional   []string
 	auth         *authority.Authority
 	close        func() error
+	// pass runs a pass's steps and view reads state: on the store (auth), or through the App's API
+	// (--api). Set by connect.
+	pass pass.Authority
+	view stateReader
 }
 
 // settings are the flags shared by the verbs. Each has a LATESTWINS_* variable of the same name
 // (--lease-ttl: LATESTWINS_LEASE_TTL), so that the Action and any CI speak one vocabulary.
 type settings struct {
 	store       string
+	api         string
+	apiToken    string
+	apiAudience string
 	environment string
 	scopes      string
 	sha         string

@@ -50,7 +50,7 @@ func (c *cmdEnv) claim(ctx context.Context) (*authority.AcceptResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pass.Claim(ctx, c.auth, in)
+	return c.pass.Claim(ctx, in)
 }
 
 func runClaim(ctx context.Context, c *cmdEnv, args []string) error {
@@ -58,11 +58,12 @@ func runClaim(ctx context.Context, c *cmdEnv, args []string) error {
 	c.intentFlags()
 	c.stateFlag()
 	c.str(&c.s.holder, "holder", "", "lease holder id for later steps (default: the GitHub job, or the host)")
+	c.apiFlags()
 	att := c.intVar(&c.s.attempt, "attempt", 0, "attempt number (default $GITHUB_RUN_ATTEMPT)")
 	if err := c.parse(args, att); err != nil {
 		return err
 	}
-	if err := c.open(ctx); err != nil {
+	if err := c.connect(ctx); err != nil {
 		return err
 	}
 	defer c.done()
@@ -115,6 +116,7 @@ func runGate(ctx context.Context, c *cmdEnv, args []string) error {
 	c.str(&c.s.holder, "holder", "", "lease holder id (default: from --state, the GitHub job, or the host)")
 	c.boolean(&c.s.lease, "lease", true, "take the scopes' leases (deploy phase only; other phases check authority only)")
 	c.stateFlag()
+	c.apiFlags()
 	gen := c.int64Var(&c.s.generation, "generation", 0, "the pass's generation (default: from --state)")
 	ttl := c.durVar(&c.s.leaseTTL, "lease-ttl", authority.DefaultLeaseTTL, "lease length")
 	wait := c.durVar(&c.s.wait, "wait", 0, "how long to wait for a held lease")
@@ -133,7 +135,7 @@ func runGate(ctx context.Context, c *cmdEnv, args []string) error {
 	if err := c.requireGeneration(); err != nil {
 		return err
 	}
-	if err := c.open(ctx); err != nil {
+	if err := c.connect(ctx); err != nil {
 		return err
 	}
 	defer c.done()
@@ -176,7 +178,7 @@ func (c *cmdEnv) gate(ctx context.Context) (*authority.Grant, error) {
 	}
 	req := authority.GateRequest{Environment: c.s.environment, Generation: c.s.generation, Scopes: scopes,
 		Phase: c.s.phase, Holder: c.s.holder, LeaseTTL: ttl}
-	return pass.Gate(ctx, c.auth, req, c.s.wait, func(held *authority.HeldError, pause, left time.Duration) {
+	return pass.Gate(ctx, c.pass, req, c.s.wait, func(held *authority.HeldError, pause, left time.Duration) {
 		c.progress("waiting: %s is locked by %s (%s, generation %d); retrying in %s (%s left to wait)",
 			held.Resource, held.Holder, held.Purpose, held.Generation, pause.Round(time.Second), left.Round(time.Second))
 	})
@@ -213,6 +215,7 @@ func runComplete(ctx context.Context, c *cmdEnv, args []string) error {
 	c.str(&c.s.tokens, "tokens", "", "fencing tokens as SCOPE=N pairs (default: from --state)")
 	c.str(&c.s.run, "run", "", "run id or URL to record with the live state (default: the GitHub run)")
 	c.stateFlag()
+	c.apiFlags()
 	gen := c.int64Var(&c.s.generation, "generation", 0, "the pass's generation (default: from --state)")
 	att := c.intVar(&c.s.attempt, "attempt", 0, "attempt number (default $GITHUB_RUN_ATTEMPT, else 1)")
 	maxAtt := c.intVar(&c.s.maxAttempts, "max-attempts", 3, "attempts before a failure is terminal")
@@ -241,7 +244,7 @@ func runComplete(ctx context.Context, c *cmdEnv, args []string) error {
 			return err
 		}
 	}
-	if err := c.open(ctx); err != nil {
+	if err := c.connect(ctx); err != nil {
 		return err
 	}
 	defer c.done()
@@ -259,7 +262,7 @@ func (c *cmdEnv) complete(ctx context.Context, outcome authority.Outcome, tokens
 	if c.s.run == "" && c.io.Getenv("GITHUB_RUN_ID") != "" {
 		c.s.run = fmt.Sprintf("%s/%s/actions/runs/%s", strings.TrimSuffix(c.io.Getenv("GITHUB_SERVER_URL"), "/"), c.io.Getenv("GITHUB_REPOSITORY"), c.io.Getenv("GITHUB_RUN_ID"))
 	}
-	return c.auth.Complete(ctx, authority.Completion{Environment: c.s.environment, Generation: c.s.generation,
+	return c.pass.Complete(ctx, authority.Completion{Environment: c.s.environment, Generation: c.s.generation,
 		Scopes: splitList(c.s.scopes), Holder: c.s.holder, Tokens: tokens, Outcome: outcome, Attempt: c.s.attempt,
 		MaxAttempts: c.s.maxAttempts, Message: c.s.message, Run: c.s.run})
 }
@@ -300,14 +303,15 @@ func runStatus(ctx context.Context, c *cmdEnv, args []string) error {
 	c.newFlags("status")
 	c.interspersed = true
 	c.str(&c.s.environment, "environment", "", "environment (or the first argument)")
+	c.apiFlags()
 	e, err := c.readEnv(ctx, args)
 	if err != nil {
 		return err
 	}
 	if c.s.jsonOut {
-		return c.printJSON(statusJSON(e, c.auth.Now()))
+		return c.printJSON(statusJSON(e, c.view.Now()))
 	}
-	return report.StatusText(c.io.Stdout, e, c.auth.Now())
+	return report.StatusText(c.io.Stdout, e, c.view.Now())
 }
 
 // readEnv parses the flags of a read-only command about one environment and reads its state.
@@ -318,11 +322,11 @@ func (c *cmdEnv) readEnv(ctx context.Context, args []string, defaults ...*envDef
 	if err := c.envArg(); err != nil {
 		return nil, err
 	}
-	if err := c.open(ctx); err != nil {
+	if err := c.connect(ctx); err != nil {
 		return nil, err
 	}
 	defer c.done()
-	return c.auth.Status(ctx, c.s.environment)
+	return c.view.Status(ctx, c.s.environment)
 }
 
 // statusJSON is the --json shape of status: the state without the timeline and intent records.
@@ -340,6 +344,7 @@ func runHistory(ctx context.Context, c *cmdEnv, args []string) error {
 	c.newFlags("history")
 	c.interspersed = true
 	c.str(&c.s.environment, "environment", "", "environment (or the first argument)")
+	c.apiFlags()
 	lim := c.intVar(&c.s.limit, "limit", 50, "how many of the newest events (0: all kept)")
 	e, err := c.readEnv(ctx, args, lim)
 	if err != nil {

@@ -26,6 +26,7 @@ func Endpoints() []Endpoint {
 		{http.MethodGet, "/repos/{owner}/{repo}/collaborators/{username}/permission"},
 		{http.MethodGet, "/repos/{owner}/{repo}/contents/{path}"},
 		{http.MethodPost, "/app/installations/{installation_id}/access_tokens"},
+		{http.MethodGet, "/repos/{owner}/{repo}/installation"},
 		{http.MethodPost, "/repos/{owner}/{repo}/deployments"},
 		{http.MethodPost, "/repos/{owner}/{repo}/deployments/{deployment_id}/statuses"},
 	}

@@ -1,0 +1,210 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v4"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/latestwins/latestwins/internal/testutil/oidctest"
+)
+
+// apiWorld is `latestwins serve` (its handler, in-process) on 127.0.0.1 with a bolt store, taking
+// tokens of a fake OIDC issuer with the audience "deploys", and the environment of a GitHub
+// Actions job whose runner hands out tokens of Codertocat/Hello-World.
+type apiWorld struct {
+	t    *testing.T
+	dir  string
+	url  string
+	iss  *oidctest.Issuer
+	vars map[string]string // every CLI run's environment: the API, no store
+}
+
+func newAPIWorld(t *testing.T) *apiWorld {
+	t.Helper()
+	dir := t.TempDir()
+	iss := oidctest.NewIssuer(t)
+	cfg := writeServeConfig(t, dir, serveConfig)
+	serveVars := map[string]string{"LATESTWINS_WEBHOOK_SECRET": serveSecret, "LATESTWINS_STORE": "bolt://" + filepath.Join(dir, "app.db")}
+	var stderr lockedBuffer
+	c := &cmdEnv{io: IO{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &stderr, Getenv: func(k string) string { return serveVars[k] }},
+		log: slog.New(slog.DiscardHandler)}
+	handler, _, err := c.serveHandler(context.Background(), []string{"--config", cfg, "--oidc-issuer", iss.URL, "--oidc-audience", "deploys"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.done)
+	if want := "API /v1 takes OIDC tokens of " + iss.URL + " with audience deploys"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("serve did not say %q:\n%s", want, stderr.String())
+	}
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	tokenURL, bearer, _ := iss.TokenEndpoint(t, func(aud string) jwt.MapClaims { return iss.Claims("Codertocat/Hello-World", aud, time.Now()) })
+	return &apiWorld{t: t, dir: dir, url: srv.URL, iss: iss, vars: map[string]string{
+		"LATESTWINS_API": srv.URL, "LATESTWINS_API_AUDIENCE": "deploys",
+		"ACTIONS_ID_TOKEN_REQUEST_URL": tokenURL, "ACTIONS_ID_TOKEN_REQUEST_TOKEN": bearer,
+	}}
+}
+
+// run runs the CLI with the world's environment plus extra variables.
+func (w *apiWorld) run(extra map[string]string, args ...string) outcome {
+	w.t.Helper()
+	vars := map[string]string{}
+	for k, v := range w.vars {
+		vars[k] = v
+	}
+	for k, v := range extra {
+		vars[k] = v
+	}
+	var out, errb lockedBuffer
+	pio := IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return vars[k] }}
+	code := Main(context.Background(), args, pio)
+	return outcome{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+// racePass plays two passes racing for staging/api and a third and fourth contending for its lease,
+// through run (claim, gate, run, complete and status as separate commands), and records each step's
+// exit code and what it said.
+func racePass(t *testing.T, dir string, run func(args ...string) outcome) []string {
+	t.Helper()
+	st := func(name string) string { return filepath.Join(dir, name+".json") }
+	var got []string
+	step := func(name string, args ...string) outcome {
+		o := run(args...)
+		got = append(got, fmt.Sprintf("%s: exit %d", name, o.code))
+		return o
+	}
+	said := func(name string, o outcome, want string) {
+		if !strings.Contains(o.stdout+o.stderr, want) {
+			t.Errorf("%s did not say %q\nstdout:\n%s\nstderr:\n%s", name, want, o.stdout, o.stderr)
+		}
+	}
+	claim := func(name, sha string) outcome {
+		return step("claim "+name, "claim", "--environment", "staging", "--scopes", "api", "--sha", sha, "--ref", "refs/heads/master",
+			"--intent-id", "run-"+name, "--holder", "run-"+name, "--state", st(name))
+	}
+
+	said("claim A", claim("A", "aaaa111"), "generation 1")
+	step("gate A build", "gate", "--state", st("A"), "--phase", "build")
+	said("claim B", claim("B", "bbbb222"), "claimed api")
+	said("gate A deploy", step("gate A deploy", "gate", "--state", st("A"), "--phase", "deploy"), "superseded")
+	o := step("run B", "run", "--state", st("B"), "--", "sh", "-c", `echo "deployed $LATESTWINS_GENERATION $LATESTWINS_FENCING_TOKEN"`)
+	said("run B", o, "deployed 2 1")
+	said("run B", o, "staging/api: deployed")
+
+	claim("C", "cccc333")
+	o = step("gate C deploy", "gate", "--state", st("C"), "--json")
+	var grant struct{ Tokens map[string]int64 }
+	if err := json.Unmarshal([]byte(o.stdout), &grant); err != nil || grant.Tokens["api"] != 2 {
+		t.Errorf("gate C --json: %q (%v), want token 2", o.stdout, err)
+	}
+	claim("D", "dddd444")
+	said("gate D deploy", step("gate D deploy", "gate", "--state", st("D"), "--wait", "0s"), "staging/api is locked by run-C")
+	step("complete C", "complete", "--state", st("C"))
+	step("gate D deploy again", "gate", "--state", st("D"))
+	step("complete D", "complete", "--state", st("D"), "--outcome", "success")
+
+	o = step("status", "status", "staging", "--json")
+	var status map[string]any
+	if err := json.Unmarshal([]byte(o.stdout), &status); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, o.stdout)
+	}
+	live, _ := scopeField(status, "api", "live").(map[string]any)
+	got = append(got, fmt.Sprintf("status: desired %v observed %v settled %v live %v", status["desired_generation"], status["observed_generation"], status["settled"], live["sha"]))
+	said("status text", step("status text", "status", "staging"), "dddd444")
+	step("gate without generation", "gate", "--environment", "staging", "--scopes", "api")
+	return got
+}
+
+// TestVerbsThroughAPI: claim, gate, run, complete and status through `--api` to the App give the
+// same outcomes and exit codes as on a store.
+func TestVerbsThroughAPI(t *testing.T) {
+	t.Parallel()
+	want := []string{
+		"claim A: exit 0",
+		"gate A build: exit 0",
+		"claim B: exit 0",
+		"gate A deploy: exit 3", // superseded
+		"run B: exit 0",
+		"claim C: exit 0",
+		"gate C deploy: exit 0",
+		"claim D: exit 0",
+		"gate D deploy: exit 4", // locked: C holds the lease and D gave up at once
+		"complete C: exit 3",    // superseded: nothing published
+		"gate D deploy again: exit 0",
+		"complete D: exit 0",
+		"status: exit 0",
+		"status: desired 4 observed 4 settled true live dddd444",
+		"status text: exit 0",
+		"gate without generation: exit 2",
+	}
+
+	h := newHarness(t)
+	onStore := racePass(t, h.dir, func(args ...string) outcome { return h.run(context.Background(), args...) })
+	if diff := cmp.Diff(want, onStore); diff != "" {
+		t.Errorf("on a store (-want +got):\n%s", diff)
+	}
+	w := newAPIWorld(t)
+	throughAPI := racePass(t, w.dir, func(args ...string) outcome { return w.run(nil, args...) })
+	if diff := cmp.Diff(onStore, throughAPI); diff != "" {
+		t.Errorf("through the API vs on a store (-store +api):\n%s", diff)
+	}
+	// The App's own store holds the passes: its status page shows D live.
+	resp, err := http.Get(w.url + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	page, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(page), `<code title="dddd444">dddd444</code>`) {
+		t.Errorf("the App's status page does not show dddd444 live:\n%s", page)
+	}
+}
+
+// TestAPIFlagRefusals: what --api needs, said when it is missing, each bad input exit 2.
+func TestAPIFlagRefusals(t *testing.T) {
+	t.Parallel()
+	w := newAPIWorld(t)
+	noRunner := map[string]string{"ACTIONS_ID_TOKEN_REQUEST_URL": "", "ACTIONS_ID_TOKEN_REQUEST_TOKEN": ""}
+	withToken := func(tok string) map[string]string {
+		return map[string]string{"ACTIONS_ID_TOKEN_REQUEST_URL": "", "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "", "LATESTWINS_API_TOKEN": tok}
+	}
+	other := w.iss.Sign(t, w.iss.Claims("acme/web", "deploys", time.Now()))
+	wrongAudience := w.iss.Sign(t, w.iss.Claims("Codertocat/Hello-World", "latestwins", time.Now()))
+	claim := []string{"claim", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "i-1"}
+	tests := []struct {
+		name  string
+		extra map[string]string
+		args  []string
+		code  int
+		says  string
+	}{
+		{"store and api", map[string]string{"LATESTWINS_STORE": "memory://"}, claim, ExitUsage, "both --api and --store (or LATESTWINS_STORE) are given"},
+		{"store flag and api", nil, append([]string{"status", "--store", "memory://"}, "staging"), ExitUsage, "both --api and --store"},
+		{"no token", noRunner, claim, ExitUsage, "--api needs a token: run in a GitHub Actions job with `permissions: id-token: write`, or give --api-token"},
+		{"runner without its request token", map[string]string{"ACTIONS_ID_TOKEN_REQUEST_TOKEN": ""}, claim, ExitUsage, "permissions: id-token: write"},
+		{"plain http to a remote host", map[string]string{"LATESTWINS_API": "http://latestwins.example"}, claim, ExitUsage, "use https"},
+		{"repository not allowed", withToken(other), claim, ExitUsage, "acme/web may not act on staging"},
+		{"audience not the App's", withToken(wrongAudience), claim, ExitUsage, `audience ["latestwins"] is not "deploys"`},
+		{"a given token", withToken(" " + w.iss.Sign(t, w.iss.Claims("Codertocat/Hello-World", "deploys", time.Now())) + "\n"), claim, ExitOK, "claimed api"},
+		{"unlock has no API", nil, []string{"unlock", "staging/api", "--reason", "x", "--api", w.url}, ExitUsage, "flag provided but not defined: -api"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := w.run(tt.extra, tt.args...)
+			if o.code != tt.code || !strings.Contains(o.stdout+o.stderr, tt.says) {
+				t.Errorf("exit %d, want %d saying %q\nstdout:\n%s\nstderr:\n%s", o.code, tt.code, tt.says, o.stdout, o.stderr)
+			}
+		})
+	}
+}
