@@ -29,7 +29,11 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 		return nil, err
 	}
 	auth := authority.New(st, authority.WithLogger(log))
-	o := app.Options{Secret: s.WebhookSecret, Authority: auth, MaxBodyBytes: s.MaxBodyBytes, Logger: log}
+	tokens, err := app.NewOIDCVerifier(app.OIDCOptions{Issuer: s.OIDCIssuer, Audience: s.OIDCAudience})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvOIDCIssuer, err)
+	}
+	o := app.Options{Secret: s.WebhookSecret, Authority: auth, MaxBodyBytes: s.MaxBodyBytes, Logger: log, Tokens: tokens}
 	var inst *githubapp.Installations
 	if s.AppID != 0 {
 		if inst, err = githubapp.NewInstallations(s.AppID, s.AppPrivateKey, s.GitHubAPIURL); err != nil {

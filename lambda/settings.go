@@ -29,6 +29,8 @@ const (
 	EnvMaxBody           = "LATESTWINS_MAX_BODY"
 	EnvSweepStall        = "LATESTWINS_SWEEP_STALL"
 	EnvMaxAttempts       = "LATESTWINS_MAX_ATTEMPTS"
+	EnvOIDCIssuer        = "LATESTWINS_OIDC_ISSUER"
+	EnvOIDCAudience      = "LATESTWINS_OIDC_AUDIENCE"
 	defaultGitHubAPIURL  = "https://api.github.com/"
 	storeExample         = "dynamodb://TABLE?region=REGION"
 	configFileConvention = "a file in the .github/latestwins.yml schema shipped with the function, e.g. /var/task/latestwins.yml"
@@ -52,6 +54,8 @@ type Settings struct {
 	MaxBodyBytes  int64
 	Stall         time.Duration
 	MaxAttempts   int
+	OIDCIssuer    string // issuer of the tokens the /v1 API accepts ("": GitHub's)
+	OIDCAudience  string // audience they must carry ("": latestwins)
 }
 
 // UsesSSM reports whether any secret is to be read from SSM Parameter Store.
@@ -64,7 +68,8 @@ func UsesSSM(getenv func(string) string) bool {
 // its own variable. An empty webhook secret refuses to start: unsigned deliveries would be accepted.
 func LoadSettings(ctx context.Context, getenv func(string) string, params ParameterReader) (*Settings, error) {
 	s := &Settings{Store: getenv(EnvStore), Config: getenv(EnvConfig), GitHubAPIURL: getenv(EnvGitHubAPIURL),
-		MaxBodyBytes: app.DefaultMaxBodyBytes, Stall: DefaultStall, MaxAttempts: DefaultMaxAttempts}
+		MaxBodyBytes: app.DefaultMaxBodyBytes, Stall: DefaultStall, MaxAttempts: DefaultMaxAttempts,
+		OIDCIssuer: getenv(EnvOIDCIssuer), OIDCAudience: getenv(EnvOIDCAudience)}
 	var errs []error
 	if s.Store == "" {
 		errs = append(errs, fmt.Errorf("%s is not set: give the store URL, %s", EnvStore, storeExample))

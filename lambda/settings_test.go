@@ -135,6 +135,7 @@ func TestBuild(t *testing.T) {
 		{"invalid configuration", func(s *lambda.Settings) { s.Config = testdata(t, "lambda", "scheduled-sweep.json") }, lambda.EnvConfig},
 		{"unknown store", func(s *lambda.Settings) { s.Store = "redis://x" }, `LATESTWINS_STORE="redis://x"`},
 		{"bad key", func(s *lambda.Settings) { s.AppID, s.AppPrivateKey = 42, []byte("-----BEGIN nonsense") }, "private key"},
+		{"plain-http OIDC issuer", func(s *lambda.Settings) { s.OIDCIssuer = "http://issuer.example" }, lambda.EnvOIDCIssuer},
 	}
 	for _, tt := range bad {
 		c := *s
