@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,13 +11,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/testutil/dynalitetest"
+	"github.com/latestwins/latestwins/internal/testutil/syncbuf"
 )
 
 // binPath is the latestwins binary TestMain builds once for every process test and benchmark.
@@ -110,8 +109,8 @@ func (f *fixture) path(name string) string { return filepath.Join(f.dir, name) }
 type proc struct {
 	args   []string
 	cmd    *exec.Cmd
-	stdout lockedBuffer
-	stderr lockedBuffer
+	stdout syncbuf.Buffer
+	stderr syncbuf.Buffer
 	done   chan struct{}
 	code   int
 	err    error
@@ -283,21 +282,4 @@ func awaitLine(tb testing.TB, lines <-chan string, p *proc) string {
 		tb.Fatalf("%v: its command did not start within %s\nstderr:\n%s", p, procTimeout, p.stderr.String())
 	}
 	return ""
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -2,7 +2,6 @@ package action
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/store/bolt"
+	"github.com/latestwins/latestwins/internal/testutil/syncbuf"
 )
 
 // Real payloads from GitHub's published examples (npm @octokit/webhooks-examples), copied into the
@@ -26,24 +25,6 @@ const (
 	pushEvent = "../../testdata/webhooks/push.json"
 	syncEvent = "../../testdata/webhooks/pull_request.synchronize.json"
 )
-
-// lockedBuffer is an io.Writer safe for the supervisor's goroutines and the test to share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // world is one store that several workflow runs share: opened by each step (store input), or
 // behind the App's API (api-url).
@@ -162,7 +143,7 @@ func (j *job) step(inputs map[string]string, deps ...Deps) stepResult {
 	for k, v := range inputs {
 		vars["INPUT_"+strings.ToUpper(strings.ReplaceAll(k, " ", "_"))] = v
 	}
-	log := &lockedBuffer{}
+	log := &syncbuf.Buffer{}
 	a := githubactions.New(githubactions.WithGetenv(func(k string) string { return vars[k] }), githubactions.WithWriter(log))
 	d := Deps{}
 	if len(deps) > 0 {

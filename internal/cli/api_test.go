@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/latestwins/latestwins/internal/testutil/oidctest"
+	"github.com/latestwins/latestwins/internal/testutil/syncbuf"
 )
 
 // apiWorld is `latestwins serve` (its handler, in-process) on 127.0.0.1 with a bolt store, taking
@@ -36,7 +37,7 @@ func newAPIWorld(t *testing.T) *apiWorld {
 	iss := oidctest.NewIssuer(t)
 	cfg := writeServeConfig(t, dir, serveConfig)
 	serveVars := map[string]string{"LATESTWINS_WEBHOOK_SECRET": serveSecret, "LATESTWINS_STORE": "bolt://" + filepath.Join(dir, "app.db")}
-	var stderr lockedBuffer
+	var stderr syncbuf.Buffer
 	c := &cmdEnv{io: IO{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &stderr, Getenv: func(k string) string { return serveVars[k] }},
 		log: slog.New(slog.DiscardHandler)}
 	handler, _, err := c.serveHandler(context.Background(), []string{"--config", cfg, "--oidc-issuer", iss.URL, "--oidc-audience", "deploys"})
@@ -66,7 +67,7 @@ func (w *apiWorld) run(extra map[string]string, args ...string) outcome {
 	for k, v := range extra {
 		vars[k] = v
 	}
-	var out, errb lockedBuffer
+	var out, errb syncbuf.Buffer
 	pio := IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return vars[k] }}
 	code := Main(context.Background(), args, pio)
 	return outcome{code: code, stdout: out.String(), stderr: errb.String()}

@@ -1,19 +1,18 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/store/bolt"
+	"github.com/latestwins/latestwins/internal/testutil/syncbuf"
 )
 
 type harness struct {
@@ -29,25 +28,6 @@ func newHarness(t *testing.T) *harness {
 	return &harness{t: t, dir: dir, store: "bolt://" + filepath.Join(dir, "lw.db"), vars: map[string]string{}}
 }
 
-// lockedBuffer is a bytes.Buffer safe for the concurrent writes of the command's output copier and
-// the supervisor's progress lines (an *os.File is already).
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 type outcome struct {
 	code           int
 	stdout, stderr string
@@ -55,7 +35,7 @@ type outcome struct {
 
 func (h *harness) run(ctx context.Context, args ...string) outcome {
 	h.t.Helper()
-	var out, errb lockedBuffer
+	var out, errb syncbuf.Buffer
 	vars := map[string]string{"LATESTWINS_STORE": h.store}
 	for k, v := range h.vars {
 		vars[k] = v

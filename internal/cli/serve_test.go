@@ -26,6 +26,7 @@ import (
 
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
+	"github.com/latestwins/latestwins/internal/testutil/syncbuf"
 )
 
 const serveSecret = "serve-test-secret"
@@ -121,7 +122,7 @@ func TestServeStatusPage(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	cfg := writeServeConfig(t, h.dir, serveConfig)
-	var stderr lockedBuffer
+	var stderr syncbuf.Buffer
 	vars := map[string]string{"LATESTWINS_WEBHOOK_SECRET": serveSecret, "LATESTWINS_STORE": h.store}
 	c := &cmdEnv{io: IO{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &stderr, Getenv: func(k string) string { return vars[k] }},
 		log: slog.New(slog.DiscardHandler)}
@@ -263,7 +264,7 @@ func TestServeWithAppCredentialsReadsConfigAndDispatches(t *testing.T) {
 		githubtest.Example(t, "POST", "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/dispatches", http.StatusOK, ""))
 
 	h := newHarness(t)
-	var stderr lockedBuffer
+	var stderr syncbuf.Buffer
 	vars := map[string]string{"LATESTWINS_WEBHOOK_SECRET": serveSecret, "LATESTWINS_STORE": h.store, "LATESTWINS_APP_ID": "42",
 		"LATESTWINS_APP_PRIVATE_KEY": string(keyPEM), "LATESTWINS_GITHUB_API_URL": gh.URL}
 	c := &cmdEnv{io: IO{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &stderr, Getenv: func(k string) string { return vars[k] }},
