@@ -91,6 +91,8 @@ type Options struct {
 	// Conversation reacts to and answers comment commands; nil logs the replies and refuses
 	// mutating commands, whose permission cannot be checked (no App credentials).
 	Conversation Conversation
+	// Reviewer answers deployment protection rules; nil logs the answers (no App credentials).
+	Reviewer ProtectionReviewer
 	// Environments lists environments the status page always shows (besides those with pending work).
 	Environments func(ctx context.Context) ([]string, error)
 	// Tokens verifies the OIDC tokens of the /v1 API; nil: GitHub Actions' issuer, audience latestwins.
@@ -107,6 +109,7 @@ type App struct {
 	config   ConfigSource
 	dispatch Dispatcher
 	convo    Conversation
+	review   ProtectionReviewer
 	envs     func(ctx context.Context) ([]string, error)
 	maxBody  int64
 	log      *slog.Logger
@@ -127,7 +130,7 @@ func New(o Options) (*App, error) {
 	case o.MaxBodyBytes < 0:
 		return nil, &authority.InputError{Field: "max body bytes", Value: fmt.Sprint(o.MaxBodyBytes), Fix: "give a positive size, or 0 for the default"}
 	}
-	a := &App{secret: o.Secret, auth: o.Authority, config: o.Config, dispatch: o.Dispatcher, convo: o.Conversation, envs: o.Environments,
+	a := &App{secret: o.Secret, auth: o.Authority, config: o.Config, dispatch: o.Dispatcher, convo: o.Conversation, review: o.Reviewer, envs: o.Environments,
 		maxBody: o.MaxBodyBytes, log: o.Logger}
 	if a.maxBody == 0 {
 		a.maxBody = DefaultMaxBodyBytes
@@ -215,6 +218,8 @@ func (a *App) Handle(ctx context.Context, d Delivery) (Result, error) {
 		err = a.handleIssueComment(ctx, log, d, &res)
 	case "check_run":
 		err = a.handleCheckRun(ctx, log, d, &res)
+	case protectionRuleEvent:
+		err = a.handleProtectionRule(ctx, log, d, &res)
 	default:
 		res.Outcome, res.Status = OutcomeIgnored, http.StatusAccepted
 		res.Message = fmt.Sprintf("event %q is not used by latestwins", d.Event)

@@ -24,14 +24,15 @@ func TestEveryFixtureSignedIsAccepted(t *testing.T) {
 		status  int
 		outcome Outcome
 	}{
-		"push.json":                     {http.StatusOK, OutcomeAccepted},
-		"pull_request.opened.json":      {http.StatusOK, OutcomeAccepted},
-		"pull_request.synchronize.json": {http.StatusOK, OutcomeAccepted},
-		"pull_request.reopened.json":    {http.StatusOK, OutcomeAccepted},
-		"pull_request.closed.json":      {http.StatusOK, OutcomeReleased},
-		"issue_comment.created.json":    {http.StatusOK, OutcomeRefused},       // no Conversation: permission cannot be checked
-		"check_run.rerequested.json":    {http.StatusAccepted, OutcomeIgnored}, // not a latestwins check run
-		"installation.created.json":     {http.StatusOK, OutcomeRecorded},
+		"push.json":                                 {http.StatusOK, OutcomeAccepted},
+		"pull_request.opened.json":                  {http.StatusOK, OutcomeAccepted},
+		"pull_request.synchronize.json":             {http.StatusOK, OutcomeAccepted},
+		"pull_request.reopened.json":                {http.StatusOK, OutcomeAccepted},
+		"pull_request.closed.json":                  {http.StatusOK, OutcomeReleased},
+		"issue_comment.created.json":                {http.StatusOK, OutcomeRefused},       // no Conversation: permission cannot be checked
+		"check_run.rerequested.json":                {http.StatusAccepted, OutcomeIgnored}, // not a latestwins check run
+		"installation.created.json":                 {http.StatusOK, OutcomeRecorded},
+		"deployment_protection_rule.requested.json": {http.StatusOK, OutcomeRejected}, // no environment answers "production"
 	}
 	files, err := filepath.Glob(filepath.Join("..", "testdata", "webhooks", "*.json"))
 	if err != nil {

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"mime"
@@ -79,12 +80,25 @@ func ParseDelivery(secret []byte, h http.Header, body []byte) (Delivery, error) 
 	if !slices.Contains(github.MessageTypes(), d.Event) {
 		return d, nil // signed but unknown: acknowledged and ignored
 	}
-	ev, err := github.ParseWebHook(d.Event, payload)
+	ev, err := parseEvent(d.Event, payload)
 	if err != nil {
 		return Delivery{}, &MalformedError{Reason: fmt.Sprintf("%s payload: %v", d.Event, err)}
 	}
 	d.Payload = ev
 	return d, nil
+}
+
+// parseEvent is github.ParseWebHook, except for deployment_protection_rule, whose sha and ref
+// go-github v60 does not read: it becomes a *ProtectionRuleEvent.
+func parseEvent(event string, payload []byte) (any, error) {
+	if event == protectionRuleEvent {
+		ev := &ProtectionRuleEvent{}
+		if err := json.Unmarshal(payload, ev); err != nil {
+			return nil, err
+		}
+		return ev, nil
+	}
+	return github.ParseWebHook(event, payload)
 }
 
 // jsonBody returns the JSON payload of a body sent as application/json or as a form (payload=...).

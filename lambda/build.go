@@ -41,6 +41,7 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 		}
 		o.Dispatcher = &app.GitHubDispatcher{Installations: inst}
 		o.Conversation = &app.GitHubConversation{Installations: inst}
+		o.Reviewer = &app.GitHubReviewer{Installations: inst}
 	} else {
 		log.WarnContext(ctx, "no App credentials ("+EnvAppID+", "+EnvAppPrivateKeySSM+"): webhooks are taken and state is kept, "+
 			"but nothing is published to GitHub; dispatches are logged and skipped")

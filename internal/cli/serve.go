@@ -136,6 +136,7 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	} else {
 		o.Dispatcher = &app.GitHubDispatcher{Installations: inst}
 		o.Conversation = &app.GitHubConversation{Installations: inst}
+		o.Reviewer = &app.GitHubReviewer{Installations: inst}
 		from := ss.config
 		if o.Config == nil {
 			if o.Config, err = app.NewGitHubConfig(inst, c.auth, app.DefaultConfigTTL, log); err != nil {

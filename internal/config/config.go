@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 
@@ -47,7 +48,19 @@ type Environment struct {
 	Name   string
 	Policy Policy
 	Scopes []Scope // in file order
-	Line   int
+	// GitHubEnvironment is the GitHub environment whose deployment protection rule this environment
+	// answers (github-environment:); empty means the environment's own name. A preview template's
+	// holds NumberPlaceholder too.
+	GitHubEnvironment string
+	Line              int
+}
+
+// GitHubName is the GitHub environment this environment answers deployment protection rules for.
+func (e *Environment) GitHubName() string {
+	if e.GitHubEnvironment != "" {
+		return e.GitHubEnvironment
+	}
+	return e.Name
 }
 
 // Preview reports whether the environment is a template for pull request previews.
@@ -136,13 +149,46 @@ func (c *Config) Environment(name string) (*Environment, bool) {
 	return nil, false
 }
 
+// ForGitHubEnvironment finds the environment that answers deployment protection rules of the GitHub
+// environment name: the one whose github-environment, or else whose name, is name, compared without
+// regard to case as GitHub compares environment names. A preview template matches its instances
+// (preview/pr-803); envName is then the instance's name.
+func (c *Config) ForGitHubEnvironment(name string) (envName string, env *Environment, ok bool) {
+	for i := range c.Environments {
+		e := &c.Environments[i]
+		if !e.Preview() && strings.EqualFold(e.GitHubName(), name) {
+			return e.Name, e, true
+		}
+	}
+	for i := range c.Environments {
+		e := &c.Environments[i]
+		if !e.Preview() {
+			continue
+		}
+		if n, ok := templateNumber(strings.ToLower(e.GitHubName()), strings.ToLower(name)); ok {
+			return e.For(n), e, true
+		}
+	}
+	return "", nil, false
+}
+
 func matchesTemplate(tmpl, name string) bool {
+	_, ok := templateNumber(tmpl, name)
+	return ok
+}
+
+// templateNumber is the pull request number of name, an instance of the preview template tmpl.
+func templateNumber(tmpl, name string) (int, bool) {
 	prefix, suffix, _ := strings.Cut(tmpl, NumberPlaceholder)
 	if !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, suffix) || len(name) <= len(prefix)+len(suffix) {
-		return false
+		return 0, false
 	}
-	n, err := strconv.Atoi(name[len(prefix) : len(name)-len(suffix)])
-	return err == nil && n > 0 && strconv.Itoa(n) == name[len(prefix):len(name)-len(suffix)]
+	digits := name[len(prefix) : len(name)-len(suffix)]
+	n, err := strconv.Atoi(digits)
+	if err != nil || n <= 0 || strconv.Itoa(n) != digits {
+		return 0, false
+	}
+	return n, true
 }
 
 func touches(patterns, changed []string) bool {
@@ -291,6 +337,7 @@ func Parse(data []byte) (*Config, error) {
 				cfg.Environments = append(cfg.Environments, e)
 			}
 		})
+		p.checkGitHubNames(cfg.Environments)
 	}
 	if len(p.problems) > 0 {
 		return nil, &Error{Problems: p.problems}
@@ -368,8 +415,13 @@ func (p *parser) environment(key, val *yaml.Node) (Environment, bool) {
 			}
 		case "scopes":
 			scopes = v
+		case "github-environment":
+			if g, ok := p.scalar(k, v); ok {
+				p.checkGitHubName(v, e.Name, g)
+				e.GitHubEnvironment = g
+			}
 		default:
-			p.addf(k, "unknown key %q in environment %q; allowed: policy, scopes", k.Value, e.Name)
+			p.addf(k, "unknown key %q in environment %q; allowed: policy, scopes, github-environment", k.Value, e.Name)
 		}
 	})
 	if scopes == nil {
@@ -394,6 +446,38 @@ func (p *parser) environment(key, val *yaml.Node) (Environment, bool) {
 		})
 	}
 	return e, len(p.problems) == before
+}
+
+// maxGitHubEnvironment is GitHub's limit on an environment name.
+const maxGitHubEnvironment = 255
+
+func (p *parser) checkGitHubName(v *yaml.Node, env, g string) {
+	placeholders := strings.Count(g, NumberPlaceholder)
+	preview := strings.Contains(env, NumberPlaceholder)
+	switch {
+	case strings.TrimSpace(g) == "" || len(g) > maxGitHubEnvironment || strings.ContainsFunc(g, unicode.IsControl):
+		p.addf(v, "environment %q: github-environment %q must be a GitHub environment name of 1-%d characters", env, g, maxGitHubEnvironment)
+	case preview && placeholders != 1:
+		p.addf(v, "environment %q: github-environment %q must hold %s once, like the environment's name (e.g. preview-%s), so that each pull request has its own", env, g, NumberPlaceholder, NumberPlaceholder)
+	case !preview && placeholders > 0:
+		p.addf(v, "environment %q: github-environment %q may hold %s only in a preview environment (one whose name holds it)", env, g, NumberPlaceholder)
+	}
+}
+
+// checkGitHubNames refuses two environments that answer the same GitHub environment.
+func (p *parser) checkGitHubNames(envs []Environment) {
+	first := map[string]*Environment{}
+	for i := range envs {
+		e := &envs[i]
+		key := strings.ToLower(e.GitHubName())
+		if prev, dup := first[key]; dup {
+			p.problems = append(p.problems, Problem{Line: e.Line, Msg: fmt.Sprintf(
+				"environments %q (line %d) and %q both answer the GitHub environment %q (names are compared without regard to case); set a different github-environment on one of them",
+				prev.Name, prev.Line, e.Name, e.GitHubName())})
+			continue
+		}
+		first[key] = e
+	}
 }
 
 func (p *parser) checkEnvName(key *yaml.Node) {

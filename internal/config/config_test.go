@@ -107,7 +107,7 @@ func TestParseErrors(t *testing.T) {
 		{"environment twice", "environments:\n  staging:\n" + scope + "  staging:\n" + scope, []string{
 			`line 7: environment "staging" is defined twice (first at line 2); merge them`}},
 		{"unknown environment key", "environments:\n  staging:\n    polcy: queue\n" + scope, []string{
-			`line 3: unknown key "polcy" in environment "staging"; allowed: policy, scopes`}},
+			`line 3: unknown key "polcy" in environment "staging"; allowed: policy, scopes, github-environment`}},
 		{"bad policy", "environments:\n  staging:\n    policy: fifo\n" + scope, []string{
 			`line 3: environment "staging": policy "fifo" is not known; use latest (the default: the newest commit wins)`}},
 		{"queue policy not supported yet", "environments:\n  staging:\n    policy: queue\n" + scope, []string{

@@ -23,6 +23,7 @@ func Endpoints() []Endpoint {
 		{http.MethodPatch, "/repos/{owner}/{repo}/check-runs/{check_run_id}"},
 		{http.MethodPost, "/repos/{owner}/{repo}/actions/runs/{run_id}/cancel"},
 		{http.MethodPost, "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/dispatches"},
+		{http.MethodPost, "/repos/{owner}/{repo}/actions/runs/{run_id}/deployment_protection_rule"},
 		{http.MethodGet, "/repos/{owner}/{repo}/collaborators/{username}/permission"},
 		{http.MethodGet, "/repos/{owner}/{repo}/contents/{path}"},
 		{http.MethodPost, "/app/installations/{installation_id}/access_tokens"},

@@ -1,0 +1,246 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/google/go-github/v60/github"
+
+	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/config"
+	"github.com/latestwins/latestwins/internal/githubapp"
+	"github.com/latestwins/latestwins/internal/report"
+)
+
+// protectionRuleEvent is the X-GitHub-Event of a deployment protection rule's request.
+const protectionRuleEvent = "deployment_protection_rule"
+
+// Outcomes of a deployment_protection_rule delivery.
+const (
+	OutcomeApproved Outcome = "approved" // the job deploys the newest accepted commit: approved
+	OutcomeRejected Outcome = "rejected" // superseded, not accepted, or not configured: rejected, with a comment
+)
+
+// ProtectionRuleEvent is a deployment_protection_rule delivery: go-github's event plus the commit
+// and ref GitHub sends beside it (always, even when the job creates no deployment), which go-github
+// v60 does not read.
+type ProtectionRuleEvent struct {
+	github.DeploymentProtectionRuleEvent
+	Sha string `json:"sha,omitempty"`
+	Ref string `json:"ref,omitempty"`
+}
+
+// ProtectionReviewer answers deployment protection rules, as the installation the event came with.
+type ProtectionReviewer interface {
+	// Review approves or rejects the rule for the run's environment.
+	Review(ctx context.Context, installation int64, run githubapp.ProtectionCallback, r githubapp.ProtectionReview) error
+	// MarkInactive sets a deployment's status to inactive, saying why.
+	MarkInactive(ctx context.Context, installation int64, repo RepoRef, deploymentID int64, description string) error
+}
+
+// GitHubReviewer answers deployment protection rules through GitHub's API.
+type GitHubReviewer struct {
+	Installations Installations
+}
+
+var _ ProtectionReviewer = (*GitHubReviewer)(nil)
+
+// Review posts the review to the run's deployment_protection_rule endpoint.
+func (g *GitHubReviewer) Review(ctx context.Context, installation int64, run githubapp.ProtectionCallback, r githubapp.ProtectionReview) error {
+	c, err := g.Installations.Client(installation)
+	if err != nil {
+		return fmt.Errorf("review deployment to %s in run %d of %s/%s: %w", r.Environment, run.RunID, run.Owner, run.Repo, err)
+	}
+	return c.ReviewProtectionRule(ctx, run.Owner, run.Repo, run.RunID, r)
+}
+
+// verdict is the answer to one deployment protection rule.
+type verdict struct {
+	approve bool
+	comment string
+	// superseded is set when a newer commit was accepted: the deployment can be shown inactive.
+	superseded bool
+}
+
+// handleProtectionRule answers a deployment protection rule: it approves a job whose commit is the
+// newest latestwins accepted for the environment's scopes built from the repository, and rejects,
+// with a comment that says why, a superseded one, a commit latestwins never accepted, and a GitHub
+// environment no latestwins environment answers (docs/config.md, "Deployment protection rules").
+// It only reads the store: answering twice gives the same answer while nothing new is accepted.
+func (a *App) handleProtectionRule(ctx context.Context, log *slog.Logger, d Delivery, res *Result) error {
+	ev, ok := d.Payload.(*ProtectionRuleEvent)
+	if !ok {
+		return &MalformedError{Reason: fmt.Sprintf("%s payload is a %T", protectionRuleEvent, d.Payload)}
+	}
+	installation := ev.GetInstallation().GetID()
+	ghEnv := ev.GetEnvironment()
+	log = log.With("installation_id", installation, "repo", ev.GetRepo().GetFullName(), "github_environment", ghEnv, "action", ev.GetAction())
+	if ev.GetAction() != "requested" {
+		res.Outcome, res.Status, res.Message = OutcomeIgnored, http.StatusAccepted, fmt.Sprintf("%s %s: only a request is answered", protectionRuleEvent, ev.GetAction())
+		return nil
+	}
+	repo, err := ParseRepo(ev.GetRepo().GetFullName())
+	if err != nil {
+		return err
+	}
+	run, err := githubapp.ParseProtectionCallback(ev.GetDeploymentCallbackURL())
+	if err != nil {
+		return &MalformedError{Reason: err.Error()}
+	}
+	if !strings.EqualFold(run.Owner+"/"+run.Repo, repo.String()) {
+		return &MalformedError{Reason: fmt.Sprintf("the deployment callback URL names %s/%s, the event %s", run.Owner, run.Repo, repo)}
+	}
+	sha := ev.Sha
+	if sha == "" {
+		sha = ev.GetDeployment().GetSHA()
+	}
+	switch {
+	case ghEnv == "":
+		return &MalformedError{Reason: "the event names no environment"}
+	case sha == "":
+		return &MalformedError{Reason: "the event names no commit (neither sha nor deployment.sha)"}
+	}
+	log = log.With("sha", sha, "run_id", run.RunID)
+
+	v, err := a.protectionVerdict(ctx, log, installation, repo, ghEnv, sha)
+	if err != nil {
+		return err
+	}
+	review := githubapp.ProtectionReview{Environment: ghEnv, State: githubapp.ProtectionRejected, Comment: v.comment}
+	res.Outcome, res.Message = OutcomeRejected, v.comment
+	if v.approve {
+		review.State = githubapp.ProtectionApproved
+		res.Outcome = OutcomeApproved
+	}
+	log.InfoContext(ctx, "deployment protection rule answered", "state", review.State, "comment", v.comment)
+	if a.review == nil {
+		log.InfoContext(ctx, "review skipped: no App credentials, not publishing to GitHub")
+		return nil
+	}
+	if err := a.review.Review(ctx, installation, run, review); err != nil {
+		return &dispatchError{fmt.Errorf("%s: %w", protectionRuleEvent, err)}
+	}
+	if v.superseded {
+		a.markSuperseded(ctx, log, installation, repo, ev.GetDeployment(), v.comment)
+	}
+	return nil
+}
+
+// protectionVerdict decides. An error is worth a re-delivery (the store, GitHub); bad or missing
+// configuration is a rejection that says what to fix, since a job left waiting helps nobody.
+func (a *App) protectionVerdict(ctx context.Context, log *slog.Logger, installation int64, repo RepoRef, ghEnv, sha string) (verdict, error) {
+	cfg, err := a.configFor(ctx, log, installation, repo, sha)
+	if errors.Is(err, authority.ErrInvalidInput) {
+		return verdict{comment: fmt.Sprintf("latestwins cannot check this deployment: %s", err)}, nil
+	}
+	if err != nil {
+		return verdict{}, err
+	}
+	envName, envCfg, found := cfg.ForGitHubEnvironment(ghEnv)
+	if !found {
+		return verdict{comment: fmt.Sprintf("No latestwins environment answers the GitHub environment %q: in %s of %s, name an environment %q, "+
+			"or set `github-environment: %s` on the one it deploys (docs/config.md, \"Deployment protection rules\").",
+			ghEnv, config.Path, repo, ghEnv, ghEnv)}, nil
+	}
+	var scopes []string
+	for _, s := range envCfg.Scopes {
+		if strings.EqualFold(s.Repository, repo.String()) {
+			scopes = append(scopes, s.Name)
+		}
+	}
+	if len(scopes) == 0 {
+		return verdict{comment: fmt.Sprintf("The latestwins environment %s has no scope built from %s: add one to %s, "+
+			"or remove latestwins from the protection rules of the GitHub environment %q.", envName, repo, config.Path, ghEnv)}, nil
+	}
+	env, err := a.auth.Status(ctx, envName)
+	switch {
+	case errors.Is(err, authority.ErrInvalidInput):
+		env = &authority.Env{Name: envName} // nothing accepted yet
+	case err != nil:
+		return verdict{}, fmt.Errorf("status of %s: %w", envName, err)
+	}
+	return judge(env, scopes, sha), nil
+}
+
+// judge approves sha for scopes of env when no scope has a commit accepted after it, and sha was
+// accepted: it is the newest of every scope it was accepted for, and scopes it did not touch (paths)
+// have only older work. A commit the environment never accepted is rejected: latestwins cannot tell
+// whether it is newer, and approving it would let an unknown commit overwrite the newest.
+func judge(env *authority.Env, scopes []string, sha string) verdict {
+	acceptedAt := acceptedGeneration(env, sha)
+	var newer *authority.Ref // the newest commit accepted after sha, over all scopes
+	seen := acceptedAt > 0
+	for _, name := range scopes {
+		n := newest(env.Scopes[name])
+		switch {
+		case n == nil || n.Sha == sha:
+			continue
+		case acceptedAt == 0 && !mentions(env, n, sha):
+			continue
+		case n.Generation > acceptedAt && (newer == nil || n.Generation > newer.Generation):
+			newer, seen = n, true
+		}
+	}
+	switch {
+	case newer != nil:
+		return verdict{comment: fmt.Sprintf("Superseded by generation %d (%s)", newer.Generation, report.ShortSha(newer.Sha)), superseded: true}
+	case !seen:
+		return verdict{comment: fmt.Sprintf("latestwins has not accepted %s for %s (%s), so it cannot tell whether it is the newest commit. "+
+			"Pushes to the branch configured for these scopes are accepted; re-run this job once its push is, or deploy the commit through latestwins.",
+			report.ShortSha(sha), env.Name, strings.Join(scopes, ", "))}
+	}
+	return verdict{approve: true, comment: fmt.Sprintf("%s is the newest commit accepted for %s (%s) at generation %d", report.ShortSha(sha), env.Name, strings.Join(scopes, ", "), acceptedAt)}
+}
+
+// newest is the scope's newest accepted commit: pending, else live.
+func newest(sc *authority.Scope) *authority.Ref {
+	switch {
+	case sc == nil:
+		return nil
+	case sc.Mailbox != nil:
+		return sc.Mailbox
+	case sc.Live != nil:
+		return &authority.Ref{Generation: sc.Live.Generation, Sha: sc.Live.Sha, Ref: sc.Live.Ref}
+	}
+	return nil
+}
+
+// acceptedGeneration is the newest generation at which the environment accepted sha for any scope
+// (pending, live, or in the timeline), 0 when it never did.
+func acceptedGeneration(env *authority.Env, sha string) int64 {
+	var g int64
+	for _, sc := range env.Scopes {
+		if sc.Mailbox != nil && sc.Mailbox.Sha == sha {
+			g = max(g, sc.Mailbox.Generation)
+		}
+		if sc.Live != nil && sc.Live.Sha == sha {
+			g = max(g, sc.Live.Generation)
+		}
+	}
+	for _, e := range env.Events {
+		if e.Kind == authority.EventAccepted && e.Sha == sha {
+			g = max(g, e.Generation)
+		}
+	}
+	return g
+}
+
+// mentions reports whether the store knows sha as older than n: n builds on it, or it arrived
+// out of order and was recorded as superseded.
+func mentions(env *authority.Env, n *authority.Ref, sha string) bool {
+	for _, s := range n.Lineage {
+		if s == sha {
+			return true
+		}
+	}
+	for _, e := range env.Events {
+		if e.Sha == sha {
+			return true
+		}
+	}
+	return false
+}
