@@ -252,6 +252,15 @@ func (a *App) accept(ctx context.Context, log *slog.Logger, sels []config.Select
 		if err != nil {
 			return fmt.Errorf("accept %s for %s: %w", in.Sha, sel.Environment, err)
 		}
+		if ar.Joined {
+			// The commit is already pending in every scope: nothing new to accept or dispatch; the
+			// run started for it claims it.
+			stale := map[string]int64{}
+			for _, s := range ar.Accepted {
+				stale[s] = ar.Generation
+			}
+			ar = &authority.AcceptResult{Generation: ar.Generation, Accepted: []string{}, Stale: stale}
+		}
 		res.Intents = append(res.Intents, IntentInfo{Environment: sel.Environment, Generation: ar.Generation,
 			Duplicate: ar.Duplicate, Accepted: ar.Accepted, Stale: ar.Stale})
 		log.InfoContext(ctx, "intent accepted", "environment", sel.Environment, "generation", ar.Generation,

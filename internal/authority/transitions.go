@@ -128,6 +128,9 @@ type AcceptResult struct {
 	Generation int64 `json:"generation"`
 	// Duplicate: the intent id was accepted before; this is its first generation and nothing changed.
 	Duplicate bool `json:"duplicate,omitempty"`
+	// Joined: every scope already had this commit pending at Generation; the intent joined it rather
+	// than taking a generation of its own.
+	Joined bool `json:"joined,omitempty"`
 	// Accepted lists the scopes whose mailbox now holds this intent.
 	Accepted []string `json:"accepted"`
 	// Stale lists scopes where the intent arrived behind a newer commit of its branch: it was recorded
@@ -327,6 +330,19 @@ func (e *Env) accept(in *Intent, now time.Time) *AcceptResult {
 	if e.Intents == nil {
 		e.Intents = map[string]IntentRecord{}
 	}
+	if gen, ok := e.joins(in); ok {
+		// Every scope already has this very commit pending at gen (the App accepted the push, and the
+		// workflow it dispatched, or the push's own run, now asks for it): the intent joins that
+		// generation instead of superseding it or being held back as stale, so its pass can claim it.
+		e.Intents[in.ID] = IntentRecord{Generation: gen}
+		e.pruneIntents()
+		for _, name := range in.Scopes {
+			e.Scopes[name].ActiveAt = now
+		}
+		e.record(now, Event{Kind: EventAccepted, Generation: gen, Sha: in.Sha,
+			Message: fmt.Sprintf("%s from %s%s joined generation %d, which already has it pending", shortSha(in.Sha), orUnknown(in.Source), byActor(in.Actor), gen)})
+		return &AcceptResult{Generation: gen, Joined: true, Accepted: slices.Clone(in.Scopes)}
+	}
 	e.Desired++
 	gen := e.Desired
 	res := &AcceptResult{Generation: gen, Accepted: []string{}}
@@ -357,6 +373,23 @@ func (e *Env) accept(in *Intent, now time.Time) *AcceptResult {
 	e.pruneIntents()
 	e.settle()
 	return res
+}
+
+// joins reports whether every scope of the intent has exactly its commit pending, on its branch, at
+// one generation.
+func (e *Env) joins(in *Intent) (int64, bool) {
+	if in.Redeploy || in.Ref == "" {
+		return 0, false
+	}
+	var gen int64
+	for _, name := range in.Scopes {
+		sc := e.Scopes[name]
+		if sc == nil || sc.Mailbox == nil || sc.Mailbox.Ref != in.Ref || sc.Mailbox.Sha != in.Sha || (gen != 0 && sc.Mailbox.Generation != gen) {
+			return 0, false
+		}
+		gen = sc.Mailbox.Generation
+	}
+	return gen, gen != 0
 }
 
 // staleFor reports whether the intent's commit is already behind what the scope holds for its

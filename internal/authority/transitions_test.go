@@ -102,6 +102,35 @@ func TestAcceptDuplicateChangesNothing(t *testing.T) {
 	}
 }
 
+// A second intent for the very commit a scope has pending (the workflow the App dispatched claims the
+// push the App accepted) joins that generation: no new generation, nothing superseded, and its pass
+// can claim the scope.
+func TestAcceptJoinsThePendingCommit(t *testing.T) {
+	e := newEnv("staging")
+	first := e.accept(mainPush("a", testSha(1), testSha(0), "api", "web"), t0)
+	before := cloneEnv(t, e).Scopes
+	res := e.accept(mainPush("run-7", testSha(1), testSha(0), "api", "web"), t0.Add(time.Minute))
+	if !res.Joined || res.Duplicate || res.Generation != first.Generation || e.Desired != first.Generation || !slices.Equal(res.Accepted, []string{"api", "web"}) {
+		t.Fatalf("joining intent: %+v, desired %d; want generation %d joined for api and web", res, e.Desired, first.Generation)
+	}
+	for _, s := range []string{"api", "web"} {
+		if diff := cmp.Diff(before[s].Mailbox, e.Scopes[s].Mailbox); diff != "" {
+			t.Fatalf("%s mailbox changed (-before +after):\n%s", s, diff)
+		}
+	}
+	if cr := e.claim(res.Generation, res.Accepted, t0); len(cr.Claimed) != 2 {
+		t.Fatalf("the joining pass cannot claim: %+v", cr)
+	}
+	if again := e.accept(mainPush("run-7", testSha(1), testSha(0), "api", "web"), t0); !again.Duplicate || again.Generation != first.Generation {
+		t.Fatalf("a repeat of the joining intent: %+v", again)
+	}
+	// Only when every scope has that commit pending at one generation: otherwise a new generation.
+	mixed := e.accept(mainPush("b", testSha(1), testSha(0), "api", "db"), t0)
+	if mixed.Joined || mixed.Generation != first.Generation+1 || mixed.Stale["api"] != first.Generation {
+		t.Fatalf("partly pending intent: %+v", mixed)
+	}
+}
+
 func TestAcceptOutOfOrder(t *testing.T) {
 	cases := []struct {
 		name      string
@@ -114,8 +143,6 @@ func TestAcceptOutOfOrder(t *testing.T) {
 			mainPush("late", testSha(1), testSha(0), "api"), true},
 		{"entry's grandparent arrives late", []*Intent{mainPush("a", testSha(1), testSha(0), "api"), mainPush("b", testSha(2), testSha(1), "api")}, false,
 			mainPush("late", testSha(0), "", "api"), true},
-		{"entry's own commit again", []*Intent{mainPush("a", testSha(1), testSha(0), "api")}, false,
-			mainPush("again", testSha(1), testSha(0), "api"), true},
 		{"parent of the live commit", []*Intent{mainPush("a", testSha(1), testSha(0), "api"), mainPush("b", testSha(2), testSha(1), "api")}, true,
 			mainPush("late", testSha(1), testSha(0), "api"), true},
 		{"a new commit on top", []*Intent{mainPush("a", testSha(1), testSha(0), "api")}, false,

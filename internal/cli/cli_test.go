@@ -351,3 +351,27 @@ func TestSweepListsThenRedrivesStalledWork(t *testing.T) {
 		t.Fatalf("history lacks the re-drive:\n%s", hist)
 	}
 }
+
+// The App accepts a push and dispatches its workflow; the run then claims the same commit. It joins
+// the App's generation and deploys, instead of being held back as its own stale duplicate.
+func TestRunJoinsTheCommitTheAppAccepted(t *testing.T) {
+	h := newHarness(t)
+	a, closeStore := h.authority()
+	if _, err := a.Accept(context.Background(), authority.Intent{ID: "delivery-1", Environment: "staging", Scopes: []string{"api"},
+		Sha: "aaaa111", Ref: "refs/heads/main", Source: "push acme/api"}, false); err != nil {
+		t.Fatal(err)
+	}
+	closeStore()
+	o := h.must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111", "--ref", "refs/heads/main",
+		"--intent-id", "gha:acme/api/77", "--", "true")
+	if !strings.Contains(o.stdout, "deployed") {
+		t.Fatalf("run output: %q", o.stdout)
+	}
+	st := h.status("staging")
+	if st["desired_generation"] != float64(1) || st["observed_generation"] != float64(1) {
+		t.Fatalf("the run took a generation of its own or left work pending: %v", st)
+	}
+	if live := scopeField(st, "api", "live").(map[string]any); live["sha"] != "aaaa111" || live["generation"] != float64(1) {
+		t.Fatalf("live after the joined run: %v", live)
+	}
+}

@@ -59,8 +59,15 @@ func testLateDeliveries(t *testing.T, h *harness) {
 	wantStale(t, h, h.accept(a, commitPush("push-1-late", c(1), c(0)), false), newest.Generation, entry)
 	// An older commit of its lineage.
 	wantStale(t, h, h.accept(h.process(), commitPush("push-0-late", c(0), ""), false), newest.Generation, entry)
-	// The entry's own commit, pushed again.
-	wantStale(t, h, h.accept(a, commitPush("push-2-again", c(2), c(1)), true), newest.Generation, entry)
+	// The entry's own commit, asked for again (the dispatched workflow's claim): it joins the
+	// pending generation instead of taking a new one, and changes nothing else.
+	if joined := h.accept(a, commitPush("push-2-again", c(2), c(1)), true); !joined.Joined || joined.Generation != newest.Generation ||
+		joined.Claim == nil || len(joined.Claim.Claimed) != 1 {
+		t.Fatalf("the pending commit asked for again: %+v; want it joined to generation %d and claimed", joined, newest.Generation)
+	}
+	if got := h.scope("staging", "api").Mailbox; !slices.Equal(got.Lineage, entry.Lineage) || got.Sha != entry.Sha || got.Generation != entry.Generation {
+		t.Fatalf("mailbox after the join %+v; want %+v", got, entry)
+	}
 	e := h.env("staging")
 	if e.Observed != newest.Generation-1 {
 		t.Fatalf("observed %d; want %d (only the entry is pending)", e.Observed, newest.Generation-1)

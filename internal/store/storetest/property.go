@@ -184,6 +184,17 @@ func (p *propRun) accept(prev *authority.Env) {
 	}
 	p.sent = append(p.sent, in)
 	p.gens[in.ID] = res.Generation
+	if res.Joined {
+		// Every scope had exactly this commit pending at one generation: the intent joins it.
+		p.seen["accept: joined the pending commit"]++
+		for _, s := range in.Scopes {
+			m := next.Scopes[s].Mailbox
+			if m == nil || m.Sha != in.Sha || m.Generation != res.Generation || prev == nil || next.Desired != prev.Desired {
+				p.fail("%s: joined generation %d, but the mailbox holds %+v (desired %d)", s, res.Generation, m, next.Desired)
+			}
+		}
+		return
+	}
 	p.seen["accept: new"]++
 	p.seen["accept: held back as out of order"] += len(res.Stale)
 	var desired int64
