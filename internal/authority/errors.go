@@ -21,6 +21,9 @@ var (
 	ErrLeaseLost = errors.New("lease lost")
 	// ErrInvalidInput: a name, flag or value is malformed; terminal, the message says what to fix.
 	ErrInvalidInput = errors.New("invalid input")
+	// ErrPermanent marks a failure that retrying cannot cure (a re-drive whose workflow or branch is
+	// gone, say): the sweep counts the attempt instead of giving it back.
+	ErrPermanent = errors.New("permanent failure")
 )
 
 // InputError is a bad name, flag or value. It is terminal: retrying cannot help.

@@ -32,7 +32,8 @@ type SweepReport struct {
 // Sweep finds environments with pending work through the store's sparse index (never a scan),
 // and re-drives the work that has stalled: each re-drive is first recorded in the environment (the
 // attempt counted, the scopes marked active, so that concurrent sweepers re-drive it once per stall
-// period) and then handed to redrive. Work that has used maxAttempts gets one terminal error
+// period) and then handed to redrive. A re-drive that fails gives its attempt back unless its error
+// matches ErrPermanent or ErrInvalidInput. Work that has used maxAttempts gets one terminal error
 // instead, and observed moves past it, so that the sweep never resurrects it.
 func (a *Authority) Sweep(ctx context.Context, stall time.Duration, maxAttempts int, redrive func(context.Context, StalledWork) error) (*SweepReport, error) {
 	if stall <= 0 || maxAttempts < 1 {
@@ -54,6 +55,11 @@ func (a *Authority) Sweep(ctx context.Context, stall time.Duration, maxAttempts 
 		for _, w := range work {
 			if err := redrive(ctx, w); err != nil {
 				rep.fail(env, fmt.Errorf("re-drive generation %d: %w", w.Generation, err))
+				if errors.Is(err, ErrPermanent) || errors.Is(err, ErrInvalidInput) {
+					// Retrying cannot help: the attempt stays counted, so the work ends with a terminal
+					// error once its attempts are spent instead of being re-driven forever.
+					continue
+				}
 				if uerr := a.undoRedrive(ctx, w, err); uerr != nil {
 					rep.fail(env, fmt.Errorf("re-drive generation %d: %w; and giving its attempt back: %w", w.Generation, err, uerr))
 				}

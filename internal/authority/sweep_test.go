@@ -3,6 +3,7 @@ package authority_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -148,4 +149,60 @@ func TestSweepLeavesLiveLeasesAloneAndReportsFailedRedrives(t *testing.T) {
 
 func equalWork(a, b authority.StalledWork) bool {
 	return a.Environment == b.Environment && a.Generation == b.Generation && a.Attempt == b.Attempt && slices.Equal(a.Scopes, b.Scopes)
+}
+
+func TestWithdrawEndsPendingWorkSoTheSweepLeavesIt(t *testing.T) {
+	ctx := context.Background()
+	clock := storetest.NewClock(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
+	a := authority.New(memory.New(), authority.WithClock(clock), authority.WithSkew(time.Second))
+	if _, err := a.Accept(ctx, authority.Intent{ID: "pr-7", Environment: "preview/pr-7", Scopes: []string{"api"}, Sha: "aaaa111",
+		Origin: "github:7:acme/shop@feature"}, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Gate(ctx, authority.GateRequest{Environment: "preview/pr-7", Generation: 1, Scopes: []string{"api"}, Phase: "deploy",
+		Holder: "run-1", LeaseTTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.Withdraw(ctx, "preview/pr-7", []string{"api"}, "pull request #7 closed", "octocat")
+	if err != nil || len(got) != 1 {
+		t.Fatalf("withdraw: %v %v", got, err)
+	}
+	e, _ := a.Status(ctx, "preview/pr-7")
+	if e.Observed != e.Desired || e.Scopes["api"].Mailbox != nil || e.Scopes["api"].Lease.Holder != "" || e.Scopes["api"].Failure != nil {
+		t.Fatalf("after withdrawing: %d/%d, %+v", e.Observed, e.Desired, e.Scopes["api"])
+	}
+	clock.Advance(time.Hour)
+	rep, err := a.Sweep(ctx, 10*time.Minute, 3, func(context.Context, authority.StalledWork) error {
+		t.Fatal("withdrawn work was re-driven")
+		return nil
+	})
+	if err != nil || len(rep.Redriven)+len(rep.Exhausted) != 0 {
+		t.Fatalf("sweep after withdrawing: %+v %v", rep, err)
+	}
+	if again, err := a.Withdraw(ctx, "preview/pr-7", []string{"api"}, "pull request #7 closed", "octocat"); err != nil || len(again) != 0 {
+		t.Fatalf("withdrawing again: %v %v; want nothing to do", again, err)
+	}
+}
+
+func TestSweepCountsPermanentRedriveFailuresUntilTheWorkEnds(t *testing.T) {
+	ctx := context.Background()
+	clock := storetest.NewClock(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
+	a := authority.New(memory.New(), authority.WithClock(clock), authority.WithSkew(time.Second))
+	if _, err := a.Accept(ctx, authority.Intent{ID: "i", Environment: "qa", Scopes: []string{"api"}, Sha: "aaaa111"}, false); err != nil {
+		t.Fatal(err)
+	}
+	gone := fmt.Errorf("workflow deploy.yml not found: %w", authority.ErrPermanent)
+	for round := 1; round <= 3; round++ {
+		clock.Advance(time.Hour)
+		rep, err := a.Sweep(ctx, 10*time.Minute, 2, func(context.Context, authority.StalledWork) error { return gone })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if round == 3 && len(rep.Exhausted) != 1 {
+			t.Fatalf("round 3: %+v; want the work ended after 2 counted attempts", rep)
+		}
+	}
+	if e, _ := a.Status(ctx, "qa"); e.Observed != e.Desired || e.Scopes["api"].Failure == nil {
+		t.Fatalf("work with a permanent re-drive failure still pending: %d/%d", e.Observed, e.Desired)
+	}
 }

@@ -147,7 +147,8 @@ const (
 	EventLost       EventKind = "lost"
 	EventReleased   EventKind = "released"
 	EventUnlocked   EventKind = "unlocked"
-	EventRedriven   EventKind = "redriven" // the recovery sweep re-drove stalled work
+	EventRedriven   EventKind = "redriven"  // the recovery sweep re-drove stalled work
+	EventWithdrawn  EventKind = "withdrawn" // pending work ended because what asked for it is gone
 )
 
 // Event is one timeline entry.
