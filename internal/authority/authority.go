@@ -114,6 +114,9 @@ func (a *Authority) Claim(ctx context.Context, env string, gen int64, scopes []s
 		if err := checkGeneration(d, env, gen); err != nil {
 			return false, err
 		}
+		if err := d.Env.requireScopes(scopes); err != nil {
+			return false, err
+		}
 		before := d.Env.EventSeq
 		res = d.Env.claim(gen, scopes, now)
 		return d.Env.EventSeq != before, nil
@@ -166,6 +169,9 @@ func (a *Authority) Gate(ctx context.Context, r GateRequest) (*Grant, error) {
 	var g *Grant
 	_, err := a.update(ctx, EnvKey(r.Environment), func(d *Doc, now time.Time) (bool, error) {
 		if err := checkGeneration(d, r.Environment, r.Generation); err != nil {
+			return false, err
+		}
+		if err := d.Env.requireScopes(r.Scopes); err != nil {
 			return false, err
 		}
 		before := d.Env.EventSeq
@@ -254,8 +260,11 @@ func (a *Authority) Complete(ctx context.Context, c Completion) (*CompleteResult
 		if err := checkGeneration(d, c.Environment, c.Generation); err != nil {
 			return false, err
 		}
+		if err := d.Env.requireScopes(c.Scopes); err != nil {
+			return false, err
+		}
 		var err error
-		res, err = d.Env.complete(&c, now)
+		res, err = d.Env.complete(&c, now, a.skew)
 		return err == nil, err
 	})
 	if err != nil {

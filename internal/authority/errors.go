@@ -49,9 +49,15 @@ type SupersededError struct {
 	Generation  int64 // the pass that was refused
 	By          int64 // the newer generation that owns or waits for the scope
 	BySha       string
+	// Done: nothing newer, but the pass's work in the scope already ended (deployed, failed
+	// terminally, withdrawn), so it may start nothing more there.
+	Done bool `json:"done,omitempty"`
 }
 
 func (e *SupersededError) Error() string {
+	if e.Done {
+		return fmt.Sprintf("%s/%s: generation %d has nothing left to do: its work here already ended", e.Environment, e.Scope, e.Generation)
+	}
 	by := fmt.Sprintf("generation %d", e.By)
 	if e.BySha != "" {
 		by += fmt.Sprintf(" (%s)", shortSha(e.BySha))

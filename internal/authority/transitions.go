@@ -350,6 +350,7 @@ func (e *Env) accept(in *Intent, now time.Time) *AcceptResult {
 		sc := e.scope(name)
 		sc.ActiveAt = now
 		if by, stale := e.staleFor(sc, in); stale {
+			extendLineage(sc, in)
 			if res.Stale == nil {
 				res.Stale = map[string]int64{}
 			}
@@ -406,6 +407,26 @@ func (e *Env) staleFor(sc *Scope, in *Intent) (int64, bool) {
 		return l.Generation, true
 	}
 	return 0, false
+}
+
+// extendLineage adds a late intent's parent to the lineage that showed it to be behind, so that an
+// even older commit arriving later still (C, then B on A, then A) is recognised too.
+func extendLineage(sc *Scope, in *Intent) {
+	if in.Before == "" {
+		return
+	}
+	add := func(own string, l []string) []string {
+		if in.Before != own && slices.Contains(l, in.Sha) && !slices.Contains(l, in.Before) && len(l) < maxLineage {
+			return append(l, in.Before)
+		}
+		return l
+	}
+	if m := sc.Mailbox; m != nil && m.Ref == in.Ref {
+		m.Lineage = add(m.Sha, m.Lineage)
+	}
+	if l := sc.Live; l != nil && l.Ref == in.Ref {
+		l.Lineage = add(l.Sha, l.Lineage)
+	}
 }
 
 // lineage returns the commits the intent's commit is known to build on: its parent, and the parent's
@@ -470,6 +491,10 @@ func (e *Env) authorize(gen int64, name string) *SupersededError {
 	}
 	if m := sc.Mailbox; m != nil && m.Generation > gen {
 		return &SupersededError{Environment: e.Name, Scope: name, Generation: gen, By: m.Generation, BySha: m.Sha}
+	}
+	if sc.Owner == gen && sc.Mailbox == nil {
+		// The pass's work here already ended (deployed, failed terminally, withdrawn): nothing may start.
+		return &SupersededError{Environment: e.Name, Scope: name, Generation: gen, Done: true}
 	}
 	if sc.Owner != gen {
 		by := &SupersededError{Environment: e.Name, Scope: name, Generation: gen, By: sc.Owner}
@@ -569,6 +594,18 @@ func (e *Env) recordOnce(now time.Time, ev Event) {
 	e.record(now, ev)
 }
 
+// requireScopes refuses scopes the environment does not have: a typo is bad input, not a pass
+// that lost its authority.
+func (e *Env) requireScopes(scopes []string) error {
+	for _, name := range scopes {
+		if _, ok := e.Scopes[name]; !ok {
+			return &InputError{Field: "scope", Value: name,
+				Fix: fmt.Sprintf("environment %s has no scope %s; it has %s", e.Name, name, strings.Join(sortedKeys(e.Scopes), ", "))}
+		}
+	}
+	return nil
+}
+
 // checkTokens verifies that the caller still holds each scope's lease with its token.
 func (e *Env) checkTokens(scopes []string, holder string, tokens map[string]int64) error {
 	for _, name := range scopes {
@@ -620,15 +657,35 @@ func (e *Env) release(scopes []string, holder string, tokens map[string]int64) {
 }
 
 // complete records how a pass ended, fenced by its tokens, and releases its leases in the same write.
-func (e *Env) complete(c *Completion, now time.Time) (*CompleteResult, error) {
+func (e *Env) complete(c *Completion, now time.Time, skew time.Duration) (*CompleteResult, error) {
 	if err := e.checkTokens(c.Scopes, c.Holder, c.Tokens); err != nil && c.Outcome != OutcomeLost {
 		return nil, err
+	}
+	if c.Outcome != OutcomeLost && c.Outcome != OutcomeInterrupted {
+		// An ending without the deploy lease's token must not overrule a pass that holds it now.
+		for _, name := range c.Scopes {
+			l := &e.Scopes[name].Lease
+			if _, ok := c.Tokens[name]; !ok && liveLease(l, now, skew) && l.Holder != c.Holder {
+				return nil, heldError(resourceName(e.Name, name), l, now, skew)
+			}
+		}
 	}
 	res := &CompleteResult{Results: map[string]Result{}}
 	final := c.Outcome == OutcomeInvalid || (c.Outcome == OutcomeFailure && c.Attempt >= c.MaxAttempts)
 	for _, name := range c.Scopes {
-		sc := e.scope(name)
+		sc := e.Scopes[name]
 		sc.ActiveAt = now
+		if sc.Owner == c.Generation && sc.Mailbox == nil {
+			// A repeat of a completion that took effect reports the same result and changes nothing.
+			switch {
+			case c.Outcome == OutcomeSuccess && sc.Live != nil && sc.Live.Generation == c.Generation:
+				res.Results[name] = ResultDeployed
+				continue
+			case final && sc.Failure != nil && sc.Failure.Generation == c.Generation:
+				res.Results[name] = ResultFailed
+				continue
+			}
+		}
 		sup := e.authorize(c.Generation, name)
 		if sup != nil && c.Outcome != OutcomeLost && c.Outcome != OutcomeInterrupted {
 			if res.Superseded == nil {
@@ -643,10 +700,6 @@ func (e *Env) complete(c *Completion, now time.Time) (*CompleteResult, error) {
 		m := sc.Mailbox
 		switch {
 		case c.Outcome == OutcomeSuccess:
-			if m == nil { // completed before: nothing to change
-				res.Results[name] = ResultDeployed
-				continue
-			}
 			live := &Live{Sha: m.Sha, Ref: m.Ref, Generation: c.Generation, Run: c.Run, Token: c.Tokens[name], At: now,
 				Lineage: m.Lineage}
 			sc.Live, sc.Mailbox, sc.Failure = live, nil, nil
@@ -655,9 +708,6 @@ func (e *Env) complete(c *Completion, now time.Time) (*CompleteResult, error) {
 				Message: fmt.Sprintf("Deployed %s (generation %d)", shortSha(m.Sha), c.Generation)})
 		case final:
 			res.Results[name] = ResultFailed
-			if m == nil {
-				continue
-			}
 			sc.Failure = &Failure{Generation: c.Generation, Sha: m.Sha, Message: truncate(c.Message, maxMessageSize), Attempt: c.Attempt, MaxAttempts: c.MaxAttempts, At: now}
 			sc.Mailbox = nil
 			what := "Configuration error"
@@ -668,7 +718,7 @@ func (e *Env) complete(c *Completion, now time.Time) (*CompleteResult, error) {
 				Message: fmt.Sprintf("%s: %s", what, orUnknown(c.Message))})
 		default: // retryable: failure before the last attempt, lease lost, interrupted
 			res.Results[name] = ResultRetry
-			if m != nil && c.Outcome == OutcomeFailure {
+			if c.Outcome == OutcomeFailure {
 				m.Attempt = max(m.Attempt, c.Attempt)
 			}
 			kind, msg := EventFailed, fmt.Sprintf("Attempt %d of %d failed; will retry: %s", c.Attempt, c.MaxAttempts, orUnknown(c.Message))
@@ -703,6 +753,9 @@ func (e *Env) unlock(name, reason, actor string, now time.Time) (Lease, bool) {
 }
 
 func supersededBy(s *SupersededError) string {
+	if s.Done {
+		return "its work here already ended"
+	}
 	if s.By == 0 {
 		return "it does not own the scope"
 	}

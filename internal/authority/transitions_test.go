@@ -298,7 +298,7 @@ func TestAuthorize(t *testing.T) {
 		wantAuthority bool
 	}{
 		{"owner, nothing newer", 4, 4, &Ref{Generation: 3, Sha: "m3"}, nil, 0, "", true},
-		{"owner, mailbox empty", 4, 4, nil, &Live{Generation: 4, Sha: "l4"}, 0, "", true},
+		{"owner, its work already ended", 4, 4, nil, &Live{Generation: 4, Sha: "l4"}, 0, "", false},
 		{"newer intent accepted", 4, 4, &Ref{Generation: 5, Sha: "m5"}, nil, 5, "m5", false},
 		{"newer intent and newer pass", 6, 4, &Ref{Generation: 5, Sha: "m5"}, nil, 5, "m5", false},
 		{"newer pass owns it, pending", 6, 4, &Ref{Generation: 4, Sha: "m4"}, nil, 6, "m4", false},
@@ -465,7 +465,7 @@ func TestCompleteOutcomes(t *testing.T) {
 			if c.useTokens {
 				comp.Tokens = g.Tokens
 			}
-			res, err := e.complete(comp, t0.Add(time.Minute))
+			res, err := e.complete(comp, t0.Add(time.Minute), time.Second)
 			if err != nil {
 				t.Fatalf("complete: %v", err)
 			}
@@ -505,7 +505,7 @@ func TestCompleteFencing(t *testing.T) {
 	}
 	before := cloneEnv(t, e)
 	for _, o := range []Outcome{OutcomeSuccess, OutcomeFailure, OutcomeInvalid, OutcomeInterrupted} {
-		_, err := e.complete(&Completion{Generation: 1, Scopes: []string{"api"}, Holder: "old", Tokens: old.Tokens, Outcome: o, Attempt: 3, MaxAttempts: 3}, t0.Add(3*time.Minute))
+		_, err := e.complete(&Completion{Generation: 1, Scopes: []string{"api"}, Holder: "old", Tokens: old.Tokens, Outcome: o, Attempt: 3, MaxAttempts: 3}, t0.Add(3*time.Minute), time.Second)
 		lost, ok := err.(*LostError)
 		if !ok || lost.Holder != "new" || lost.Current != cur.Tokens["api"] || lost.Token != old.Tokens["api"] {
 			t.Fatalf("%s with a stale token: %v; want a *LostError naming new", o, err)
@@ -514,7 +514,7 @@ func TestCompleteFencing(t *testing.T) {
 			t.Fatalf("%s with a stale token changed the environment (-before +after):\n%s", o, diff)
 		}
 	}
-	res, err := e.complete(&Completion{Generation: 1, Scopes: []string{"api"}, Holder: "old", Tokens: old.Tokens, Outcome: OutcomeLost}, t0.Add(3*time.Minute))
+	res, err := e.complete(&Completion{Generation: 1, Scopes: []string{"api"}, Holder: "old", Tokens: old.Tokens, Outcome: OutcomeLost}, t0.Add(3*time.Minute), time.Second)
 	if err != nil || res.Results["api"] != ResultRetry || e.Scopes["api"].Lease.Holder != "new" {
 		t.Fatalf("lost with a stale token: %+v, %v, lease %+v; want retry, lease kept by new", res, err, e.Scopes["api"].Lease)
 	}
@@ -547,5 +547,21 @@ func TestParseOutcome(t *testing.T) {
 		if _, err := ParseOutcome(s); err == nil {
 			t.Errorf("ParseOutcome(%q) accepted", s)
 		}
+	}
+}
+
+// Pushes delivered newest first: C (on B), then B (on A), then A. B is behind C; A must be
+// recognised as behind too, through B's parent, and never replace C.
+func TestLatePushesNewestFirstNeverReplaceTheNewest(t *testing.T) {
+	e := newEnv("staging")
+	c := e.accept(mainPush("c", testSha(3), testSha(2), "api"), t0)
+	for _, late := range []*Intent{mainPush("b", testSha(2), testSha(1), "api"), mainPush("a", testSha(1), testSha(0), "api")} {
+		res := e.accept(late, t0)
+		if res.Stale["api"] != c.Generation {
+			t.Fatalf("late push %s: %+v; want it held back behind generation %d", late.ID, res, c.Generation)
+		}
+	}
+	if m := e.Scopes["api"].Mailbox; m.Sha != testSha(3) || m.Generation != c.Generation {
+		t.Fatalf("mailbox %+v; want C still pending", m)
 	}
 }

@@ -375,3 +375,13 @@ func TestRunJoinsTheCommitTheAppAccepted(t *testing.T) {
 		t.Fatalf("live after the joined run: %v", live)
 	}
 }
+
+func TestCompleteKeepsTheExitCodesOfRetryableEndings(t *testing.T) {
+	h := newHarness(t)
+	for outcome, want := range map[string]int{"lost": ExitLeaseLost, "interrupted": ExitInterrupted, "failure": ExitRetry} {
+		state := filepath.Join(h.dir, outcome+".json")
+		h.must(ExitOK, "claim", "--environment", "env-"+outcome, "--scopes", "api", "--sha", "aaaa111", "--intent-id", outcome, "--state", state)
+		h.must(ExitOK, "gate", "--state", state, "--phase", "deploy")
+		h.must(want, "complete", "--state", state, "--outcome", outcome, "--attempt", "1")
+	}
+}

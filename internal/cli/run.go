@@ -21,7 +21,7 @@ func runRun(ctx context.Context, c *cmdEnv, args []string) error {
 	c.stateFlag()
 	c.str(&c.s.holder, "holder", "", "lease holder id (default: the GitHub job, or host and pid)")
 	c.str(&c.s.run, "run", "", "run id or URL to record with the live state (default: the GitHub run)")
-	c.boolean(&c.s.lease, "lease", true, "hold the scopes' leases while the command runs")
+	c.s.lease = true // run always holds the deploy leases: its success is recorded with their tokens
 	c.apiFlags()
 	c.s.phase = "deploy"
 	gen := c.int64Var(&c.s.generation, "generation", 0, "the pass's generation; without it, run claims first")

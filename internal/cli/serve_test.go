@@ -156,7 +156,11 @@ func TestServeStatusPage(t *testing.T) {
 	if _, err := auth.Complete(ctx, authority.Completion{Environment: "staging", Generation: 1, Scopes: []string{"api"}, Outcome: authority.OutcomeSuccess, Tokens: g.Tokens, Holder: "run-1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := auth.Gate(ctx, authority.GateRequest{Environment: "staging", Generation: 1, Scopes: []string{"api"}, Phase: "publish", Holder: "run-2", LeaseTTL: 2 * time.Minute}); err != nil {
+	next, err := auth.Accept(ctx, authority.Intent{ID: "next", Environment: "staging", Scopes: []string{"api"}, Sha: "bbbb222"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := auth.Gate(ctx, authority.GateRequest{Environment: "staging", Generation: next.Generation, Scopes: []string{"api"}, Phase: "deploy", Holder: "run-2", LeaseTTL: 2 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -166,7 +170,7 @@ func TestServeStatusPage(t *testing.T) {
 	}
 	defer page.Body.Close()
 	body, _ := io.ReadAll(page.Body)
-	for _, want := range []string{"<h2>staging</h2>", `<code title="` + fixtureSha + `">6113728</code>`, "held by run-2 for publish, token 2"} {
+	for _, want := range []string{"<h2>staging</h2>", `<code title="` + fixtureSha + `">6113728</code>`, "held by run-2 for deploy, token 2"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("status page lacks %q:\n%s", want, body)
 		}

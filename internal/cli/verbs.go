@@ -292,6 +292,13 @@ func (c *cmdEnv) reportCompletion(res *authority.CompleteResult) error {
 	case authority.ResultSuperseded:
 		return &exitError{code: ExitSuperseded}
 	case authority.ResultRetry:
+		// The retryable endings keep their own documented codes.
+		switch authority.Outcome(c.s.outcome) {
+		case authority.OutcomeLost:
+			return &exitError{code: ExitLeaseLost}
+		case authority.OutcomeInterrupted:
+			return &exitError{code: ExitInterrupted}
+		}
 		return &exitError{code: ExitRetry}
 	case authority.ResultFailed:
 		return &exitError{code: ExitFailed}

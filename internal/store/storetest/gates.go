@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,9 +134,10 @@ func testUnclaimedPassStops(t *testing.T, h *harness) {
 	if !errors.Is(err, authority.ErrSuperseded) {
 		t.Fatalf("gate of an unclaimed scope: %v; want a refusal matching ErrSuperseded", err)
 	}
+	// A scope the environment has never had is a typo: bad input that names the scopes it has.
 	_, err = a.Gate(h.ctx, authority.GateRequest{Environment: "staging", Generation: res.Generation, Scopes: []string{"never-seen"}, Phase: "deploy"})
-	if !errors.Is(err, authority.ErrSuperseded) {
-		t.Fatalf("gate of an unknown scope: %v; want a refusal matching ErrSuperseded", err)
+	if !errors.Is(err, authority.ErrInvalidInput) || !strings.Contains(err.Error(), "it has api") {
+		t.Fatalf("gate of an unknown scope: %v; want invalid input naming the scopes there are", err)
 	}
 	if l := h.scope("staging", "api").Lease; l.Holder != "" {
 		t.Fatalf("an unclaimed pass got a lease: %+v", l)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/latestwins/latestwins/internal/authority"
 )
@@ -249,6 +250,16 @@ func (p *propRun) claim(prev *authority.Env) {
 	}
 	p.note("claim %v at %d", scopes, gen)
 	res, err := p.proc().Claim(p.h.ctx, p.env, gen, scopes)
+	if unknown := slices.ContainsFunc(scopes, func(s string) bool { return prev.Scopes[s] == nil }); unknown {
+		// A scope the environment has never seen is bad input, and nothing changes.
+		if !errors.Is(err, authority.ErrInvalidInput) {
+			p.fail("claim of an unknown scope among %v: %v; want invalid input", scopes, err)
+		}
+		if diff := cmp.Diff(prev, p.read()); diff != "" {
+			p.fail("a refused claim changed the environment (-before +after):\n%s", diff)
+		}
+		return
+	}
 	if err != nil {
 		p.fail("claim: %v", err)
 	}
@@ -287,9 +298,11 @@ func (p *propRun) claim(prev *authority.Env) {
 }
 
 // authorized is the authority rule, from the state before an operation.
+// authorized is guarantee 4: the pass owns the scope, nothing newer was accepted, and its work there
+// has not already ended (an empty mailbox means it was deployed, failed or withdrawn).
 func authorized(e *authority.Env, gen int64, s string) bool {
 	sc := e.Scopes[s]
-	return sc != nil && sc.Owner == gen && (sc.Mailbox == nil || sc.Mailbox.Generation <= gen)
+	return sc != nil && sc.Owner == gen && sc.Mailbox != nil && sc.Mailbox.Generation <= gen
 }
 
 func (p *propRun) gate(prev *authority.Env) {
@@ -363,7 +376,17 @@ func (p *propRun) passOf(prev *authority.Env) (int64, []string) {
 			return gen, scopes
 		}
 	}
-	return max(1, prev.Desired-p.r.Int64N(3)), p.subset()
+	// Any scopes the environment has (a scope it never had is bad input, checked by the claim step).
+	var scopes []string
+	for _, s := range p.subset() {
+		if prev.Scopes[s] != nil {
+			scopes = append(scopes, s)
+		}
+	}
+	if len(scopes) == 0 && len(names) > 0 {
+		scopes = []string{names[p.r.IntN(len(names))]}
+	}
+	return max(1, prev.Desired-p.r.Int64N(3)), scopes
 }
 
 // holds reports whether grant g's leases are all still current.
@@ -491,20 +514,42 @@ func (p *propRun) complete(prev *authority.Env) map[string]bool {
 		}
 		return nil
 	}
+	retryable := c.Outcome == authority.OutcomeLost || c.Outcome == authority.OutcomeInterrupted
+	if !retryable {
+		// An ending without the token of a lease another holder has live must not overrule that holder.
+		now := p.h.clock.Now()
+		for _, s := range c.Scopes {
+			l := prev.Scopes[s].Lease
+			if _, ok := c.Tokens[s]; !ok && l.Holder != "" && l.Holder != c.Holder && now.Before(l.ExpiresAt.Add(p.h.skew)) {
+				p.seen["complete: unfenced ending refused"]++
+				if !errors.Is(err, authority.ErrLeaseHeld) {
+					p.fail("an unfenced %s while %s holds %s's lease: %v; want ErrLeaseHeld", c.Outcome, l.Holder, s, err)
+				}
+				if diff := cmp.Diff(prev, next); diff != "" {
+					p.fail("a refused completion changed the environment (-before +after):\n%s", diff)
+				}
+				return nil
+			}
+		}
+	}
 	if err != nil {
 		p.fail("complete: %v", err)
 	}
 	mayChange := map[string]bool{}
 	final := c.Outcome == authority.OutcomeInvalid || (c.Outcome == authority.OutcomeFailure && c.Attempt >= c.MaxAttempts)
 	for _, s := range c.Scopes {
-		retryable := c.Outcome == authority.OutcomeLost || c.Outcome == authority.OutcomeInterrupted
 		var before *authority.Ref
 		if prev.Scopes[s] != nil {
 			before = prev.Scopes[s].Mailbox
 		}
 		after := next.Scopes[s]
+		ended := prev.Scopes[s].Owner == c.Generation && before == nil
 		var want authority.Result
 		switch {
+		case ended && c.Outcome == authority.OutcomeSuccess && prev.Scopes[s].Live != nil && prev.Scopes[s].Live.Generation == c.Generation:
+			want = authority.ResultDeployed // a repeat of the success that ended it
+		case ended && final && prev.Scopes[s].Failure != nil && prev.Scopes[s].Failure.Generation == c.Generation:
+			want = authority.ResultFailed // a repeat of the terminal failure that ended it
 		case !retryable && !authorized(prev, c.Generation, s):
 			want = authority.ResultSuperseded
 		case c.Outcome == authority.OutcomeSuccess:
@@ -602,7 +647,10 @@ func (p *propRun) invariants(prev, next *authority.Env, liveMayChange map[string
 		if before.Live != nil && (after.Live == nil || after.Live.Generation < before.Live.Generation) {
 			p.fail("%s: live generation went back: %+v after %+v", s, after.Live, before.Live)
 		}
-		if !cmp.Equal(before.Live, after.Live) && !liveMayChange[s] {
+		// What is deployed may change only through a fenced success of its owner; the lineage that
+		// recognises late deliveries of older commits may grow at any accept.
+		ignoreLineage := cmpopts.IgnoreFields(authority.Live{}, "Lineage")
+		if !cmp.Equal(before.Live, after.Live, ignoreLineage) && !liveMayChange[s] {
 			p.fail("%s: live state changed without a fenced success of its owner: %+v -> %+v", s, before.Live, after.Live)
 		}
 	}
