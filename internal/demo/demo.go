@@ -74,29 +74,42 @@ func Run(ctx context.Context, a *authority.Authority, w io.Writer, o Options) (*
 	}
 	passes[1].parent, passes[2].parent = passes[0].sha, passes[1].sha
 
-	cLive := make(chan struct{})    // closed when C is live: A and B are held in their builds until then
+	cLive := make(chan struct{})    // closed when C is done: A and B are held in their builds until then
 	inBuild := make(chan string, 3) // each pass says when it has entered its build
+	// A pass that fails stops the others (cancel), and C's end always frees A and B (closeLive),
+	// so that an error ends the demo with a non-zero exit instead of a hang.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var once sync.Once
+	closeLive := func() { once.Do(func() { close(cLive) }) }
 	var wg sync.WaitGroup
 	start := func(p *pass) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if p.name == "C" {
+				defer closeLive()
+			}
 			if err := runPass(ctx, a, o, p, cLive, inBuild, say, res); err != nil {
 				violate("pass %s: %v", p.name, err)
+				cancel()
 			}
 		}()
 	}
 	fmt.Fprintf(w, "Forced race in %q, scope %q: A and B are held in their builds until C is live.\n\n", env, o.Scope)
 	start(passes[0])
-	if err := waitFor(ctx, inBuild, "A"); err != nil {
-		return nil, err
+	err := waitFor(ctx, inBuild, "A")
+	if err == nil {
+		start(passes[1])
+		err = waitFor(ctx, inBuild, "B")
 	}
-	start(passes[1])
-	if err := waitFor(ctx, inBuild, "B"); err != nil {
-		return nil, err
+	if err == nil {
+		start(passes[2])
 	}
-	start(passes[2])
 	wg.Wait()
+	if err != nil {
+		return nil, fmt.Errorf("the race did not get under way: %w (%s)", err, strings.Join(res.Violations, "; "))
+	}
 
 	e, err := a.Status(ctx, env)
 	if err != nil {
@@ -191,7 +204,6 @@ func runPass(ctx context.Context, a *authority.Authority, o Options, p *pass, cL
 	if p.name == "C" {
 		res.CToLive = time.Since(accepted)
 		res.COwnWork = buildTime + deployTime
-		close(cLive)
 	}
 	return nil
 }

@@ -1,0 +1,67 @@
+package demo_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/demo"
+	"github.com/latestwins/latestwins/internal/store/memory"
+)
+
+func quick() demo.Options {
+	o := demo.DefaultOptions()
+	o.Build, o.Deploy = 20*time.Millisecond, 10*time.Millisecond
+	return o
+}
+
+func TestDemoHoldsTheGuarantees(t *testing.T) {
+	res, err := demo.Run(context.Background(), authority.New(memory.New()), io.Discard, quick())
+	if err != nil || len(res.Violations) > 0 {
+		t.Fatalf("demo: %v, violations %v", err, res.Violations)
+	}
+	if live := res.Env.Scopes["api"].Live; live == nil || live.Generation != 3 {
+		t.Fatalf("live after the demo: %+v; want C at generation 3", live)
+	}
+}
+
+// failingStore refuses every write after the first few, as a store that went away would.
+type failingStore struct {
+	*memory.Store
+	puts, after atomic.Int64
+}
+
+func (f *failingStore) Put(ctx context.Context, d *authority.Doc) (int64, error) {
+	if f.puts.Add(1) > f.after.Load() {
+		return 0, errors.New("store unreachable")
+	}
+	return f.Store.Put(ctx, d)
+}
+
+// Whichever pass a store failure hits, the demo ends (with an error or a broken guarantee) instead
+// of waiting forever for a pass that is gone. The test's own deadline is the only timer.
+func TestDemoEndsWhenAPassFails(t *testing.T) {
+	for after := int64(0); after < 7; after++ { // the race makes 7 writes
+		st := &failingStore{Store: memory.New()}
+		st.after.Store(after)
+		done := make(chan struct{})
+		var res *demo.Result
+		var err error
+		go func() {
+			defer close(done)
+			res, err = demo.Run(context.Background(), authority.New(st), io.Discard, quick())
+		}()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the demo hung when writes fail after %d", after)
+		}
+		if err == nil && len(res.Violations) == 0 {
+			t.Fatalf("writes failing after %d: the demo reported success", after)
+		}
+	}
+}
