@@ -186,32 +186,41 @@ func TokenScopes(m map[string]int64) []string {
 func (s *Supervisor) renew(ctx context.Context, lost chan<- error) {
 	ttl := s.TTL
 	every := ttl / 3
-	lastOK := time.Now()
-	t := time.NewTicker(every)
-	defer t.Stop()
+	// The lease was last known good when the grant, or the newest successful renewal, was asked
+	// for: it expires TTL after that. The command must be stopped (SIGTERM, then SIGKILL after the
+	// grace period) before then, or it could still be writing once another pass takes over.
+	lastSent := time.Now()
+	stopBy := func() time.Time { return lastSent.Add(ttl - min(s.Grace, ttl/2)) }
+	wait := every
+	var lastErr error
 	for {
+		t := time.NewTimer(min(wait, time.Until(stopBy())))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}
-		rctx, cancel := context.WithTimeout(ctx, every)
+		if !time.Now().Before(stopBy()) {
+			lost <- fmt.Errorf("no renewal succeeded in time; the lease (TTL %s) would expire before the command could be stopped: %w", ttl, lastErr)
+			return
+		}
+		sent := time.Now()
+		rctx, cancel := context.WithDeadline(ctx, stopBy())
 		err := s.Auth.Renew(rctx, s.Grant, ttl)
 		cancel()
 		switch {
 		case err == nil:
-			lastOK = time.Now()
+			lastSent, wait, lastErr = sent, every, nil
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, authority.ErrLeaseLost):
 			lost <- err
 			return
 		default:
+			// Try again soon: the lease is running out while the store does not answer.
+			lastErr, wait = err, max(every/4, time.Second)
 			s.progress("renewing the lease failed (will retry): %v", err)
-			if time.Since(lastOK) >= ttl {
-				lost <- fmt.Errorf("no renewal succeeded for %s, the lease TTL: %w", ttl, err)
-				return
-			}
 		}
 	}
 }
