@@ -416,10 +416,24 @@ func (a *Authority) load(ctx context.Context, key string) (*Doc, error) {
 	return d, nil
 }
 
+// How many documents a long-lived process (serve, a Lambda instance) remembers, and keeps locks for.
+const maxRemembered = 256
+
 func (a *Authority) lock(key string) func() {
 	a.mu.Lock()
 	l, ok := a.locks[key]
 	if !ok {
+		if len(a.locks) >= 4*maxRemembered {
+			// Forget the locks nobody holds. A caller that already took one from the map still
+			// serialises on it; a new one for the same key would only cost a conflict, never a
+			// wrong decision, since every write is conditional.
+			for k, m := range a.locks {
+				if m.TryLock() {
+					m.Unlock()
+					delete(a.locks, k)
+				}
+			}
+		}
 		l = &sync.Mutex{}
 		a.locks[key] = l
 	}
@@ -446,6 +460,12 @@ func backoff(ctx context.Context, attempt int) error {
 func (a *Authority) remember(d *Doc) {
 	c := cloneDoc(d)
 	a.mu.Lock()
+	if _, ok := a.cache[d.Key]; !ok && len(a.cache) >= maxRemembered {
+		for k := range a.cache { // forget an arbitrary one: a forgotten document costs one read
+			delete(a.cache, k)
+			break
+		}
+	}
 	a.cache[d.Key] = c
 	a.mu.Unlock()
 }

@@ -206,3 +206,18 @@ func TestSweepCountsPermanentRedriveFailuresUntilTheWorkEnds(t *testing.T) {
 		t.Fatalf("work with a permanent re-drive failure still pending: %d/%d", e.Observed, e.Desired)
 	}
 }
+
+// A long-lived process that touches many environments remembers a bounded number of them.
+func TestRememberedDocumentsAreBounded(t *testing.T) {
+	ctx := context.Background()
+	a := authority.New(memory.New())
+	for i := range 600 {
+		env := fmt.Sprintf("preview/pr-%d", i)
+		if _, err := a.Accept(ctx, authority.Intent{ID: env, Environment: env, Scopes: []string{"api"}, Sha: "aaaa111"}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := authority.RememberedForTest(a); n > 256 {
+		t.Fatalf("the Authority remembers %d documents; want at most 256", n)
+	}
+}
