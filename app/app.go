@@ -167,7 +167,7 @@ const (
 	OutcomeAccepted  Outcome = "accepted"  // intents were accepted (some may be duplicates or stale)
 	OutcomeDuplicate Outcome = "duplicate" // a re-delivery: every intent was accepted before; nothing changed
 	OutcomeNoScopes  Outcome = "no-scopes" // no configured scope is built from the repository and branch
-	OutcomeReleased  Outcome = "released"  // a closed pull request's preview leases were released
+	OutcomeReleased  Outcome = "released"  // a closed pull request's preview work was withdrawn and its leases released
 	OutcomeRecorded  Outcome = "recorded"  // bookkeeping only (installation)
 	OutcomeIgnored   Outcome = "ignored"   // an event or action this App does not act on
 	OutcomeReplied   Outcome = "replied"   // a comment command that only answers (status, help, a mistake)
@@ -185,7 +185,8 @@ type Result struct {
 	Intents  []IntentInfo `json:"intents,omitempty"`
 	// Dispatched lists the workflows started (or, without a Dispatcher, that would have been).
 	Dispatched []DispatchRequest `json:"dispatched,omitempty"`
-	Released   []string          `json:"released,omitempty"` // ENV/SCOPE leases freed
+	Released   []string          `json:"released,omitempty"`  // ENV/SCOPE leases freed
+	Withdrawn  []string          `json:"withdrawn,omitempty"` // ENV/SCOPE pending work ended (a closed pull request)
 	// Command is the comment command run, and Reply the answer posted (or, without a
 	// Conversation, logged).
 	Command string `json:"command,omitempty"`

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -357,13 +358,94 @@ func TestPullRequestPreviewLifecycle(t *testing.T) {
 	if l := env.Scopes["api"].Lease; l.Holder != "" || l.Token != g.Tokens["api"] {
 		t.Errorf("lease after close: %+v, want free with its token kept", l)
 	}
-	last := env.Events[len(env.Events)-1]
-	if last.Kind != authority.EventUnlocked || !strings.Contains(last.Message, "pull request #2 closed") || !strings.Contains(last.Message, "Codertocat") {
-		t.Errorf("last event %+v, want the unlock recorded with its reason and actor", last)
+	var kinds []authority.EventKind
+	for _, ev := range env.Events[len(env.Events)-2:] {
+		kinds = append(kinds, ev.Kind)
+		if !strings.Contains(ev.Message, "pull request #2 closed") || !strings.Contains(ev.Message, "Codertocat") {
+			t.Errorf("event %+v, want the reason and actor in it", ev)
+		}
+	}
+	if want := []authority.EventKind{authority.EventUnlocked, authority.EventWithdrawn}; !cmp.Equal(kinds, want) {
+		t.Errorf("last events %v, want %v: the lease unlocked, the running preview withdrawn", kinds, want)
 	}
 	// Closing again finds nothing to release and is still fine.
 	if rec := h.post(t, "pull_request", "pr-close-2", fixture(t, "pull_request.closed.json")); rec.Code != http.StatusOK {
 		t.Errorf("second close: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// A pull request closed before its preview ran: the pending work is withdrawn, so observed catches
+// up with desired and the recovery sweep has nothing of it to re-drive; a replay changes nothing.
+func TestClosedPullRequestWithdrawsItsPendingPreview(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, testConfig)
+	ctx := context.Background()
+	if rec := h.post(t, "pull_request", "pr-open", fixture(t, "pull_request.opened.json")); rec.Code != http.StatusOK {
+		t.Fatalf("opened: %d %s", rec.Code, rec.Body)
+	}
+	rec := h.post(t, "pull_request", "pr-close", fixture(t, "pull_request.closed.json"))
+	res := decodeResult(t, rec)
+	if rec.Code != http.StatusOK || res.Outcome != OutcomeReleased || !cmp.Equal(res.Withdrawn, []string{"preview/pr-2/api"}) {
+		t.Fatalf("closed: %d %s, want preview/pr-2/api withdrawn", rec.Code, rec.Body)
+	}
+	env, err := h.auth.Status(ctx, "preview/pr-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := env.Scopes["api"].Mailbox; m != nil || env.Observed != env.Desired {
+		t.Errorf("after close: mailbox %+v, observed %d of desired %d; want nothing pending", m, env.Observed, env.Desired)
+	}
+	last := env.Events[len(env.Events)-1]
+	if last.Kind != authority.EventWithdrawn || !strings.Contains(last.Message, "pull request #2 closed") || !strings.Contains(last.Message, "Codertocat") {
+		t.Errorf("last event %+v, want the withdrawal with its reason and actor", last)
+	}
+	seq := env.EventSeq
+
+	h.clock.Advance(time.Hour)
+	rep, err := h.auth.Sweep(ctx, 10*time.Minute, 3, h.app.Redrive)
+	if err != nil || len(rep.Redriven)+len(rep.Exhausted)+len(rep.Failed) != 0 {
+		t.Errorf("sweep after the close: %+v, %v; want nothing to re-drive", rep, err)
+	}
+	if n := len(h.disp.requests()); n != 1 {
+		t.Errorf("%d dispatches, want only the one of the opened pull request", n)
+	}
+
+	rec = h.post(t, "pull_request", "pr-close", fixture(t, "pull_request.closed.json"))
+	if res := decodeResult(t, rec); rec.Code != http.StatusOK || len(res.Withdrawn)+len(res.Released) != 0 {
+		t.Errorf("replayed close: %d %s, want nothing left to withdraw", rec.Code, rec.Body)
+	}
+	if env, _ := h.auth.Status(ctx, "preview/pr-2"); env.EventSeq != seq {
+		t.Errorf("the replay recorded %d more events, want none", env.EventSeq-seq)
+	}
+}
+
+// A pull request from a fork is recorded under its own ref (its branch name means another branch in
+// the base repository), and neither dispatched nor given an origin for the recovery sweep.
+func TestForkPullRequestIsRecordedNotDispatched(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, testConfig)
+	var m map[string]any
+	if err := json.Unmarshal(fixture(t, "pull_request.opened.json"), &m); err != nil {
+		t.Fatal(err)
+	}
+	head := m["pull_request"].(map[string]any)["head"].(map[string]any)
+	head["repo"].(map[string]any)["full_name"] = "mallory/Hello-World"
+	body, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := h.post(t, "pull_request", "pr-fork", body); rec.Code != http.StatusOK {
+		t.Fatalf("opened: %d %s", rec.Code, rec.Body)
+	}
+	if reqs := h.disp.requests(); len(reqs) != 0 {
+		t.Errorf("dispatched %+v, want nothing for a fork", reqs)
+	}
+	env, err := h.auth.Status(context.Background(), "preview/pr-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mb := env.Scopes["api"].Mailbox; mb == nil || mb.Ref != "refs/pull/2/head" || mb.Origin != "" {
+		t.Errorf("mailbox %+v, want refs/pull/2/head and no origin", mb)
 	}
 }
 

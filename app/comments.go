@@ -304,10 +304,15 @@ func (a *App) commandRedeploy(ctx context.Context, run *commentRun, sels []confi
 }
 
 // acceptOne accepts in for one selection, dispatching on the intent's branch, and says what happened.
+// An intent whose ref is not a branch of the repository (a fork's pull request, refs/pull/N/head) is
+// accepted but neither dispatched nor given an origin for the recovery sweep.
 func (a *App) acceptOne(ctx context.Context, run *commentRun, sel config.Selection, in authority.Intent) error {
 	res := run.res
 	sub := Result{}
-	branch, _ := strings.CutPrefix(in.Ref, "refs/heads/")
+	branch, isBranch := strings.CutPrefix(in.Ref, "refs/heads/")
+	if !isBranch {
+		branch = ""
+	}
 	err := a.accept(ctx, run.log, []config.Selection{sel}, in, branch, run.at.Installation, &sub)
 	res.Intents = append(res.Intents, sub.Intents...)
 	res.Dispatched = append(res.Dispatched, sub.Dispatched...)
@@ -331,7 +336,23 @@ func (a *App) acceptOne(ctx context.Context, run *commentRun, sel config.Selecti
 	for _, dr := range sub.Dispatched {
 		fmt.Fprintf(&run.reply, "Dispatched %s on %s in %s (scopes %s).\n", dr.Workflow, dr.Ref, dr.Repo, dr.Inputs["scopes"])
 	}
+	if accepted := generationOf(sub.Intents); !isBranch && accepted > 0 {
+		fmt.Fprintf(&run.reply, "%s: %s is not a branch of %s (a pull request from a fork): latestwins does not dispatch fork previews. "+
+			"A maintainer runs the preview workflow for it (workflow_dispatch with environment %s and generation %d).\n",
+			sel.Environment, in.Ref, run.at.Repo, sel.Environment, accepted)
+	}
 	return nil
+}
+
+// generationOf is the generation at which the intents accepted scopes, 0 when they accepted none.
+func generationOf(intents []IntentInfo) int64 {
+	var g int64
+	for _, ii := range intents {
+		if len(ii.Accepted) > 0 {
+			g = max(g, ii.Generation)
+		}
+	}
+	return g
 }
 
 // knownHead is the newest commit the store holds for the selection's scopes: pending, else live.

@@ -62,8 +62,14 @@ func withBody(body string) func(map[string]any) {
 // deployed makes sha live for scopes of env at a new generation, as a finished pass would.
 func deployed(t *testing.T, h *harness, env, id, sha string, scopes ...string) {
 	t.Helper()
+	deployedRef(t, h, env, id, sha, "refs/heads/changes", scopes...)
+}
+
+// deployedRef is deployed with the commit's ref.
+func deployedRef(t *testing.T, h *harness, env, id, sha, ref string, scopes ...string) {
+	t.Helper()
 	ctx := context.Background()
-	ar, err := h.auth.Accept(ctx, authority.Intent{ID: id, Environment: env, Scopes: scopes, Sha: sha, Ref: "refs/heads/changes", Source: "pull_request"}, true)
+	ar, err := h.auth.Accept(ctx, authority.Intent{ID: id, Environment: env, Scopes: scopes, Sha: sha, Ref: ref, Source: "pull_request"}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +121,28 @@ func TestCommentCommands(t *testing.T) {
 					Inputs: map[string]string{"environment": "preview/pr-1", "generation": "2", "scopes": "api"}}}
 				if diff := cmp.Diff(want, res.Dispatched); diff != "" {
 					t.Errorf("dispatched (-want +got):\n%s", diff)
+				}
+			},
+		},
+		{
+			name: "a fork's preview is accepted, not dispatched",
+			seed: func(t *testing.T, h *harness) {
+				deployedRef(t, h, "preview/pr-1", "pr-opened", headSha, "refs/pull/1/head", "api", "worker")
+			},
+			permission: "write", status: http.StatusOK, outcome: OutcomeAccepted,
+			calls: []string{react, perm, reply},
+			reply: []string{"preview/pr-1: accepted ec26c3e at generation 2 for api.",
+				"refs/pull/1/head is not a branch of Codertocat/Hello-World (a pull request from a fork): latestwins does not dispatch fork previews."},
+			check: func(t *testing.T, h *harness, res Result) {
+				if len(res.Dispatched) != 0 {
+					t.Errorf("dispatched %+v, want nothing", res.Dispatched)
+				}
+				env, err := h.auth.Status(context.Background(), "preview/pr-1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m := env.Scopes["api"].Mailbox; m == nil || m.Ref != "refs/pull/1/head" || m.Origin != "" {
+					t.Errorf("api mailbox %+v, want the fork's ref and no origin for the sweep", m)
 				}
 			},
 		},

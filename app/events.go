@@ -112,11 +112,13 @@ func (a *App) handlePullRequest(ctx context.Context, log *slog.Logger, d Deliver
 	if action == "synchronize" {
 		in.Before = ev.GetBefore()
 	}
-	// A fork's branch cannot be dispatched in the base repository, and running its code with the
-	// App's deploy rights would be unsafe: a fork's preview is recorded, and left to a maintainer.
+	// A fork's branch cannot be dispatched in the base repository (a branch of the same name there is
+	// another branch), and running its code with the App's deploy rights would be unsafe: a fork's
+	// preview is recorded under the pull request's own ref, with no origin, and left to a maintainer.
 	dispatchRef := pr.GetHead().GetRef()
 	if !strings.EqualFold(pr.GetHead().GetRepo().GetFullName(), repoName) {
 		dispatchRef = ""
+		in.Ref = fmt.Sprintf("refs/pull/%d/head", number)
 		log.InfoContext(ctx, "pull request from another repository: preview recorded, not dispatched", "head_repo", pr.GetHead().GetRepo().GetFullName())
 	}
 	if err := a.accept(ctx, log, sels, in, dispatchRef, ev.GetInstallation().GetID(), res); err != nil {
@@ -128,7 +130,9 @@ func (a *App) handlePullRequest(ctx context.Context, log *slog.Logger, d Deliver
 	return nil
 }
 
-// releasePreviews frees the leases of a closed pull request's preview environments, recording why.
+// releasePreviews withdraws a closed pull request's pending preview work and frees its leases,
+// recording why: observed moves past the withdrawn generations, and the recovery sweep never
+// re-drives a preview whose pull request is gone. A re-delivery finds nothing left to withdraw.
 func (a *App) releasePreviews(ctx context.Context, log *slog.Logger, sels []config.Selection, number int, actor string, merged bool, res *Result) error {
 	reason := fmt.Sprintf("pull request #%d closed", number)
 	if merged {
@@ -136,20 +140,41 @@ func (a *App) releasePreviews(ctx context.Context, log *slog.Logger, sels []conf
 	}
 	res.Outcome, res.Message = OutcomeReleased, reason
 	for _, sel := range sels {
-		for _, s := range sel.ScopeNames() {
-			resource := sel.Environment + "/" + s
-			prev, err := a.auth.Unlock(ctx, resource, reason, actor)
-			if errors.Is(err, authority.ErrNotFound) {
-				continue // not locked, or never deployed
-			}
-			if err != nil {
-				return fmt.Errorf("release %s: %w", resource, err)
-			}
-			log.InfoContext(ctx, "preview lease released", "resource", resource, "holder", prev.Holder, "token", prev.Token)
-			res.Released = append(res.Released, resource)
+		scopes := sel.ScopeNames()
+		held, err := a.heldLeases(ctx, sel.Environment, scopes)
+		if err != nil {
+			return err
 		}
+		withdrawn, err := a.auth.Withdraw(ctx, sel.Environment, scopes, reason, actor)
+		if err != nil {
+			return fmt.Errorf("withdraw the previews of %s: %w", sel.Environment, err)
+		}
+		for _, s := range withdrawn {
+			res.Withdrawn = append(res.Withdrawn, sel.Environment+"/"+s)
+		}
+		res.Released = append(res.Released, held...)
+		log.InfoContext(ctx, "preview withdrawn", "environment", sel.Environment, "withdrawn", withdrawn, "released", held)
 	}
 	return nil
+}
+
+// heldLeases lists the ENV/SCOPE leases of scopes that someone holds, for the record of what a
+// withdrawal freed.
+func (a *App) heldLeases(ctx context.Context, envName string, scopes []string) ([]string, error) {
+	env, err := a.auth.Status(ctx, envName)
+	if errors.Is(err, authority.ErrInvalidInput) {
+		return nil, nil // nothing accepted yet
+	}
+	if err != nil {
+		return nil, err
+	}
+	var held []string
+	for _, s := range scopes {
+		if sc := env.Scopes[s]; sc != nil && sc.Lease.Holder != "" {
+			held = append(held, envName+"/"+s)
+		}
+	}
+	return held, nil
 }
 
 func (a *App) handleInstallation(ctx context.Context, log *slog.Logger, d Delivery, res *Result) {

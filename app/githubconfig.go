@@ -71,8 +71,9 @@ func orDefaultBranch(ref string) string {
 }
 
 // GitHubConfig is a ConfigSource reading each repository's .github/latestwins.yml from GitHub, as
-// the installation of the delivery. A repository's result (a configuration, a missing file or an
-// invalid one) is kept for TTL. Refreshes are deduplicated across every process sharing the store
+// the installation of the delivery. The result for a repository at a ref (a configuration, a missing
+// file or an invalid one) is kept for TTL; expired results are dropped as new ones are stored, so the
+// cache holds at most the refs read within one TTL. Refreshes are deduplicated across every process sharing the store
 // (spec guarantee 10): a refresh takes the named lease config-refresh/OWNER/REPO, and a refresh that
 // finds it held makes no GitHub call but returns the cached copy with a *RefreshingError.
 type GitHubConfig struct {
@@ -84,8 +85,11 @@ type GitHubConfig struct {
 	seq           atomic.Int64
 
 	mu    sync.Mutex
-	cache map[string]cachedConfig
+	cache map[configKey]cachedConfig
 }
+
+// configKey names one cached read: the repository (lower case) and the ref it was read at.
+type configKey struct{ repo, ref string }
 
 type cachedConfig struct {
 	cfg *config.Config
@@ -112,19 +116,22 @@ func NewGitHubConfig(installations Installations, auth *authority.Authority, ttl
 		return nil, fmt.Errorf("app: holder id: %w", err)
 	}
 	return &GitHubConfig{installations: installations, auth: auth, ttl: ttl, log: log,
-		id: "config-" + hex.EncodeToString(b[:]), cache: map[string]cachedConfig{}}, nil
+		id: "config-" + hex.EncodeToString(b[:]), cache: map[configKey]cachedConfig{}}, nil
 }
 
-// Config returns the repository's configuration: the cached copy while it is fresh, else one read
-// of the file at ref. Errors are left for the caller to prefix with the repository and ref.
+// Config returns the repository's configuration at ref: the cached copy of that ref while it is
+// fresh, else one read of the file at ref. Errors are left for the caller to prefix with the
+// repository and ref. Refreshes of one repository, at any ref, share one lease (a lease per commit
+// would leave a record in the store for every commit ever read): a refresh that finds it held has
+// only this ref's cached copy to offer.
 func (g *GitHubConfig) Config(ctx context.Context, installation int64, repo RepoRef, ref string) (*config.Config, error) {
-	key := strings.ToLower(repo.String())
+	key := configKey{repo: strings.ToLower(repo.String()), ref: ref}
 	cached, ok := g.cached(key)
 	if ok && g.auth.Now().Sub(cached.at) < g.ttl {
 		return cached.cfg, cached.err
 	}
 	holder := fmt.Sprintf("%s-%d", g.id, g.seq.Add(1))
-	lease, err := g.auth.Acquire(ctx, "config-refresh/"+key, holder, "config refresh", configRefreshLease)
+	lease, err := g.auth.Acquire(ctx, "config-refresh/"+key.repo, holder, "config refresh", configRefreshLease)
 	var held *authority.HeldError
 	if errors.As(err, &held) {
 		refreshing := &RefreshingError{Repo: repo, Holder: held.Holder, RetryAfter: held.RetryAfter}
@@ -153,9 +160,7 @@ func (g *GitHubConfig) Config(ctx context.Context, installation int64, repo Repo
 			return nil, err // transient (GitHub unreachable, rate limited): not cached
 		}
 	}
-	g.mu.Lock()
-	g.cache[key] = cachedConfig{cfg: cfg, err: err, at: g.auth.Now()}
-	g.mu.Unlock()
+	g.store(key, cachedConfig{cfg: cfg, err: err, at: g.auth.Now()})
 	return cfg, err
 }
 
@@ -170,11 +175,30 @@ func (g *GitHubConfig) Installation(ctx context.Context, repo RepoRef) (int64, e
 	return f.ForRepo(ctx, repo.Owner, repo.Name)
 }
 
-func (g *GitHubConfig) cached(key string) (cachedConfig, bool) {
+func (g *GitHubConfig) cached(key configKey) (cachedConfig, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	c, ok := g.cache[key]
 	return c, ok
+}
+
+// store keeps c under key and drops the expired entries of other keys.
+func (g *GitHubConfig) store(key configKey, c cachedConfig) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k, old := range g.cache {
+		if c.at.Sub(old.at) >= g.ttl {
+			delete(g.cache, k)
+		}
+	}
+	g.cache[key] = c
+}
+
+// cachedEntries is how many results the cache holds.
+func (g *GitHubConfig) cachedEntries() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.cache)
 }
 
 func (g *GitHubConfig) read(ctx context.Context, installation int64, repo RepoRef, ref string) (*config.Config, error) {

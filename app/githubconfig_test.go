@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"net/url"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-github/v60/github"
 
 	"github.com/latestwins/latestwins/internal/authority"
@@ -186,5 +188,51 @@ func TestGitHubConfigMissingAndInvalidAre422(t *testing.T) {
 				t.Errorf("staging has state after a bad configuration: %v", err)
 			}
 		})
+	}
+}
+
+// Each ref has its own cached configuration: one branch's file is never served for another, and
+// results older than the TTL are dropped as new ones come in.
+func TestGitHubConfigCachesPerRef(t *testing.T) {
+	t.Parallel()
+	gh, inst := newGitHub(t)
+	stubRef := func(ref, yaml string) {
+		file := githubtest.Example(t, "GET", "/repos/{owner}/{repo}/contents/{path}", http.StatusOK, "response-if-content-is-a-file")
+		file["content"] = base64.StdEncoding.EncodeToString([]byte(yaml))
+		file["path"] = config.Path
+		gh.On("GET", fixtureRepo+"/contents/.github/latestwins.yml?ref="+ref, http.StatusOK, file)
+	}
+	stubRef("main", commentConfig)
+	stubRef("feature", "environments:\n  feature:\n    scopes:\n      api:\n        repository: Codertocat/Hello-World\n        branch: feature\n")
+	stubRef("later", commentConfig)
+	src, _, clock := newConfigSource(t, inst)
+	ctx := context.Background()
+	envs := func(ref string) []string {
+		t.Helper()
+		cfg, err := src.Config(ctx, 1, helloWorld, ref)
+		if err != nil {
+			t.Fatalf("config at %s: %v", ref, err)
+		}
+		var names []string
+		for _, e := range cfg.Environments {
+			names = append(names, e.Name)
+		}
+		return names
+	}
+	mainEnvs := envs("main")
+	if diff := cmp.Diff(mainEnvs, envs("main")); diff != "" { // from the cache
+		t.Errorf("cached main (-first +second):\n%s", diff)
+	}
+	featureEnvs := envs("feature")
+	if cmp.Equal(mainEnvs, featureEnvs) {
+		t.Errorf("feature got main's environments %v", featureEnvs)
+	}
+	if n := len(gh.Requests()); n != 2 {
+		t.Errorf("%d GitHub calls, want one per ref", n)
+	}
+	clock.Advance(2 * time.Minute)
+	envs("later")
+	if n := src.cachedEntries(); n != 1 {
+		t.Errorf("%d cached results after the TTL passed, want only the fresh one", n)
 	}
 }

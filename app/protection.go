@@ -131,9 +131,11 @@ func (a *App) handleProtectionRule(ctx context.Context, log *slog.Logger, d Deli
 }
 
 // protectionVerdict decides. An error is worth a re-delivery (the store, GitHub); bad or missing
-// configuration is a rejection that says what to fix, since a job left waiting helps nobody.
+// configuration is a rejection that says what to fix, since a job left waiting helps nobody. The
+// configuration is the default branch's, never the gated commit's: a branch's own file could map
+// its GitHub environment onto any latestwins environment (github-environment) and approve itself.
 func (a *App) protectionVerdict(ctx context.Context, log *slog.Logger, installation int64, repo RepoRef, ghEnv, sha string) (verdict, error) {
-	cfg, err := a.configFor(ctx, log, installation, repo, sha)
+	cfg, err := a.configFor(ctx, log, installation, repo, "")
 	if errors.Is(err, authority.ErrInvalidInput) {
 		return verdict{comment: fmt.Sprintf("latestwins cannot check this deployment: %s", err)}, nil
 	}

@@ -287,7 +287,7 @@ func TestProtectionRuleConfigErrors(t *testing.T) {
 	t.Run("invalid", func(t *testing.T) {
 		t.Parallel()
 		gh, inst := newGitHub(t)
-		want := review("rejected", fmt.Sprintf("latestwins cannot check this deployment: configuration of Codertocat/Hello-World at %s: %s", protectedSha, bad))
+		want := review("rejected", fmt.Sprintf("latestwins cannot check this deployment: configuration of Codertocat/Hello-World at the default branch: %s", bad))
 		stubReview(gh)
 		h := newHarness(t, protectionConfig, withReviewer(inst), func(o *Options) { o.Config = failingConfig{bad} })
 		rec := h.post(t, protectionRuleEvent, "d1", protectionFixture(t, nil))
@@ -344,5 +344,29 @@ func TestJudge(t *testing.T) {
 				t.Errorf("judge (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// The rule reads the configuration of the repository's default branch, never the gated job's commit:
+// a branch could otherwise map its own GitHub environment onto production.
+func TestProtectionRuleReadsTheDefaultBranchConfiguration(t *testing.T) {
+	t.Parallel()
+	gh, inst := newGitHub(t)
+	contents := stubConfig(t, gh, protectionConfig)
+	stubReview(gh)
+	h := newHarness(t, protectionConfig, withReviewer(inst))
+	src, err := NewGitHubConfig(inst, h.auth, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.app.config = src
+	deployed(t, h, "prod", "push", protectedSha, "api", "docs")
+	if rec := h.post(t, protectionRuleEvent, "d-protect", protectionFixture(t, nil)); rec.Code != http.StatusOK {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	for _, r := range contents.Requests() {
+		if ref, ok := r.Query["ref"]; ok {
+			t.Errorf("configuration read at ref %q, want the default branch (no ref)", ref)
+		}
 	}
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/google/go-github/v60/github"
 
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
@@ -42,7 +45,10 @@ func parseOrigin(s string) (installation int64, repo RepoRef, branch string, err
 // reads that repository's configuration and dispatches the workflows of those scopes on the same
 // branch, as the same generation. Work that the App did not start (an Action run that claimed its
 // own intent) has no origin the App can use: that is an error the sweep reports, and the work stays
-// pending for its own workflow's re-run.
+// pending for its own workflow's re-run. Failures that retrying cannot cure (no or an unreadable
+// origin, an environment or workflow the configuration no longer has, a branch or workflow GitHub
+// no longer knows) match authority.ErrPermanent, so that the sweep counts their attempt; the rest
+// (GitHub unreachable, rate limited, failing) are transient.
 func (a *App) Redrive(ctx context.Context, w authority.StalledWork) error {
 	byOrigin := map[string][]string{}
 	for _, s := range w.Scopes {
@@ -65,11 +71,11 @@ func (a *App) Redrive(ctx context.Context, w authority.StalledWork) error {
 
 func (a *App) redriveOrigin(ctx context.Context, w authority.StalledWork, origin string, scopes []string) error {
 	if origin == "" {
-		return errors.New("the intent was not made by the App (no origin): re-run its workflow")
+		return permanent(errors.New("the intent was not made by the App (no origin): re-run its workflow"))
 	}
 	inst, repo, branch, err := parseOrigin(origin)
 	if err != nil {
-		return err
+		return permanent(err)
 	}
 	if a.dispatch == nil {
 		return errors.New("no App credentials: cannot dispatch workflows")
@@ -80,8 +86,8 @@ func (a *App) redriveOrigin(ctx context.Context, w authority.StalledWork, origin
 	}
 	env, ok := cfg.Environment(w.Environment)
 	if !ok {
-		return &authority.InputError{Field: "environment", Value: w.Environment,
-			Fix: fmt.Sprintf("%s of %s no longer has it; add it back, or end the work with latestwins unlock and a new push", config.Path, repo)}
+		return permanent(&authority.InputError{Field: "environment", Value: w.Environment,
+			Fix: fmt.Sprintf("%s of %s no longer has it; add it back, or end the work with latestwins unlock and a new push", config.Path, repo)})
 	}
 	sel := config.Selection{Environment: w.Environment, Policy: env.Policy}
 	for _, sc := range env.Scopes {
@@ -91,15 +97,43 @@ func (a *App) redriveOrigin(ctx context.Context, w authority.StalledWork, origin
 	}
 	drs := dispatchesFor(sel, &authority.AcceptResult{Generation: w.Generation, Accepted: scopes}, branch, inst)
 	if len(drs) == 0 {
-		return fmt.Errorf("%s of %s names no workflow for %s: nothing to dispatch", config.Path, repo, strings.Join(scopes, ","))
+		return permanent(fmt.Errorf("%s of %s names no workflow for %s: nothing to dispatch", config.Path, repo, strings.Join(scopes, ",")))
 	}
 	var errs []error
 	// The same three inputs as the first dispatch (environment, generation, scopes): a workflow
 	// declares them, and GitHub refuses inputs a workflow does not declare. The sweep counts attempts.
 	for _, dr := range drs {
-		if err := a.dispatch.Dispatch(ctx, dr); err != nil {
+		err := a.dispatch.Dispatch(ctx, dr)
+		switch {
+		case err == nil:
+		case refusedDispatch(err):
+			errs = append(errs, permanent(fmt.Errorf("dispatch %s on %s in %s: the branch or the workflow is gone, or the workflow no longer takes these inputs: %w",
+				dr.Workflow, dr.Ref, dr.Repo, err)))
+		default:
 			errs = append(errs, fmt.Errorf("dispatch %s in %s: %w", dr.Workflow, dr.Repo, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// permanent marks err as one retrying cannot cure.
+func permanent(err error) error { return &permanentError{err} }
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() []error {
+	return []error{e.err, authority.ErrPermanent}
+}
+
+// refusedDispatch reports whether GitHub refused a workflow_dispatch for good: 404 (the repository,
+// the workflow or the App's access is gone) or 422 (the branch is gone, or the workflow has no
+// workflow_dispatch trigger or rejects the inputs). Rate limits and 5xx answers are not.
+func refusedDispatch(err error) bool {
+	var resp *github.ErrorResponse
+	if !errors.As(err, &resp) || resp.Response == nil {
+		return false
+	}
+	code := resp.Response.StatusCode
+	return code == http.StatusNotFound || code == http.StatusUnprocessableEntity
 }

@@ -76,3 +76,54 @@ func TestOriginRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// The sweep counts the attempt of a re-drive that cannot succeed however often it is tried; a
+// re-drive that GitHub failed for now (a 5xx, a rate limit) stays transient.
+func TestRedriveMarksPermanentFailures(t *testing.T) {
+	t.Parallel()
+	origin := originFor(fixtureInstallID, "Codertocat/Hello-World", "master")
+	work := func(env, origin string) authority.StalledWork {
+		w := authority.StalledWork{Environment: env, Generation: 1, Scopes: []string{"api"}, Attempt: 1}
+		if origin != "" {
+			w.Origins = map[string]string{"api": origin}
+		}
+		return w
+	}
+	noWorkflow := strings.Replace(testConfig, "        workflow: deploy.yml\n", "", 1)
+	cases := map[string]struct {
+		config    string
+		work      authority.StalledWork
+		status    int // GitHub's answer to the dispatch; 0: no dispatch is made
+		permanent bool
+	}{
+		"no origin":                 {testConfig, work("staging", ""), 0, true},
+		"unreadable origin":         {testConfig, work("staging", "github:x:a/b@main"), 0, true},
+		"environment gone":          {testConfig, work("gone", origin), 0, true},
+		"workflow gone from config": {noWorkflow, work("staging", origin), 0, true},
+		"workflow gone from GitHub": {testConfig, work("staging", origin), http.StatusNotFound, true},
+		"branch gone":               {testConfig, work("staging", origin), http.StatusUnprocessableEntity, true},
+		"GitHub failing":            {testConfig, work("staging", origin), http.StatusBadGateway, false},
+		"rate limited":              {testConfig, work("staging", origin), http.StatusTooManyRequests, false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			gh, inst := newGitHub(t)
+			if tc.status != 0 {
+				st := gh.On("POST", fixtureRepo+"/actions/workflows/deploy.yml/dispatches", tc.status,
+					`{"message":"refused","documentation_url":"https://docs.github.com/rest"}`)
+				if tc.status == http.StatusTooManyRequests {
+					st.Header("Retry-After", "30")
+				}
+			}
+			h := newHarness(t, tc.config, withGitHub(inst))
+			err := h.app.Redrive(context.Background(), tc.work)
+			if err == nil {
+				t.Fatal("the re-drive succeeded")
+			}
+			if got := errors.Is(err, authority.ErrPermanent); got != tc.permanent {
+				t.Errorf("errors.Is(%v, ErrPermanent) = %v, want %v", err, got, tc.permanent)
+			}
+		})
+	}
+}

@@ -120,9 +120,12 @@ func (p *published) check(pass report.Pass, create bool) map[string]any {
 	return body
 }
 
+// issueComment is a comment the Action wrote: with GITHUB_TOKEN its author is the github-actions bot.
 func issueComment(t *testing.T, id int64, body string) map[string]any {
 	c := githubtest.Example(t, "POST", "/repos/{owner}/{repo}/issues/{issue_number}/comments", http.StatusCreated, "")
 	c["id"], c["body"] = id, body
+	user := c["user"].(map[string]any)
+	user["login"], user["type"] = "github-actions[bot]", "Bot"
 	return c
 }
 

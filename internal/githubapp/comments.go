@@ -12,7 +12,7 @@ import (
 const commentsPerPage = 100
 
 // UpsertComment keeps one comment per marker on issue or pull request number: it updates the oldest
-// comment whose body contains marker (a hidden HTML comment such as <!-- latestwins:prod -->), or
+// bot comment whose body contains marker (a hidden HTML comment such as <!-- latestwins:prod -->), or
 // creates one. body gets the marker appended when it lacks it, so that the next call finds it. An
 // unchanged comment is not written again. It returns the comment's ID.
 func (c *Client) UpsertComment(ctx context.Context, owner, repo string, number int, marker, body string) (int64, error) {
@@ -43,7 +43,9 @@ func (c *Client) UpsertComment(ctx context.Context, owner, repo string, number i
 	return updated.GetID(), nil
 }
 
-// findComment returns the oldest comment containing marker, or nil, reading page after page.
+// findComment returns the oldest comment by a bot (an App, such as this one) containing marker, or
+// nil, reading page after page. A person's comment never matches: pasting the hidden marker must not
+// capture the sticky comment, nor block it by failing every update.
 func (c *Client) findComment(ctx context.Context, owner, repo string, number int, marker string) (*github.IssueComment, error) {
 	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: commentsPerPage}}
 	for {
@@ -52,7 +54,7 @@ func (c *Client) findComment(ctx context.Context, owner, repo string, number int
 			return nil, fmt.Errorf("list comments (page %d): %w", max(opts.Page, 1), err)
 		}
 		for _, cm := range comments {
-			if strings.Contains(cm.GetBody(), marker) {
+			if cm.GetUser().GetType() == "Bot" && strings.Contains(cm.GetBody(), marker) {
 				return cm, nil
 			}
 		}

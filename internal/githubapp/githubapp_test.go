@@ -115,8 +115,8 @@ func TestUpsertComment(t *testing.T) {
 		gh.On("GET", list, http.StatusOK, []any{issueComment(t, 1, "lgtm")}).
 			Header("Link", fmt.Sprintf(`<%s%s?page=2&per_page=100>; rel="next"`, gh.URL, list))
 		gh.On("GET", list+"?page=2", http.StatusOK, []any{
-			issueComment(t, 20, marker+"\nold"),
-			issueComment(t, 21, marker+"\nduplicate"),
+			botComment(t, 20, marker+"\nold"),
+			botComment(t, 21, marker+"\nduplicate"),
 		})
 		gh.On("PATCH", "/repos/o/r/issues/comments/20", http.StatusOK, issueComment(t, 20, marker+"\nnew"))
 
@@ -140,7 +140,7 @@ func TestUpsertComment(t *testing.T) {
 	t.Run("leaves an unchanged comment alone", func(t *testing.T) {
 		t.Parallel()
 		gh, c := newClient(t)
-		gh.On("GET", list, http.StatusOK, []any{issueComment(t, 5, marker+"\nsame")})
+		gh.On("GET", list, http.StatusOK, []any{botComment(t, 5, marker+"\nsame")})
 		id, err := c.UpsertComment(context.Background(), "o", "r", 7, marker, marker+"\nsame")
 		if err != nil {
 			t.Fatal(err)

@@ -309,10 +309,13 @@ func (s *Server) verify() {
 }
 
 // isGlobalStatus reports the answers GitHub may give to any request although the description does not
-// list them for every operation: rate limits (403, 429) and server errors. Their body is a basic-error.
+// list them for every operation: rate limits (403, 429), server errors, a resource that is gone or not
+// visible (404) and a refused request (422; a workflow dispatch on a deleted branch, say). Their body
+// is a basic-error.
 func isGlobalStatus(status int) bool {
 	switch status {
-	case http.StatusForbidden, http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable:
+	case http.StatusForbidden, http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable,
+		http.StatusNotFound, http.StatusUnprocessableEntity:
 		return true
 	}
 	return false
