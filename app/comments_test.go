@@ -395,3 +395,40 @@ func TestCommentWithInvalidConfigurationReplies(t *testing.T) {
 		t.Errorf("reply %q", got)
 	}
 }
+
+// A re-delivered unlock finds its own unlock in the timeline and does not free the lease a newer
+// pass took in the meantime.
+func TestRedeliveredUnlockLeavesANewerLeaseAlone(t *testing.T) {
+	t.Parallel()
+	gh, inst := newGitHub(t)
+	stubReaction(t, gh).Times(2)
+	stubPermission(gh, "Codertocat", "write").Times(2)
+	stubReply(t, gh).Times(2)
+	h := newHarness(t, commentConfig, withGitHub(inst))
+	ctx := context.Background()
+	ar, err := h.auth.Accept(ctx, authority.Intent{ID: "pr-opened", Environment: "preview/pr-1", Scopes: []string{"api"}, Sha: headSha, Ref: "refs/heads/changes"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.auth.Gate(ctx, authority.GateRequest{Environment: "preview/pr-1", Generation: ar.Generation, Scopes: []string{"api"}, Phase: "deploy", Holder: "stuck", LeaseTTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	body := commentFixture(t, withBody("/latestwins unlock api"))
+	if w := h.post(t, "issue_comment", "d-unlock", body); w.Code != http.StatusOK {
+		t.Fatalf("unlock: %d %s", w.Code, w.Body)
+	}
+	// A newer pass takes the lease; then GitHub re-delivers the comment.
+	if _, err := h.auth.Gate(ctx, authority.GateRequest{Environment: "preview/pr-1", Generation: ar.Generation, Scopes: []string{"api"}, Phase: "deploy", Holder: "newer", LeaseTTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if w := h.post(t, "issue_comment", "d-unlock", body); w.Code != http.StatusOK {
+		t.Fatalf("re-delivered unlock: %d %s", w.Code, w.Body)
+	}
+	e, err := h.auth.Status(ctx, "preview/pr-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := e.Scopes["api"].Lease; l.Holder != "newer" {
+		t.Fatalf("after the re-delivered unlock the lease is %+v; want it still held by the newer pass", l)
+	}
+}
