@@ -314,10 +314,12 @@ func (a *Authority) Unlock(ctx context.Context, resource, reason, actor string) 
 	if err != nil {
 		return Lease{}, fmt.Errorf("unlock %s: %w", resource, err)
 	}
-	if d.Lease == nil || prev.Holder == "" {
-		if splitErr != nil && d.Lease == nil {
-			return Lease{}, fmt.Errorf("unlock %s: no such lease (%v): %w", resource, splitErr, ErrNotFound)
-		}
+	if d.Lease == nil {
+		// Neither a scope of a known environment nor a named lease: most likely a typo.
+		return Lease{}, &InputError{Field: "lease", Value: resource,
+			Fix: "no such lease: name it ENVIRONMENT/SCOPE of an environment and scope that exist (latestwins status ENV lists them), or a named lease"}
+	}
+	if prev.Holder == "" {
 		return Lease{}, fmt.Errorf("unlock %s: not locked: %w", resource, ErrNotFound)
 	}
 	return prev, nil

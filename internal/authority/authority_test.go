@@ -230,8 +230,8 @@ func TestUnlock(t *testing.T) {
 		{"staging/api", "", ErrNotFound}, // already free
 		{"refresh", "host-1", nil},
 		{"refresh", "", ErrNotFound},
-		{"never-seen", "", ErrNotFound},
-		{"staging/never-seen", "", ErrNotFound},
+		{"never-seen", "", ErrInvalidInput},         // a typo, not "not locked"
+		{"staging/never-seen", "", ErrInvalidInput}, // likewise
 	}
 	for _, c := range cases {
 		was, err := a.Unlock(ctx, c.resource, "stuck", "octocat")

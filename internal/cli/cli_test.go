@@ -385,3 +385,14 @@ func TestCompleteKeepsTheExitCodesOfRetryableEndings(t *testing.T) {
 		h.must(want, "complete", "--state", state, "--outcome", outcome, "--attempt", "1")
 	}
 }
+
+func TestUnlockOfAMistypedLeaseIsBadInput(t *testing.T) {
+	h := newHarness(t)
+	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "one")
+	if o := h.must(ExitUsage, "unlock", "stagng/api", "--reason", "stuck"); !strings.Contains(o.stderr, "no such lease") {
+		t.Fatalf("stderr %q", o.stderr)
+	}
+	if o := h.must(ExitOK, "unlock", "staging/api", "--reason", "stuck"); !strings.Contains(o.stdout, "not locked") {
+		t.Fatalf("stdout %q", o.stdout)
+	}
+}
