@@ -249,7 +249,8 @@ func (a *App) commandUnlock(ctx context.Context, run *commentRun, sels []config.
 		for _, s := range sel.ScopeNames() {
 			resource := sel.Environment + "/" + s
 			prev, err := a.auth.Unlock(ctx, resource, reason, run.actor)
-			if errors.Is(err, authority.ErrNotFound) {
+			// Not locked, or nothing was ever accepted there (the lease does not exist yet).
+			if errors.Is(err, authority.ErrNotFound) || errors.Is(err, authority.ErrInvalidInput) {
 				free = append(free, resource)
 				continue
 			}
