@@ -215,10 +215,10 @@ func (a *Authority) Release(ctx context.Context, g *Grant) error {
 			return false, &LostError{Resource: g.Environment, Reason: "environment not found"}
 		}
 		scopes := sortedKeys(g.Tokens)
-		if err := d.Env.checkTokens(scopes, g.Holder, g.Tokens); err != nil {
+		if err := d.Env.checkTokens(scopes, g.Holder, g.Generation, g.Tokens); err != nil {
 			return false, err
 		}
-		d.Env.release(scopes, g.Holder, g.Tokens)
+		d.Env.release(scopes, g.Holder, g.Generation, g.Tokens)
 		for _, s := range scopes {
 			d.Env.record(now, Event{Kind: EventReleased, Scope: s, Generation: g.Generation, Holder: g.Holder, Token: g.Tokens[s],
 				Message: fmt.Sprintf("Pass %d released %s", g.Generation, s)})
@@ -306,7 +306,7 @@ func (a *Authority) Unlock(ctx context.Context, resource, reason, actor string) 
 			return false, nil
 		}
 		prev = d.Lease.Lease
-		d.Lease.Lease.Holder, d.Lease.Lease.ExpiresAt = "", time.Time{}
+		d.Lease.Lease.free()
 		d.Lease.record(now, Event{Kind: EventUnlocked, Holder: prev.Holder, Token: prev.Token,
 			Message: fmt.Sprintf("Unlocked by %s: %s (was held by %s for %s)", orUnknown(actor), reason, prev.Holder, prev.Purpose)})
 		return true, nil

@@ -27,7 +27,7 @@ func (a *Authority) Acquire(ctx context.Context, name, holder, purpose string, t
 			d.Lease = &NamedLease{Name: name}
 		}
 		l := &d.Lease.Lease
-		if !leaseFree(l, holder, now, a.skew) {
+		if !leaseFree(l, holder, 0, now, a.skew) {
 			return false, heldError(name, l, now, a.skew)
 		}
 		if prev := grant(l, holder, purpose, 0, ttl, now); prev != nil {
@@ -50,7 +50,7 @@ func (a *Authority) RenewNamed(ctx context.Context, g *Grant, ttl time.Duration)
 
 // ReleaseNamed gives up a named lease the caller holds.
 func (a *Authority) ReleaseNamed(ctx context.Context, g *Grant) error {
-	return a.namedOp(ctx, g, "release", func(l *Lease, _ time.Time) { l.Holder, l.ExpiresAt = "", time.Time{} })
+	return a.namedOp(ctx, g, "release", func(l *Lease, _ time.Time) { l.free() })
 }
 
 func (a *Authority) namedOp(ctx context.Context, g *Grant, op string, apply func(*Lease, time.Time)) error {

@@ -177,6 +177,10 @@ type Grant struct {
 	Tokens      map[string]int64 `json:"tokens,omitempty"` // per scope, when leased
 	ExpiresAt   time.Time        `json:"expires_at,omitzero"`
 	TookOver    []string         `json:"took_over,omitempty"` // scopes whose expired lease was recovered
+	// RequestedAt is when the caller sent the request that was granted, by the caller's clock. The
+	// store's clock set ExpiresAt no earlier than that, so a holder that counts its deadline from
+	// RequestedAt + TTL never counts past the lease. Set by the caller (pass.Gate), never stored.
+	RequestedAt time.Time `json:"-"`
 }
 
 // Outcome is what a pass reports when it completes.
@@ -511,10 +515,12 @@ func (e *Env) authorize(gen int64, name string) *SupersededError {
 	return nil
 }
 
-// leaseFree reports whether a lease can be granted to holder now: free, expired past the skew
-// margin, or already the holder's own.
-func leaseFree(l *Lease, holder string, now time.Time, skew time.Duration) bool {
-	return l.Holder == "" || l.Holder == holder || !now.Before(l.ExpiresAt.Add(skew))
+// leaseFree reports whether a lease can be granted to the pass (gen, holder) now: free, expired past
+// the skew margin, or held by that very pass. A grant belongs to one generation and holder: the same
+// holder name in another generation (an explicit --holder reused, a client naming itself) is another
+// pass and waits like any other.
+func leaseFree(l *Lease, holder string, gen int64, now time.Time, skew time.Duration) bool {
+	return l.Holder == "" || (l.Holder == holder && l.Generation == gen) || !now.Before(l.ExpiresAt.Add(skew))
 }
 
 func heldError(resource string, l *Lease, now time.Time, skew time.Duration) *HeldError {
@@ -527,19 +533,21 @@ func heldError(resource string, l *Lease, now time.Time, skew time.Duration) *He
 		ExpiresAt: l.ExpiresAt, RetryAfter: secs * time.Second}
 }
 
-// grant gives holder the lease and returns the displaced expired lease, if any. Every grant carries
-// a new token, except a repeat by the holder of a lease that is still live: that one keeps its token,
-// so a retried grant (a write whose response was lost, re-applied) cannot fence out its own holder.
+// grant gives the pass (gen, holder) the lease and returns the displaced expired lease of another
+// pass, if any. Every grant carries a new token, greater than every earlier one of the resource, even
+// a repeat by the pass that holds it: the newest grant is the only one that renews, completes or
+// releases, so an older one (a stale step of the same pass, a lost response the client asked again
+// for) can never act on it. The store resolves an ambiguous write before answering, so a grant is
+// never applied twice behind its caller's back.
 func grant(l *Lease, holder, purpose string, gen int64, ttl time.Duration, now time.Time) (tookOverFrom *Lease) {
-	if l.Holder != "" && l.Holder != holder {
+	if l.Holder != "" && (l.Holder != holder || l.Generation != gen) {
 		prev := *l
 		tookOverFrom = &prev
 	}
-	if l.Holder != holder || !now.Before(l.ExpiresAt) {
-		l.Token++
-		l.AcquiredAt = now
-	}
+	l.Token++
+	l.AcquiredAt = now
 	l.Holder, l.Purpose, l.Generation = holder, purpose, gen
+	l.Sha, l.Ref = "", ""
 	l.ExpiresAt = now.Add(ttl)
 	return tookOverFrom
 }
@@ -559,7 +567,7 @@ func (e *Env) gate(gen int64, scopes []string, phase, holder string, ttl time.Du
 	}
 	for _, name := range scopes {
 		l := &e.Scopes[name].Lease
-		if !leaseFree(l, holder, now, skew) {
+		if !leaseFree(l, holder, gen, now, skew) {
 			held := heldError(resourceName(e.Name, name), l, now, skew)
 			e.recordOnce(now, Event{Kind: EventLocked, Scope: name, Generation: gen, Holder: l.Holder, Token: l.Token,
 				Message: fmt.Sprintf("Pass %d waits: %s is locked by %s (%s, generation %d)", gen, name, l.Holder, l.Purpose, l.Generation)})
@@ -574,6 +582,9 @@ func (e *Env) gate(gen int64, scopes []string, phase, holder string, ttl time.Du
 			e.record(now, Event{Kind: EventTookOver, Scope: name, Generation: gen, Holder: holder, Token: sc.Lease.Token,
 				Message: fmt.Sprintf("Recovered an interrupted operation (Interrupted: %s) held by %s, generation %d", prev.Purpose, prev.Holder, prev.Generation)})
 		}
+		// The lease remembers what its pass deploys, so that a deploy finished under it is recorded
+		// as live even when a newer intent took the mailbox meanwhile.
+		sc.Lease.Sha, sc.Lease.Ref = sc.Mailbox.Sha, sc.Mailbox.Ref
 		sc.ActiveAt = now
 		g.Tokens[name] = sc.Lease.Token
 		e.record(now, Event{Kind: EventLeased, Scope: name, Generation: gen, Holder: holder, Token: sc.Lease.Token,
@@ -606,8 +617,9 @@ func (e *Env) requireScopes(scopes []string) error {
 	return nil
 }
 
-// checkTokens verifies that the caller still holds each scope's lease with its token.
-func (e *Env) checkTokens(scopes []string, holder string, tokens map[string]int64) error {
+// checkTokens verifies that the caller's grant is still the current one of each scope's lease: the
+// same token, generation and holder.
+func (e *Env) checkTokens(scopes []string, holder string, gen int64, tokens map[string]int64) error {
 	for _, name := range scopes {
 		tok, ok := tokens[name]
 		if !ok {
@@ -617,7 +629,7 @@ func (e *Env) checkTokens(scopes []string, holder string, tokens map[string]int6
 		if sc == nil {
 			return &LostError{Resource: resourceName(e.Name, name), Token: tok, Reason: "no such scope"}
 		}
-		if sc.Lease.Holder != holder || sc.Lease.Token != tok {
+		if sc.Lease.Holder != holder || sc.Lease.Token != tok || sc.Lease.Generation != gen {
 			reason := "taken over"
 			if sc.Lease.Holder == "" {
 				reason = "released or unlocked"
@@ -632,7 +644,7 @@ func (e *Env) checkTokens(scopes []string, holder string, tokens map[string]int6
 // step it is in.
 func (e *Env) renew(g *Grant, ttl time.Duration, now time.Time) error {
 	scopes := sortedKeys(g.Tokens)
-	if err := e.checkTokens(scopes, g.Holder, g.Tokens); err != nil {
+	if err := e.checkTokens(scopes, g.Holder, g.Generation, g.Tokens); err != nil {
 		return err
 	}
 	for _, name := range scopes {
@@ -644,28 +656,36 @@ func (e *Env) renew(g *Grant, ttl time.Duration, now time.Time) error {
 	return nil
 }
 
-func (e *Env) release(scopes []string, holder string, tokens map[string]int64) {
+func (e *Env) release(scopes []string, holder string, gen int64, tokens map[string]int64) {
 	for _, name := range scopes {
 		sc := e.Scopes[name]
 		if sc == nil {
 			continue
 		}
-		if tok, ok := tokens[name]; ok && sc.Lease.Holder == holder && sc.Lease.Token == tok {
-			sc.Lease.Holder, sc.Lease.ExpiresAt = "", time.Time{}
+		if tok, ok := tokens[name]; ok && sc.Lease.Holder == holder && sc.Lease.Token == tok && sc.Lease.Generation == gen {
+			sc.Lease.free()
 		}
 	}
 }
 
+// free ends the current grant; the token counter stays.
+func (l *Lease) free() {
+	l.Holder, l.ExpiresAt, l.Sha, l.Ref = "", time.Time{}, "", ""
+}
+
 // complete records how a pass ended, fenced by its tokens, and releases its leases in the same write.
 func (e *Env) complete(c *Completion, now time.Time, skew time.Duration) (*CompleteResult, error) {
-	if err := e.checkTokens(c.Scopes, c.Holder, c.Tokens); err != nil && c.Outcome != OutcomeLost {
+	if res := e.repeatedSuccess(c); res != nil {
+		return res, nil
+	}
+	if err := e.checkTokens(c.Scopes, c.Holder, c.Generation, c.Tokens); err != nil && c.Outcome != OutcomeLost {
 		return nil, err
 	}
 	if c.Outcome != OutcomeLost && c.Outcome != OutcomeInterrupted {
 		// An ending without the deploy lease's token must not overrule a pass that holds it now.
 		for _, name := range c.Scopes {
 			l := &e.Scopes[name].Lease
-			if _, ok := c.Tokens[name]; !ok && liveLease(l, now, skew) && l.Holder != c.Holder {
+			if _, ok := c.Tokens[name]; !ok && liveLease(l, now, skew) && (l.Holder != c.Holder || l.Generation != c.Generation) {
 				return nil, heldError(resourceName(e.Name, name), l, now, skew)
 			}
 		}
@@ -687,6 +707,10 @@ func (e *Env) complete(c *Completion, now time.Time, skew time.Duration) (*Compl
 			}
 		}
 		sup := e.authorize(c.Generation, name)
+		if sup != nil && e.deployedUnderGrant(c, name, now) {
+			res.Results[name] = ResultDeployed
+			continue
+		}
 		if sup != nil && c.Outcome != OutcomeLost && c.Outcome != OutcomeInterrupted {
 			if res.Superseded == nil {
 				res.Superseded = map[string]*SupersededError{}
@@ -708,14 +732,18 @@ func (e *Env) complete(c *Completion, now time.Time, skew time.Duration) (*Compl
 				Message: fmt.Sprintf("Deployed %s (generation %d)", shortSha(m.Sha), c.Generation)})
 		case final:
 			res.Results[name] = ResultFailed
-			sc.Failure = &Failure{Generation: c.Generation, Sha: m.Sha, Message: truncate(c.Message, maxMessageSize), Attempt: c.Attempt, MaxAttempts: c.MaxAttempts, At: now}
+			msg := c.Message
+			if strings.TrimSpace(msg) == "" {
+				msg = defaultFailureMessage(c)
+			}
+			sc.Failure = &Failure{Generation: c.Generation, Sha: m.Sha, Message: truncate(msg, maxMessageSize), Attempt: c.Attempt, MaxAttempts: c.MaxAttempts, At: now}
 			sc.Mailbox = nil
 			what := "Configuration error"
 			if c.Outcome == OutcomeFailure {
 				what = fmt.Sprintf("Failed on the final attempt (%d of %d)", c.Attempt, c.MaxAttempts)
 			}
 			e.record(now, Event{Kind: EventFailed, Scope: name, Generation: c.Generation, Sha: m.Sha,
-				Message: fmt.Sprintf("%s: %s", what, orUnknown(c.Message))})
+				Message: fmt.Sprintf("%s: %s", what, msg)})
 		default: // retryable: failure before the last attempt, lease lost, interrupted
 			res.Results[name] = ResultRetry
 			if c.Outcome == OutcomeFailure {
@@ -734,9 +762,52 @@ func (e *Env) complete(c *Completion, now time.Time, skew time.Duration) (*Compl
 			e.record(now, Event{Kind: kind, Scope: name, Generation: c.Generation, Message: msg})
 		}
 	}
-	e.release(c.Scopes, c.Holder, c.Tokens)
+	e.release(c.Scopes, c.Holder, c.Generation, c.Tokens)
 	e.settle()
 	return res, nil
+}
+
+// repeatedSuccess recognises a success completion that already took effect (its answer was lost
+// and it is asked again): every scope's live state is this pass's deploy with this very token. It
+// reports the same result and changes nothing; nil means it is not such a repeat.
+func (e *Env) repeatedSuccess(c *Completion) *CompleteResult {
+	if c.Outcome != OutcomeSuccess || len(c.Scopes) == 0 {
+		return nil
+	}
+	res := &CompleteResult{Results: map[string]Result{}}
+	for _, name := range c.Scopes {
+		sc := e.Scopes[name]
+		tok, ok := c.Tokens[name]
+		if sc == nil || !ok || sc.Live == nil || sc.Live.Generation != c.Generation || sc.Live.Token != tok || sc.Lease.Token != tok || sc.Lease.Holder != "" {
+			return nil
+		}
+		res.Results[name] = ResultDeployed
+	}
+	return res
+}
+
+// deployedUnderGrant records the deploy of a pass that was superseded while it deployed under a
+// valid grant: the target now serves its commit, so that commit is live, provided its generation is
+// newer than live's. The newer intent stays pending and its pass deploys next; live never goes back.
+// It reports whether it recorded the deploy.
+func (e *Env) deployedUnderGrant(c *Completion, name string, now time.Time) bool {
+	sc := e.Scopes[name]
+	tok, ok := c.Tokens[name]
+	l := &sc.Lease
+	if c.Outcome != OutcomeSuccess || !ok || l.Holder != c.Holder || l.Token != tok || l.Generation != c.Generation || l.Sha == "" {
+		return false
+	}
+	if sc.Live != nil && sc.Live.Generation >= c.Generation {
+		return false
+	}
+	sc.Live = &Live{Sha: l.Sha, Ref: l.Ref, Generation: c.Generation, Run: c.Run, Token: tok, At: now}
+	pending := ""
+	if m := sc.Mailbox; m != nil {
+		pending = fmt.Sprintf("; generation %d (%s) is pending", m.Generation, shortSha(m.Sha))
+	}
+	e.record(now, Event{Kind: EventDeployed, Scope: name, Generation: c.Generation, Sha: l.Sha, Holder: c.Holder, Token: tok,
+		Message: fmt.Sprintf("Deployed %s (generation %d), superseded while it deployed%s", shortSha(l.Sha), c.Generation, pending)})
+	return true
 }
 
 // unlock frees a scope's lease by hand; the token counter stays.
@@ -746,10 +817,18 @@ func (e *Env) unlock(name, reason, actor string, now time.Time) (Lease, bool) {
 		return Lease{}, false
 	}
 	prev := sc.Lease
-	sc.Lease.Holder, sc.Lease.ExpiresAt = "", time.Time{}
+	sc.Lease.free()
 	e.record(now, Event{Kind: EventUnlocked, Scope: name, Generation: prev.Generation, Holder: prev.Holder, Token: prev.Token,
 		Message: fmt.Sprintf("Unlocked by %s: %s (was held by %s for %s)", orUnknown(actor), reason, prev.Holder, prev.Purpose)})
 	return prev, true
+}
+
+// defaultFailureMessage says what happened when a terminal ending came without a message.
+func defaultFailureMessage(c *Completion) string {
+	if c.Outcome == OutcomeInvalid {
+		return fmt.Sprintf("pass %d reported bad configuration or input without saying what", c.Generation)
+	}
+	return fmt.Sprintf("pass %d failed on attempt %d of %d without a message", c.Generation, c.Attempt, c.MaxAttempts)
 }
 
 func supersededBy(s *SupersededError) string {

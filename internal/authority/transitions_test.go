@@ -355,22 +355,25 @@ func TestHeldErrorRetryAfter(t *testing.T) {
 
 func TestLeaseFree(t *testing.T) {
 	skew := 5 * time.Second
-	held := Lease{Holder: "a", ExpiresAt: t0.Add(30 * time.Second)}
+	held := Lease{Holder: "a", Generation: 1, ExpiresAt: t0.Add(30 * time.Second)}
 	cases := []struct {
 		name   string
 		lease  Lease
 		holder string
+		gen    int64
 		at     time.Duration
 		want   bool
 	}{
-		{"free", Lease{Token: 4}, "b", 0, true},
-		{"held by another", held, "b", 0, false},
-		{"held by another, expired but within skew", held, "b", 34 * time.Second, false},
-		{"held by another, expired past skew", held, "b", 35 * time.Second, true},
-		{"own lease", held, "a", 0, true},
+		{"free", Lease{Token: 4}, "b", 2, 0, true},
+		{"held by another", held, "b", 2, 0, false},
+		{"held by another, expired but within skew", held, "b", 2, 34 * time.Second, false},
+		{"held by another, expired past skew", held, "b", 2, 35 * time.Second, true},
+		{"own lease", held, "a", 1, 0, true},
+		{"same holder name, another generation", held, "a", 2, 0, false},
+		{"same holder name, another generation, expired past skew", held, "a", 2, 35 * time.Second, true},
 	}
 	for _, c := range cases {
-		if got := leaseFree(&c.lease, c.holder, t0.Add(c.at), skew); got != c.want {
+		if got := leaseFree(&c.lease, c.holder, c.gen, t0.Add(c.at), skew); got != c.want {
 			t.Errorf("%s: free %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -381,18 +384,18 @@ func TestGrantTokens(t *testing.T) {
 	if prev := grant(&l, "a", "deploy", 1, time.Minute, t0); prev != nil || l.Token != 1 || l.Holder != "a" || !l.AcquiredAt.Equal(t0) {
 		t.Fatalf("first grant: %+v (took over %v)", l, prev)
 	}
-	// The holder's repeat while live keeps its token and extends the expiry.
-	if prev := grant(&l, "a", "deploy", 1, time.Minute, t0.Add(10*time.Second)); prev != nil || l.Token != 1 || !l.ExpiresAt.Equal(t0.Add(70*time.Second)) {
+	// The pass's repeat while live is a new grant: a greater token, and the expiry from now.
+	if prev := grant(&l, "a", "deploy", 1, time.Minute, t0.Add(10*time.Second)); prev != nil || l.Token != 2 || !l.ExpiresAt.Equal(t0.Add(70*time.Second)) {
 		t.Fatalf("repeat by the holder: %+v (took over %v)", l, prev)
 	}
 	// Another holder takes over: a greater token and the displaced lease.
 	prev := grant(&l, "b", "deploy", 2, time.Minute, t0.Add(2*time.Minute))
-	if prev == nil || prev.Holder != "a" || prev.Purpose != "deploy" || l.Token != 2 || l.Holder != "b" {
+	if prev == nil || prev.Holder != "a" || prev.Purpose != "deploy" || l.Token != 3 || l.Holder != "b" {
 		t.Fatalf("takeover: %+v from %+v", l, prev)
 	}
 	// After a release the next grant, even to the same holder, gets a greater token, and is no takeover.
 	l.Holder, l.ExpiresAt = "", time.Time{}
-	if prev := grant(&l, "b", "deploy", 2, time.Minute, t0.Add(3*time.Minute)); prev != nil || l.Token != 3 {
+	if prev := grant(&l, "b", "deploy", 2, time.Minute, t0.Add(3*time.Minute)); prev != nil || l.Token != 4 {
 		t.Fatalf("grant after release: %+v (took over %v)", l, prev)
 	}
 }

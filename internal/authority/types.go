@@ -98,10 +98,13 @@ type Live struct {
 // Lease is a short, renewable, fenced lock. The record is never deleted: a released lease keeps its
 // token, so the next grant's token is greater than every earlier one of the resource.
 type Lease struct {
-	Holder     string    `json:"holder,omitempty"` // empty: free
-	Purpose    string    `json:"purpose,omitempty"`
-	Generation int64     `json:"generation,omitempty"`
-	Token      int64     `json:"token"`
+	Holder     string `json:"holder,omitempty"` // empty: free
+	Purpose    string `json:"purpose,omitempty"`
+	Generation int64  `json:"generation,omitempty"`
+	Token      int64  `json:"token"`
+	// Sha and Ref: the commit the holding pass deploys under this grant (scope leases only).
+	Sha        string    `json:"sha,omitempty"`
+	Ref        string    `json:"ref,omitempty"`
 	AcquiredAt time.Time `json:"acquired_at,omitzero"`
 	ExpiresAt  time.Time `json:"expires_at,omitzero"`
 }

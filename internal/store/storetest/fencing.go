@@ -16,7 +16,96 @@ func fencingCases() []testCase {
 		{"TokensAcrossReleaseAndUnlock", testTokensIncrease},
 		{"NamedTokensAcrossReleaseAndUnlock", testNamedTokensIncrease},
 		{"StaleTokenRefused", testStaleToken},
+		{"HolderNameReusedAcrossGenerations", testHolderReused},
+		{"RegrantFencesTheOlderGrant", testRegrant},
 	}
+}
+
+// testHolderReused: two generations whose passes use the same holder name (an explicit --holder,
+// or whatever an API client sends) are two passes. The newer one waits for the older one's live
+// lease, and once it holds the lease nothing the older one sends, with any token, renews,
+// completes or frees it.
+func testHolderReused(t *testing.T, h *harness) {
+	a, b := h.process(), h.process()
+	const holder = "deployer"
+	gen1 := h.accept(a, push("staging", "run-1", sha("a", 1), "api"), true).Generation
+	old := h.gate(a, "staging", gen1, holder, "api")
+	gen2 := h.accept(b, push("staging", "run-2", sha("b", 2), "api"), false).Generation
+
+	// Generation 2 claims; its gate with the same holder name waits for generation 1's live lease.
+	h.claim(b, "staging", gen2, "api")
+	_, err := b.Gate(h.ctx, authority.GateRequest{Environment: "staging", Generation: gen2, Scopes: []string{"api"}, Phase: "deploy", Holder: holder, LeaseTTL: testTTL})
+	wantHeld(t, err, holder, "deploy", testTTL+h.skew)
+
+	// Generation 1's lease expires; generation 2 takes it over with a greater token.
+	h.clock.Advance(testTTL + h.skew)
+	cur := h.gate(b, "staging", gen2, holder, "api")
+	if cur.Tokens["api"] <= old.Tokens["api"] {
+		t.Fatalf("generation %d got token %d after generation %d's token %d; want a greater one", gen2, cur.Tokens["api"], gen1, old.Tokens["api"])
+	}
+	if n := countEvents(h.env("staging"), authority.EventTookOver, func(e authority.Event) bool { return e.Generation == gen2 }); n != 1 {
+		t.Fatalf("%d took-over events for generation %d; want 1 (it recovered generation %d's lease)", n, gen2, gen1)
+	}
+	before := h.doc(authority.EnvKey("staging"))
+
+	// Generation 1, under the same holder name, with its own token or with generation 2's, can
+	// neither renew, release nor complete.
+	for _, tokens := range []map[string]int64{old.Tokens, cur.Tokens} {
+		stale := &authority.Grant{Environment: "staging", Generation: gen1, Phase: "deploy", Holder: holder, Tokens: tokens}
+		if err := a.Renew(h.ctx, stale, testTTL); !errors.Is(err, authority.ErrLeaseLost) {
+			t.Fatalf("renew by generation %d with tokens %v: %v; want ErrLeaseLost", gen1, tokens, err)
+		}
+		if err := a.Release(h.ctx, stale); !errors.Is(err, authority.ErrLeaseLost) {
+			t.Fatalf("release by generation %d with tokens %v: %v; want ErrLeaseLost", gen1, tokens, err)
+		}
+		for _, o := range []authority.Outcome{authority.OutcomeSuccess, authority.OutcomeFailure, authority.OutcomeInvalid, authority.OutcomeInterrupted, authority.OutcomeLost} {
+			_, _ = a.Complete(h.ctx, authority.Completion{Environment: "staging", Generation: gen1, Scopes: []string{"api"},
+				Holder: holder, Tokens: tokens, Outcome: o, Attempt: 3, MaxAttempts: 3, Message: "stale"})
+		}
+		after := h.doc(authority.EnvKey("staging"))
+		if diff := cmp.Diff(before.Env.Scopes, after.Env.Scopes); diff != "" {
+			t.Fatalf("generation %d's calls with tokens %v changed the scopes (-before +after):\n%s", gen1, tokens, diff)
+		}
+	}
+	// Without any token, generation 1's endings cannot overrule the pass that holds the lease now.
+	_, err = a.Complete(h.ctx, authority.Completion{Environment: "staging", Generation: gen1, Scopes: []string{"api"},
+		Holder: holder, Outcome: authority.OutcomeFailure, Attempt: 3, MaxAttempts: 3, Message: "stale"})
+	if !errors.Is(err, authority.ErrLeaseHeld) {
+		t.Fatalf("an unfenced failure by generation %d while generation %d holds the lease: %v; want ErrLeaseHeld", gen1, gen2, err)
+	}
+	if diff := cmp.Diff(before.Env.Scopes, h.env("staging").Scopes); diff != "" {
+		t.Fatalf("an unfenced failure by generation %d changed the scopes (-before +after):\n%s", gen1, diff)
+	}
+	// Generation 2 still holds its lease and deploys.
+	if err := b.Renew(h.ctx, cur, testTTL); err != nil {
+		t.Fatalf("renew by generation %d: %v", gen2, err)
+	}
+	h.complete(b, cur, authority.OutcomeSuccess, "run-2")
+	if l := h.scope("staging", "api").Live; l == nil || l.Generation != gen2 || l.Token != cur.Tokens["api"] {
+		t.Fatalf("api live %+v; want generation %d with token %d", l, gen2, cur.Tokens["api"])
+	}
+}
+
+// testRegrant: a pass asking again for a lease it holds gets a new, greater token; the older grant
+// (a stale step of the same pass, an answer that was lost) can no longer act on the lease.
+func testRegrant(t *testing.T, h *harness) {
+	a := h.process()
+	gen := h.accept(a, push("staging", "run-1", sha("a", 1), "api"), true).Generation
+	first := h.gate(a, "staging", gen, "run-1/1", "api")
+	second := h.gate(h.process(), "staging", gen, "run-1/1", "api")
+	if second.Tokens["api"] <= first.Tokens["api"] {
+		t.Fatalf("the second grant got token %d after %d; want a greater one", second.Tokens["api"], first.Tokens["api"])
+	}
+	if err := a.Renew(h.ctx, first, testTTL); !errors.Is(err, authority.ErrLeaseLost) {
+		t.Fatalf("renew with the older grant: %v; want ErrLeaseLost", err)
+	}
+	if err := a.Release(h.ctx, first); !errors.Is(err, authority.ErrLeaseLost) {
+		t.Fatalf("release with the older grant: %v; want ErrLeaseLost", err)
+	}
+	if l := h.scope("staging", "api").Lease; l.Holder != "run-1/1" || l.Token != second.Tokens["api"] {
+		t.Fatalf("lease %+v; want the second grant's token %d", l, second.Tokens["api"])
+	}
+	h.complete(a, second, authority.OutcomeSuccess, "run-1")
 }
 
 func testTokensIncrease(t *testing.T, h *harness) {

@@ -87,12 +87,10 @@ func testSupersededCannotPublish(t *testing.T, h *harness) {
 	}
 	before := h.env("staging")
 
-	// ...but whatever it reports, it publishes nothing. (The last completion, fenced by its token,
-	// also releases its lease.)
+	// ...but no failure it reports is published: B's intent is what the scope is waiting for.
 	for _, c := range []authority.Completion{
 		{Outcome: authority.OutcomeFailure, Attempt: 3, MaxAttempts: 3, Message: "boom"},
 		{Outcome: authority.OutcomeInvalid, Message: "bad config"},
-		{Outcome: authority.OutcomeSuccess, Tokens: grantA.Tokens},
 	} {
 		c.Environment, c.Generation, c.Scopes, c.Holder, c.Run = "staging", passA.Generation, []string{"api"}, "run-a", "run-a"
 		res, err := a.Complete(h.ctx, c)
@@ -118,6 +116,36 @@ func testSupersededCannotPublish(t *testing.T, h *harness) {
 		if after.Observed != before.Observed || after.Desired != before.Desired {
 			t.Fatalf("a superseded pass moved the counters: %d/%d, was %d/%d", after.Observed, after.Desired, before.Observed, before.Desired)
 		}
+	}
+	// A's deploy, finished under its valid grant, is what the target serves now: it is recorded as
+	// live (guarantee 5), while B's newer intent stays pending and owned as it was.
+	res, err := a.Complete(h.ctx, authority.Completion{Environment: "staging", Generation: passA.Generation, Scopes: []string{"api"},
+		Holder: "run-a", Tokens: grantA.Tokens, Outcome: authority.OutcomeSuccess, Run: "run-a"})
+	if err != nil || res.Results["api"] != authority.ResultDeployed {
+		t.Fatalf("complete success by a pass superseded while it deployed under its grant: %+v, %v; want deployed", res, err)
+	}
+	after := h.env("staging")
+	if l := after.Scopes["api"].Live; l == nil || l.Sha != sha("a", 1) || l.Generation != passA.Generation || l.Token != grantA.Tokens["api"] {
+		t.Fatalf("api live %+v; want A's commit at generation %d with token %d", l, passA.Generation, grantA.Tokens["api"])
+	}
+	if diff := cmp.Diff(before.Scopes["api"].Mailbox, after.Scopes["api"].Mailbox); diff != "" {
+		t.Fatalf("recording A's deploy changed the pending intent (-before +after):\n%s", diff)
+	}
+	if diff := cmp.Diff(before.Scopes["web"], after.Scopes["web"]); diff != "" {
+		t.Fatalf("recording A's deploy on api changed web (-before +after):\n%s", diff)
+	}
+	if after.Observed != before.Observed || after.Desired != before.Desired || after.Scopes["api"].Lease.Holder != "" {
+		t.Fatalf("after A's deploy: %d/%d (was %d/%d), lease %+v; want the counters kept and the lease released",
+			after.Observed, after.Desired, before.Observed, before.Desired, after.Scopes["api"].Lease)
+	}
+	// Repeating that completion (its answer was lost) reports the same result and changes nothing.
+	res, err = a.Complete(h.ctx, authority.Completion{Environment: "staging", Generation: passA.Generation, Scopes: []string{"api"},
+		Holder: "run-a", Tokens: grantA.Tokens, Outcome: authority.OutcomeSuccess, Run: "run-a"})
+	if err != nil || res.Results["api"] != authority.ResultDeployed {
+		t.Fatalf("a repeated completion: %+v, %v; want deployed again", res, err)
+	}
+	if diff := cmp.Diff(after, h.env("staging")); diff != "" {
+		t.Fatalf("a repeated completion changed the environment (-before +after):\n%s", diff)
 	}
 	// B goes on and deploys its commit.
 	h.deploy(b, "staging", passB.Generation, "run-b", "run-b", "api")

@@ -19,6 +19,7 @@ func outcomeCases() []testCase {
 		{"LeaseLost", testOutcomeLost},
 		{"FailureUntilFinalAttempt", testOutcomeFailures},
 		{"Invalid", testOutcomeInvalid},
+		{"TerminalWithoutMessage", testTerminalWithoutMessage},
 	}
 }
 
@@ -157,5 +158,28 @@ func testOutcomeInvalid(t *testing.T, h *harness) {
 	}
 	if sc.Lease.Holder != "" {
 		t.Fatalf("the lease was not released by the completion: %+v", sc.Lease)
+	}
+}
+
+// testTerminalWithoutMessage: a terminal ending that says nothing still records what happened, so
+// that status never shows an error with an empty reason.
+func testTerminalWithoutMessage(t *testing.T, h *harness) {
+	a := h.process()
+	for i, o := range []authority.Outcome{authority.OutcomeInvalid, authority.OutcomeFailure} {
+		scope := []string{"api", "web"}[i]
+		g := h.pass(a, "staging", "run-"+scope, sha("a", i+1), "run/"+scope, scope)
+		res, err := a.Complete(h.ctx, authority.Completion{Environment: "staging", Generation: g.Generation, Scopes: []string{scope},
+			Holder: g.Holder, Tokens: g.Tokens, Outcome: o, Attempt: 3, MaxAttempts: 3, Message: " \t"})
+		if err != nil || res.Results[scope] != authority.ResultFailed {
+			t.Fatalf("%s without a message: %+v, %v; want failed", o, res, err)
+		}
+		f := h.scope("staging", scope).Failure
+		if f == nil || !strings.Contains(f.Message, fmt.Sprintf("pass %d", g.Generation)) || !strings.Contains(f.Message, "without") {
+			t.Fatalf("%s without a message recorded failure %+v; want a default message naming the pass", o, f)
+		}
+		ev := eventsOf(h.env("staging"), authority.EventFailed)
+		if last := ev[len(ev)-1]; !strings.HasSuffix(last.Message, f.Message) {
+			t.Fatalf("timeline says %q; want it to end with %q", last.Message, f.Message)
+		}
 	}
 }

@@ -321,7 +321,8 @@ func (p *propRun) gate(prev *authority.Env) {
 		allowed = allowed && authorized(prev, gen, s)
 		if req.LeaseTTL > 0 && prev.Scopes[s] != nil {
 			l := prev.Scopes[s].Lease
-			free = free && (l.Holder == "" || l.Holder == req.Holder || !now.Before(l.ExpiresAt.Add(p.h.skew)))
+			// A grant belongs to (generation, holder): the same name in another generation waits.
+			free = free && (l.Holder == "" || (l.Holder == req.Holder && l.Generation == gen) || !now.Before(l.ExpiresAt.Add(p.h.skew)))
 		}
 	}
 	switch {
@@ -346,8 +347,8 @@ func (p *propRun) gate(prev *authority.Env) {
 				if after.Holder != req.Holder || g.Tokens[s] != after.Token || !after.ExpiresAt.Equal(now.Add(testTTL)) {
 					p.fail("%s: lease %+v after a grant %+v to %s", s, after, g, req.Holder)
 				}
-				if before.Holder != req.Holder && after.Token <= before.Token {
-					p.fail("%s: token %d granted to %s after token %d of %q; want a greater one", s, after.Token, req.Holder, before.Token, before.Holder)
+				if after.Token <= before.Token || after.Generation != gen {
+					p.fail("%s: token %d granted to %s at %d after token %d of %q at %d; want a greater one, every grant", s, after.Token, req.Holder, gen, before.Token, before.Holder, before.Generation)
 				}
 			}
 			p.grants = append(p.grants, g)
@@ -392,7 +393,7 @@ func (p *propRun) passOf(prev *authority.Env) (int64, []string) {
 // holds reports whether grant g's leases are all still current.
 func holds(e *authority.Env, g *authority.Grant) bool {
 	for s, tok := range g.Tokens {
-		if sc := e.Scopes[s]; sc == nil || sc.Lease.Holder != g.Holder || sc.Lease.Token != tok {
+		if sc := e.Scopes[s]; sc == nil || sc.Lease.Holder != g.Holder || sc.Lease.Token != tok || sc.Lease.Generation != g.Generation {
 			return false
 		}
 	}
@@ -498,11 +499,28 @@ func (p *propRun) complete(prev *authority.Env) map[string]bool {
 	res, err := p.proc().Complete(p.h.ctx, c)
 	next := p.read()
 
-	fenced := true
+	fenced, repeat := true, c.Outcome == authority.OutcomeSuccess
 	for s, tok := range c.Tokens {
-		if sc := prev.Scopes[s]; sc == nil || sc.Lease.Holder != c.Holder || sc.Lease.Token != tok {
+		sc := prev.Scopes[s]
+		if sc == nil || sc.Lease.Holder != c.Holder || sc.Lease.Token != tok || sc.Lease.Generation != c.Generation {
 			fenced = false
 		}
+		if sc == nil || sc.Live == nil || sc.Live.Generation != c.Generation || sc.Live.Token != tok || sc.Lease.Token != tok || sc.Lease.Holder != "" {
+			repeat = false
+		}
+	}
+	if repeat {
+		// A success that already took effect, asked again (its answer was lost): the same result.
+		p.seen["complete: repeated success"]++
+		for _, s := range c.Scopes {
+			if err != nil || res.Results[s] != authority.ResultDeployed {
+				p.fail("a repeated success: %+v, %v; want deployed", res, err)
+			}
+		}
+		if diff := cmp.Diff(prev, next); diff != "" {
+			p.fail("a repeated success changed the environment (-before +after):\n%s", diff)
+		}
+		return nil
 	}
 	if !fenced && c.Outcome != authority.OutcomeLost {
 		p.seen["complete: stale token refused"]++
@@ -520,7 +538,7 @@ func (p *propRun) complete(prev *authority.Env) map[string]bool {
 		now := p.h.clock.Now()
 		for _, s := range c.Scopes {
 			l := prev.Scopes[s].Lease
-			if _, ok := c.Tokens[s]; !ok && l.Holder != "" && l.Holder != c.Holder && now.Before(l.ExpiresAt.Add(p.h.skew)) {
+			if _, ok := c.Tokens[s]; !ok && l.Holder != "" && (l.Holder != c.Holder || l.Generation != c.Generation) && now.Before(l.ExpiresAt.Add(p.h.skew)) {
 				p.seen["complete: unfenced ending refused"]++
 				if !errors.Is(err, authority.ErrLeaseHeld) {
 					p.fail("an unfenced %s while %s holds %s's lease: %v; want ErrLeaseHeld", c.Outcome, l.Holder, s, err)
@@ -550,6 +568,19 @@ func (p *propRun) complete(prev *authority.Env) map[string]bool {
 			want = authority.ResultDeployed // a repeat of the success that ended it
 		case ended && final && prev.Scopes[s].Failure != nil && prev.Scopes[s].Failure.Generation == c.Generation:
 			want = authority.ResultFailed // a repeat of the terminal failure that ended it
+		case c.Outcome == authority.OutcomeSuccess && !authorized(prev, c.Generation, s) &&
+			(prev.Scopes[s].Live == nil || prev.Scopes[s].Live.Generation < c.Generation):
+			// Superseded while it deployed under its valid grant: what it deployed is live; the newer
+			// intent stays pending (guarantee 5).
+			want = authority.ResultDeployed
+			mayChange[s] = true
+			l := prev.Scopes[s].Lease
+			if live := after.Live; live == nil || live.Sha != l.Sha || live.Generation != c.Generation || live.Token != c.Tokens[s] {
+				p.fail("%s: after a success superseded mid-deploy under lease %+v: live %+v", s, l, after.Live)
+			}
+			if (before == nil) != (after.Mailbox == nil) || (before != nil && after.Mailbox.IntentID != before.IntentID) {
+				p.fail("%s: recording a superseded deploy changed the pending intent from %+v to %+v", s, before, after.Mailbox)
+			}
 		case !retryable && !authorized(prev, c.Generation, s):
 			want = authority.ResultSuperseded
 		case c.Outcome == authority.OutcomeSuccess:
@@ -641,8 +672,10 @@ func (p *propRun) invariants(prev, next *authority.Env, liveMayChange map[string
 		if after.Lease.Token < before.Lease.Token {
 			p.fail("%s: lease token went back from %d to %d", s, before.Lease.Token, after.Lease.Token)
 		}
-		if after.Lease.Token != before.Lease.Token && after.Lease.Holder == before.Lease.Holder && p.h.clock.Now().Before(before.Lease.ExpiresAt) {
-			p.fail("%s: token moved from %d to %d while %s held the lease", s, before.Lease.Token, after.Lease.Token, before.Lease.Holder)
+		if after.Lease.Token != before.Lease.Token && before.Lease.Holder != "" && p.h.clock.Now().Before(before.Lease.ExpiresAt.Add(p.h.skew)) &&
+			(after.Lease.Holder != before.Lease.Holder || after.Lease.Generation != before.Lease.Generation) {
+			p.fail("%s: token moved from %d to %d (%s at %d) while %s held the lease for generation %d", s, before.Lease.Token, after.Lease.Token,
+				after.Lease.Holder, after.Lease.Generation, before.Lease.Holder, before.Lease.Generation)
 		}
 		if before.Live != nil && (after.Live == nil || after.Live.Generation < before.Live.Generation) {
 			p.fail("%s: live generation went back: %+v after %+v", s, after.Live, before.Live)
