@@ -149,7 +149,7 @@ func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl
 			return nil, &authority.InputError{Field: "lease_ttl_ms", Value: fmt.Sprint(req.LeaseTTLMillis), Fix: "give a lease length in milliseconds, or 0 for none"}
 		}
 		return auth.Gate(ctx, authority.GateRequest{Environment: env, Generation: req.Generation, Scopes: req.Scopes,
-			Phase: req.Phase, Holder: req.Holder, LeaseTTL: time.Duration(req.LeaseTTLMillis) * time.Millisecond})
+			Phase: req.Phase, Holder: wl.Holder(req.Holder), LeaseTTL: time.Duration(req.LeaseTTLMillis) * time.Millisecond})
 	case "renew":
 		var req apiclient.RenewRequest
 		if err := p.decode(w, r, &req); err != nil {
@@ -186,6 +186,7 @@ func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl
 		if err := p.permit(wl, env, c.Scopes, allowed); err != nil {
 			return nil, err
 		}
+		c.Holder = wl.Holder(c.Holder)
 		return auth.Complete(ctx, c)
 	}
 }
@@ -274,6 +275,7 @@ func (p *api) grant(wl *Workload, env string, g *authority.Grant, allowed []stri
 	if len(g.Tokens) == 0 {
 		return nil, &authority.InputError{Field: "grant", Fix: "send the grant the gate returned, with its tokens"}
 	}
+	g.Holder = wl.Holder(g.Holder)
 	return g, p.permit(wl, env, pass.TokenScopes(g.Tokens), allowed)
 }
 

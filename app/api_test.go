@@ -109,7 +109,7 @@ func TestAPILockedAndSuperseded(t *testing.T) {
 	h.clock.Advance(20 * time.Second)
 
 	a = h.call(t, "POST", base+"gate", tok, apiclient.GateRequest{Generation: 2, Scopes: []string{"api"}, Phase: "deploy", Holder: "run-2", LeaseTTLMillis: 120_000})
-	want := apiclient.ErrorBody{Error: "locked", RetryAfter: 105, Resource: "staging/api", Holder: "run-1", Purpose: "deploy",
+	want := apiclient.ErrorBody{Error: "locked", RetryAfter: 105, Resource: "staging/api", Holder: "gha:Codertocat/Hello-World/101/1/run-1", Purpose: "deploy",
 		Generation: 1, ExpiresAt: h.clock.Now().Add(100 * time.Second)}
 	got := a.errorBody(t)
 	got.Message = ""
@@ -219,5 +219,60 @@ func TestAPIPreviewEnvironment(t *testing.T) {
 	}
 	if st.Env.Name != "preview/pr-7" || st.Env.Desired != 1 || st.Env.Scopes["api"].Owner != 1 || !st.Now.Equal(h.clock.Now()) {
 		t.Errorf("status: %+v", st)
+	}
+}
+
+// TestAPIHolderFromToken: the lease holder comes from the verified token (repository, run, run
+// attempt), never from the body. Another run of the same repository that sends the holder name and
+// tokens of a run holding the lease can neither renew, release nor complete it.
+func TestAPIHolderFromToken(t *testing.T) {
+	t.Parallel()
+	h := newAPIHarness(t)
+	runToken := func(runID string) string {
+		c := h.iss.Claims("Codertocat/Hello-World", "latestwins", h.clock.Now())
+		c["run_id"] = runID
+		return h.iss.Sign(t, c)
+	}
+	first, other := runToken("101"), runToken("202")
+	const base = "/v1/environments/staging/"
+	if a := h.call(t, "POST", base+"claim", first, intent("run-101", 'a', "api")); a.status != http.StatusOK {
+		t.Fatalf("claim: %d %s", a.status, a.body)
+	}
+	a := h.call(t, "POST", base+"gate", first, apiclient.GateRequest{Generation: 1, Scopes: []string{"api"}, Phase: "deploy",
+		Holder: "gha:Somebody/Else/999/1/deploy", LeaseTTLMillis: 120_000})
+	var g authority.Grant
+	if err := json.Unmarshal(a.body, &g); a.status != http.StatusOK || err != nil {
+		t.Fatalf("gate: %d %s", a.status, a.body)
+	}
+	if g.Holder != "gha:Codertocat/Hello-World/101/1/deploy" {
+		t.Fatalf("granted to %q; want the holder of the token's run attempt, with the job the client named", g.Holder)
+	}
+	before, err := h.auth.Status(t.Context(), "staging")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Run 202 sends run 101's grant, holder name and tokens included.
+	if a := h.call(t, "POST", base+"renew", other, apiclient.RenewRequest{Grant: g, LeaseTTLMillis: 120_000}); a.status != http.StatusConflict || a.errorBody(t).Error != "lease_lost" {
+		t.Errorf("renew by another run: %d %s; want 409 lease_lost", a.status, a.body)
+	}
+	if a := h.call(t, "POST", base+"release", other, apiclient.ReleaseRequest{Grant: g}); a.status != http.StatusConflict || a.errorBody(t).Error != "lease_lost" {
+		t.Errorf("release by another run: %d %s; want 409 lease_lost", a.status, a.body)
+	}
+	c := apiclient.CompleteRequest{Completion: authority.Completion{Generation: 1, Scopes: []string{"api"}, Holder: g.Holder, Tokens: g.Tokens,
+		Outcome: authority.OutcomeSuccess, Attempt: 1, MaxAttempts: 3}}
+	if a := h.call(t, "POST", base+"complete", other, c); a.status != http.StatusConflict || a.errorBody(t).Error != "lease_lost" {
+		t.Errorf("complete by another run: %d %s; want 409 lease_lost", a.status, a.body)
+	}
+	after, err := h.auth.Status(t.Context(), "staging")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(before.Scopes, after.Scopes); diff != "" {
+		t.Fatalf("another run's calls changed the environment (-before +after):\n%s", diff)
+	}
+	// The run that holds it completes.
+	if a := h.call(t, "POST", base+"complete", first, c); a.status != http.StatusOK {
+		t.Fatalf("complete by the holder: %d %s", a.status, a.body)
 	}
 }

@@ -51,7 +51,24 @@ type Workload struct {
 	Actor      string
 	Ref        string
 	RunID      string
+	RunAttempt string
 	Subject    string
+}
+
+// Holder names the lease holder a workload acts as: its repository, run and run attempt from the
+// verified token, then the job the client names (the last segment of the holder it sent). Whatever
+// a request body says, it can only name a holder of its own run attempt, so one run can never
+// renew, complete or free another run's lease by sending that run's holder name.
+func (wl *Workload) Holder(sent string) string {
+	prefix := fmt.Sprintf("gha:%s/%s/%s/", wl.Repository, wl.RunID, wl.RunAttempt)
+	job := strings.TrimPrefix(sent, prefix)
+	if i := strings.LastIndex(job, "/"); i >= 0 {
+		job = job[i+1:]
+	}
+	if job == "" {
+		job = "api"
+	}
+	return prefix + job
 }
 
 // TokenVerifier checks a bearer token and says which workflow run presented it. An error matching
@@ -131,6 +148,7 @@ type actionsClaims struct {
 	Actor      string           `json:"actor"`
 	Ref        string           `json:"ref"`
 	RunID      string           `json:"run_id"`
+	RunAttempt string           `json:"run_attempt"`
 }
 
 // Valid is checked by Verify itself, with the verifier's clock and leeway.
@@ -179,7 +197,7 @@ func (v *OIDCVerifier) Verify(ctx context.Context, raw string) (*Workload, error
 	case c.Repository == "":
 		return nil, &TokenError{Reason: "the token has no repository claim"}
 	}
-	return &Workload{Repository: c.Repository, Actor: c.Actor, Ref: c.Ref, RunID: c.RunID, Subject: c.Subject}, nil
+	return &Workload{Repository: c.Repository, Actor: c.Actor, Ref: c.Ref, RunID: c.RunID, RunAttempt: c.RunAttempt, Subject: c.Subject}, nil
 }
 
 // tokenReason says why jwt refused a token, without echoing it.

@@ -72,7 +72,7 @@ func TestOIDCVerify(t *testing.T) {
 					t.Fatalf("Verify: %v", err)
 				}
 				want := &Workload{Repository: "Codertocat/Hello-World", Actor: "Codertocat", Ref: "refs/heads/master", RunID: "101",
-					Subject: "repo:Codertocat/Hello-World:ref:refs/heads/master"}
+					RunAttempt: "1", Subject: "repo:Codertocat/Hello-World:ref:refs/heads/master"}
 				if diff := cmp.Diff(want, wl); diff != "" {
 					t.Errorf("workload (-want +got):\n%s", diff)
 				}

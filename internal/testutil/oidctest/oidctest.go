@@ -82,7 +82,7 @@ func (i *Issuer) Claims(repo, audience string, now time.Time) jwt.MapClaims {
 		"iss": i.URL, "aud": audience, "sub": "repo:" + repo + ":ref:refs/heads/master",
 		"iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(5 * time.Minute).Unix(),
 		"repository": repo, "repository_owner": ownerOf(repo), "actor": "Codertocat",
-		"ref": "refs/heads/master", "run_id": "101", "workflow": "deploy",
+		"ref": "refs/heads/master", "run_id": "101", "run_attempt": "1", "workflow": "deploy",
 	}
 }
 
