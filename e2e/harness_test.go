@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latestwins/latestwins/internal/testutil"
 	"github.com/latestwins/latestwins/internal/testutil/dynalitetest"
 )
 
@@ -25,8 +26,8 @@ func TestMain(m *testing.M) { dynalitetest.Main(m) }
 // actEnvVar names the act binary to use; without it, act is looked up on PATH.
 const actEnvVar = "LATESTWINS_TEST_ACT"
 
-// requireTool returns the path of a tool the test needs, or ends the test: a failure under CI=true,
-// a skip saying how to get the tool elsewhere.
+// requireTool returns the path of a tool the test needs, or ends the test: a failure under CI, a
+// skip saying how to get the tool elsewhere (testutil.MissingTool).
 func requireTool(tb testing.TB, name, envVar, how string) string {
 	tb.Helper()
 	if envVar != "" {
@@ -42,10 +43,7 @@ func requireTool(tb testing.TB, name, envVar, how string) string {
 		return p
 	}
 	msg := fmt.Sprintf("this test needs %s: %v. %s", name, err, how)
-	if os.Getenv("CI") == "true" {
-		tb.Fatal(msg)
-	}
-	tb.Skip(msg)
+	testutil.MissingTool(tb, msg)
 	return ""
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/latestwins/latestwins/app"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/store/dynamo"
+	"github.com/latestwins/latestwins/internal/testutil"
 	"github.com/latestwins/latestwins/internal/testutil/dynalitetest"
 	"github.com/latestwins/latestwins/lambda"
 )
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) { dynalitetest.Main(m) }
 const rieEnvVar = "LATESTWINS_TEST_RIE"
 
 // emulator finds aws-lambda-rie: $LATESTWINS_TEST_RIE, the cache scripts/test installs into, or
-// PATH. Without it the test fails under CI=true and is skipped, saying how to install it, elsewhere.
+// PATH. Without it the test fails under CI and is skipped, saying how to install it, elsewhere.
 func emulator(t *testing.T) string {
 	t.Helper()
 	candidates := []string{os.Getenv(rieEnvVar)}
@@ -45,10 +46,7 @@ func emulator(t *testing.T) string {
 		}
 	}
 	msg := "this test needs the Lambda Runtime Interface Emulator: run the test command (scripts/test), which installs it, or set " + rieEnvVar
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testutil.MissingTool(t, msg)
 	return ""
 }
 

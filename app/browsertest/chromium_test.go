@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/latestwins/latestwins/internal/testutil"
 )
 
 // chromiumEnv names the variable that points the tests at a Chromium binary; without it they look
@@ -29,8 +31,8 @@ const launchTimeout = 45 * time.Second
 // windowSize is the viewport of every launch, so that screenshots have a known size.
 const windowW, windowH = 1280, 900
 
-// chromiumPath returns the browser to run, or ends the test: a failure under CI=true, a skip that
-// says how to install it elsewhere.
+// chromiumPath returns the browser to run, or ends the test: a failure under CI, a skip that says
+// how to install it elsewhere (testutil.MissingTool).
 func chromiumPath(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv(chromiumEnv); p != "" {
@@ -47,10 +49,7 @@ func chromiumPath(t *testing.T) string {
 	msg := "this test needs headless Chromium and none is on PATH. Install Debian's package " +
 		"(`apt-get install --no-install-recommends chromium`, or `scripts/test --install-chromium`), or set " +
 		chromiumEnv + " to a Chromium binary"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testutil.MissingTool(t, msg)
 	return ""
 }
 

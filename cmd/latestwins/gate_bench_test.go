@@ -8,8 +8,9 @@ import (
 )
 
 // BenchmarkGateProcess times `latestwins gate` as a whole process, startup included: the deploy
-// phase with its lease (a fresh holder each time; `complete` releases it outside the timer), and the
-// build phase, a pure authority check. It reports the median and p90 wall time in milliseconds.
+// phase with its lease, each time for a new pass (claimed before and completed after, outside the
+// timer: a completed pass has nothing left to deploy), and the build phase, a pure authority check.
+// It reports the median and p90 wall time in milliseconds.
 func BenchmarkGateProcess(b *testing.B) {
 	stores := []struct {
 		name string
@@ -22,10 +23,13 @@ func BenchmarkGateProcess(b *testing.B) {
 		b.Run("deploy/"+st.name, func(b *testing.B) {
 			f := st.open(b)
 			state := f.path("pass.json")
-			f.must(0, "claim", "--environment", "bench", "--scopes", "api", "--sha", shaA, "--intent-id", "bench-1", "--state", state)
 			times := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				f.must(0, "claim", "--environment", "bench", "--scopes", "api", "--sha", fmt.Sprintf("%040x", i+1),
+					"--intent-id", fmt.Sprintf("bench-%d", i+1), "--state", state)
+				b.StartTimer()
 				start := time.Now()
 				r := f.run("gate", "--state", state, "--phase", "deploy", "--holder", fmt.Sprintf("bench-holder-%d", i))
 				times = append(times, time.Since(start))

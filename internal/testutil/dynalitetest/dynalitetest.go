@@ -2,8 +2,8 @@
 //
 // The test command (scripts/test) starts one dynalite for the whole run and exports its address as
 // LATESTWINS_TEST_DYNAMODB_ENDPOINT. A test binary run without it starts its own dynalite from
-// tools/dynalite/node_modules when that is installed. When neither works the test fails under
-// CI=true, and is skipped with instructions otherwise.
+// tools/dynalite/node_modules when that is installed. When neither works the test fails under CI
+// (see testutil.ToolsRequired), and is skipped with instructions otherwise.
 package dynalitetest
 
 import (
@@ -24,6 +24,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/latestwins/latestwins/internal/testutil"
 )
 
 // EnvVar names the variable that carries a running dynalite's endpoint.
@@ -53,17 +55,14 @@ func Stop() {
 	}
 }
 
-// Endpoint returns the URL of a reachable dynalite, or ends the test: a failure under CI=true, a
-// skip (saying how to run it) elsewhere.
+// Endpoint returns the URL of a reachable dynalite, or ends the test: a failure under CI, a skip
+// (saying how to run it) elsewhere (testutil.MissingTool).
 func Endpoint(tb testing.TB) string {
 	tb.Helper()
 	once.Do(func() { endpoint, startErr = find() })
 	if startErr != nil {
 		msg := fmt.Sprintf("this test needs dynalite: %v. Run the test command (scripts/test), or `npm ci --prefix tools/dynalite`, or set %s", startErr, EnvVar)
-		if os.Getenv("CI") == "true" {
-			tb.Fatal(msg)
-		}
-		tb.Skip(msg)
+		testutil.MissingTool(tb, msg)
 	}
 	return endpoint
 }
