@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"sort"
 	"strings"
 	"syscall"
@@ -58,12 +57,15 @@ type Result struct {
 type CompleteFunc func(ctx context.Context, o authority.Outcome, msg string) (*authority.CompleteResult, error)
 
 // Supervisor runs a command under a grant's leases: it renews them every third of the TTL, stops the
-// command when they are lost, forwards signals, and completes the pass.
+// command before they can expire, forwards signals, and completes the pass. The command never
+// outlives Run, nor (on Linux) the process that runs the supervisor; see the package doc.
 type Supervisor struct {
 	Auth  Renewer
 	Grant *authority.Grant
 	TTL   time.Duration // lease length; renewed every third of it
-	Grace time.Duration // time between SIGTERM and SIGKILL when the command must stop
+	// Grace is the time between SIGTERM and SIGKILL when the command must stop. It is cut to
+	// MaxGrace(TTL), and SIGKILL never waits past the lease.
+	Grace time.Duration
 	// Stdin, Stdout and Stderr are the command's; Env is its environment before the fencing
 	// variables are added (nil: this process's environment).
 	Stdin          io.Reader
@@ -72,6 +74,10 @@ type Supervisor struct {
 	// Progress reports what the supervisor does; nil discards it.
 	Progress func(format string, args ...any)
 	Complete CompleteFunc
+	// Clock times renewals and the stop (nil: SystemClock).
+	Clock Clock
+
+	start starter // tests replace how the command is started
 }
 
 func (s *Supervisor) progress(format string, args ...any) {
@@ -80,53 +86,53 @@ func (s *Supervisor) progress(format string, args ...any) {
 	}
 }
 
+// command is what a starter runs.
+type command struct {
+	argv           []string
+	env            []string
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// child is a started command.
+type child interface {
+	// signal sends sig to every process of the command (its process group).
+	signal(sig syscall.Signal) error
+}
+
+// starter starts a command and returns a channel that receives how it ended. By then every
+// process of the command has been killed, not only the first one. A start that failed (the
+// command was not found, or is not executable) returns an error and no child.
+type starter func(c command) (child, <-chan error, error)
+
 // Run runs argv and completes the pass. A command that cannot start completes the pass as invalid
 // and returns a *StartError. When the command exits by itself, an
 // error from Complete is returned as is (it matches authority.ErrLeaseLost when the leases were
 // lost before the result was recorded).
 func (s *Supervisor) Run(ctx context.Context, argv []string) (*Result, error) {
+	if len(argv) == 0 {
+		return nil, &authority.InputError{Field: "command", Fix: "give the command to run"}
+	}
+	if s.TTL <= 0 {
+		return nil, &authority.InputError{Field: "lease-ttl", Value: s.TTL.String(), Fix: "supervise a command under a lease with a positive TTL"}
+	}
 	g := s.Grant
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.Stdin, s.Stdout, s.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	base := s.Env
 	if base == nil {
 		base = os.Environ()
 	}
-	cmd.Env = append(append([]string(nil), base...), FencingEnv(g)...)
-	if err := cmd.Start(); err != nil {
+	start := s.start
+	if start == nil {
+		start = startCommand
+	}
+	ch, exited, err := start(command{argv: argv, env: append(append([]string(nil), base...), FencingEnv(g)...),
+		stdin: s.Stdin, stdout: s.Stdout, stderr: s.Stderr})
+	if err != nil {
 		// The command never ran: release the leases and report bad input.
 		_, _ = s.Complete(context.WithoutCancel(ctx), authority.OutcomeInvalid, fmt.Sprintf("cannot start %q: %v", argv[0], err))
 		return nil, &StartError{Command: argv[0], Err: err}
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-
-	lost := make(chan error, 1)
-	renewCtx, stopRenew := context.WithCancel(context.WithoutCancel(ctx))
-	go s.renew(renewCtx, lost)
-
-	var waitErr, lostErr error
-	ending := Exited
-	select {
-	case waitErr = <-exited:
-	case lostErr = <-lost:
-		ending = LeaseLost
-		s.progress("lease lost: %v; stopping the command", lostErr)
-		waitErr = s.stop(cmd, exited, syscall.SIGTERM)
-	case <-ctx.Done():
-		ending = Interrupted
-		sig := syscall.SIGTERM
-		var sc *SignalCause
-		if errors.As(context.Cause(ctx), &sc) {
-			if ss, ok := sc.Signal.(syscall.Signal); ok {
-				sig = ss
-			}
-		}
-		s.progress("received %v; forwarding it to the command", sig)
-		waitErr = s.stop(cmd, exited, sig)
-	}
-	stopRenew()
+	ending, lostErr, waitErr := s.supervise(ctx, ch, exited)
 
 	// Completion must be written even when the process is being stopped.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -180,63 +186,179 @@ func TokenScopes(m map[string]int64) []string {
 	return out
 }
 
-// renew extends the leases every third of the TTL. It reports loss when the store says the lease is
-// no longer ours, or when no renewal has succeeded for the TTL (the store is unreachable, so another
-// pass may take over).
-func (s *Supervisor) renew(ctx context.Context, lost chan<- error) {
+// MaxGrace is the longest grace period that fits a lease of ttl: a third of it. Renewals are due
+// every third of the TTL; a grace of at most another third leaves failed renewals time to be
+// retried before the command must be stopped.
+func MaxGrace(ttl time.Duration) time.Duration { return ttl / 3 }
+
+// CheckGrace refuses a grace period that does not fit a lease of ttl (see MaxGrace), with the
+// fix. Callers check it before they write anything; the supervisor also cuts a longer grace.
+func CheckGrace(grace, ttl time.Duration) error {
+	if mutant == mutantOldStop {
+		return nil
+	}
+	if grace < 0 {
+		return &authority.InputError{Field: "grace", Value: grace.String(), Fix: "use a grace period of zero or more"}
+	}
+	if grace > MaxGrace(ttl) {
+		return &authority.InputError{Field: "grace", Value: grace.String(),
+			Fix: fmt.Sprintf("--grace %s does not fit a %s lease: use at most %s, or a --lease-ttl of at least %s",
+				grace, ttl, MaxGrace(ttl).Truncate(time.Millisecond), 3*grace)}
+	}
+	return nil
+}
+
+// killMargin is how long before the lease's end the supervisor sends SIGKILL at the latest: room
+// for a late timer and the signal's delivery.
+func killMargin(ttl time.Duration) time.Duration { return min(ttl/20, time.Second) }
+
+// renewal is the answer to one renewal request, and when that request was sent.
+type renewal struct {
+	sent time.Time
+	err  error
+}
+
+// supervise watches the command until it exits. It renews the leases every third of the TTL and
+// stops the command (SIGTERM, then SIGKILL after the grace period) when the store says they are
+// lost, when ctx ends (with the signal that ended it), or when no renewal succeeded in time: the
+// SIGKILL goes out no later than killMargin before the lease can end, counted from the send time
+// of the newest successful request (the grant's, then each renewal's).
+func (s *Supervisor) supervise(ctx context.Context, ch child, exited <-chan error) (ending Ending, lostErr, waitErr error) {
+	clk := orSystem(s.Clock)
 	ttl := s.TTL
 	every := ttl / 3
-	// The lease was last known good when the grant, or the newest successful renewal, was asked
-	// for: it expires TTL after that. The command must be stopped (SIGTERM, then SIGKILL after the
-	// grace period) before then, or it could still be writing once another pass takes over.
-	lastSent := time.Now()
-	stopBy := func() time.Time { return lastSent.Add(ttl - min(s.Grace, ttl/2)) }
-	wait := every
-	var lastErr error
+	retry := max(every/4, 250*time.Millisecond)
+	grace := min(max(s.Grace, 0), MaxGrace(ttl))
+	if grace < s.Grace && mutant != mutantOldStop {
+		s.progress("a grace period of %s does not fit a %s lease; the command gets %s between SIGTERM and SIGKILL", s.Grace, ttl, grace)
+	}
+	// lastOK is when the newest request that granted or renewed the leases was sent: the store
+	// set their expiry from its clock no earlier than that, so they are ours until lastOK + TTL.
+	lastOK := s.Grant.RequestedAt
+	if lastOK.IsZero() {
+		lastOK = clk.Now()
+	}
+	killBy := func() time.Time { return lastOK.Add(ttl - killMargin(ttl)) }
+	stopBy := func() time.Time { return killBy().Add(-grace) }
+	capKill := true
+	if mutant == mutantOldStop {
+		// The old rule: counted from now, the grace uncapped, and SIGKILL a full grace after SIGTERM.
+		lastOK, grace, capKill = clk.Now(), max(s.Grace, 0), false
+		stopBy = func() time.Time { return lastOK.Add(ttl - min(grace, ttl/2)) }
+	}
+
+	nextRenew := lastOK.Add(every)
+	renewed := make(chan renewal, 1)
+	var cancelRenew context.CancelFunc // set while a renewal is in flight
+	defer func() {
+		if cancelRenew != nil {
+			cancelRenew()
+		}
+	}()
+	var (
+		stopping, killed  bool
+		stoppedAt, killAt time.Time
+		lastErr           = errNoAnswer
+	)
+	stop := func(now time.Time, sig syscall.Signal) {
+		stopping, stoppedAt = true, now
+		if cancelRenew != nil {
+			cancelRenew()
+		}
+		killAt = now.Add(grace)
+		if capKill && killBy().Before(killAt) {
+			killAt = killBy()
+		}
+		_ = ch.signal(sig)
+	}
+	done := ctx.Done()
+	ending = Exited
 	for {
-		t := time.NewTimer(min(wait, time.Until(stopBy())))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
+		now := clk.Now()
+		if !stopping && !now.Before(stopBy()) {
+			ending = LeaseLost
+			lostErr = fmt.Errorf("no renewal succeeded in time; the lease (TTL %s) could expire before the command is stopped: %w", ttl, lastErr)
+			s.progress("lease lost: %v; stopping the command", lostErr)
+			stop(now, syscall.SIGTERM)
 		}
-		if !time.Now().Before(stopBy()) {
-			lost <- fmt.Errorf("no renewal succeeded in time; the lease (TTL %s) would expire before the command could be stopped: %w", ttl, lastErr)
-			return
+		if stopping && !killed && !now.Before(killAt) {
+			s.progress("the command did not stop within %s; sending SIGKILL", now.Sub(stoppedAt).Round(time.Millisecond))
+			_ = ch.signal(syscall.SIGKILL)
+			killed = true
 		}
-		sent := time.Now()
-		rctx, cancel := context.WithDeadline(ctx, stopBy())
-		err := s.Auth.Renew(rctx, s.Grant, ttl)
-		cancel()
+		if !stopping && cancelRenew == nil && !now.Before(nextRenew) {
+			rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+			cancelRenew = cancel
+			// A copy: a renewal that is given up on may still be running when Run returns.
+			go func(sent time.Time, g authority.Grant) {
+				renewed <- renewal{sent: sent, err: s.Auth.Renew(rctx, &g, ttl)}
+			}(now, *s.Grant)
+		}
+
+		var wake time.Time
 		switch {
-		case err == nil:
-			lastSent, wait, lastErr = sent, every, nil
-		case ctx.Err() != nil:
-			return
-		case errors.Is(err, authority.ErrLeaseLost):
-			lost <- err
-			return
-		default:
-			// Try again soon: the lease is running out while the store does not answer.
-			lastErr, wait = err, max(every/4, time.Second)
-			s.progress("renewing the lease failed (will retry): %v", err)
+		case !stopping:
+			wake = stopBy()
+			if cancelRenew == nil && nextRenew.Before(wake) {
+				wake = nextRenew
+			}
+		case !killed:
+			wake = killAt
+		}
+		var t Timer
+		var fired <-chan time.Time
+		if !wake.IsZero() {
+			t = clk.NewTimer(wake.Sub(now))
+			fired = t.C()
+		}
+		select {
+		case waitErr = <-exited:
+			if t != nil {
+				t.Stop()
+			}
+			return ending, lostErr, waitErr
+		case <-done:
+			done = nil
+			if !stopping {
+				ending = Interrupted
+				sig := signalOf(ctx)
+				s.progress("received %v; forwarding it to the command", sig)
+				stop(clk.Now(), sig)
+			}
+		case r := <-renewed:
+			cancelRenew()
+			cancelRenew = nil
+			switch {
+			case stopping:
+			case r.err == nil:
+				lastOK, nextRenew, lastErr = r.sent, r.sent.Add(every), errNoAnswer
+			case errors.Is(r.err, authority.ErrLeaseLost):
+				ending, lostErr = LeaseLost, r.err
+				s.progress("lease lost: %v; stopping the command", lostErr)
+				stop(clk.Now(), syscall.SIGTERM)
+			default:
+				// Try again soon: the lease is running out while the store does not answer.
+				lastErr, nextRenew = r.err, clk.Now().Add(retry)
+				s.progress("renewing the lease failed (will retry): %v", r.err)
+			}
+		case <-fired:
+		}
+		if t != nil {
+			t.Stop()
 		}
 	}
 }
 
-// stop sends sig to the command's process group, then SIGKILL after the grace period.
-func (s *Supervisor) stop(cmd *exec.Cmd, exited <-chan error, sig syscall.Signal) error {
-	pgid := cmd.Process.Pid
-	_ = syscall.Kill(-pgid, sig)
-	t := time.NewTimer(s.Grace)
-	defer t.Stop()
-	select {
-	case err := <-exited:
-		return err
-	case <-t.C:
-		s.progress("the command did not stop within %s; sending SIGKILL", s.Grace)
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		return <-exited
+// errNoAnswer is why the leases were given up when no renewal answered before the deadline.
+var errNoAnswer = errors.New("no renewal answered")
+
+// signalOf is the signal that ended ctx (SIGTERM when it was not a signal).
+func signalOf(ctx context.Context) syscall.Signal {
+	var sc *SignalCause
+	if errors.As(context.Cause(ctx), &sc) {
+		if ss, ok := sc.Signal.(syscall.Signal); ok {
+			return ss
+		}
 	}
+	return syscall.SIGTERM
 }
