@@ -8,9 +8,11 @@ import (
 	"syscall"
 
 	"github.com/latestwins/latestwins/internal/cli"
+	"github.com/latestwins/latestwins/internal/pass"
 )
 
 func main() {
+	pass.MaybeGuard() // first: in a guard process started by `run`, this is all there is
 	os.Exit(realMain())
 }
 

@@ -1,0 +1,403 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/testutil/dynalitetest"
+)
+
+// mutantBinary builds latestwins with one old behaviour of internal/pass restored (the names are
+// those of its link-time variable mutant) and returns its path.
+func mutantBinary(t *testing.T, name string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "latestwins-"+name)
+	build := exec.Command("go", "build", "-ldflags", "-X github.com/latestwins/latestwins/internal/pass.mutant="+name, "-o", path, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build the %s mutant: %v\n%s", name, err, out)
+	}
+	return path
+}
+
+// startWith is f.start with another binary.
+func startWith(f *fixture, bin string, args ...string) *proc {
+	f.tb.Helper()
+	ctx, cancel := context.WithTimeout(f.ctx, procTimeout)
+	p := &proc{args: args, done: make(chan struct{})}
+	p.cmd = exec.CommandContext(ctx, bin, args...)
+	p.cmd.Env = f.environ()
+	p.cmd.Dir = f.dir
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	p.cmd.WaitDelay = 10 * time.Second
+	if err := p.cmd.Start(); err != nil {
+		cancel()
+		f.tb.Fatalf("start %s %s: %v", bin, strings.Join(args, " "), err)
+	}
+	go func() {
+		defer cancel()
+		err := p.cmd.Wait()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+		case errors.As(err, &ee):
+			p.code = ee.ExitCode()
+		default:
+			p.code, p.err = -2, err
+		}
+		close(p.done)
+	}()
+	return p
+}
+
+// procStat is what /proc/PID/stat says of a process.
+type procStat struct {
+	pid, pgrp int
+	state     string
+	comm      string
+}
+
+func readStat(pid int) (procStat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, false
+	}
+	line := string(b)
+	open, end := strings.IndexByte(line, '('), strings.LastIndexByte(line, ')')
+	if open < 0 || end < open {
+		return procStat{}, false
+	}
+	f := strings.Fields(line[end+1:])
+	if len(f) < 3 {
+		return procStat{}, false
+	}
+	pgrp, err := strconv.Atoi(f[2])
+	if err != nil {
+		return procStat{}, false
+	}
+	return procStat{pid: pid, pgrp: pgrp, state: f[0], comm: line[open+1 : end]}, true
+}
+
+// alive reports whether pid runs (a zombie has ended).
+func alive(pid int) bool {
+	s, ok := readStat(pid)
+	return ok && s.state != "Z"
+}
+
+// liveInGroup lists the processes of group pgid that have not ended.
+func liveInGroup(pgid int) []procStat {
+	entries, _ := os.ReadDir("/proc")
+	var out []procStat
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if s, ok := readStat(pid); ok && s.pgrp == pgid && s.state != "Z" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func pgrpOf(t *testing.T, pid int) int {
+	t.Helper()
+	s, ok := readStat(pid)
+	if !ok {
+		t.Fatalf("process %d is gone", pid)
+	}
+	return s.pgrp
+}
+
+func readInt(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read %s: %v", filepath.Base(path), err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("%s holds %q, not a number", filepath.Base(path), b)
+	}
+	return n
+}
+
+// heartbeatDeploy is a deploy command that leaves two heartbeat writers running (every 50 ms): one
+// in its process group, and one that moved to a session of its own. Once both beat, it sends its
+// pid into the named pipe $1/started and waits.
+const heartbeatDeploy = `dir=$1
+sh -c 'while :; do date +%s%N >> "$1/heartbeat"; sleep 0.05; done' sh "$dir" &
+setsid sh -c 'echo $$ > "$1/session.tmp"; mv "$1/session.tmp" "$1/session"; while :; do date +%s%N >> "$1/heartbeat-session"; sleep 0.05; done' sh "$dir" &
+until [ -s "$dir/heartbeat" ] && [ -s "$dir/heartbeat-session" ]; do sleep 0.01; done
+echo $$ > "$dir/started"
+wait`
+
+// killedRunLeftovers kills `run` (the binary bin) with SIGKILL in the middle of heartbeatDeploy,
+// and returns what of its command is still alive 1 s later: nothing, when the command cannot
+// outlive the process that supervises it.
+func killedRunLeftovers(t *testing.T, bin string) []string {
+	f := newBoltFixture(t)
+	lines := fifoLine(t, f.path("started"))
+	p := startWith(f, bin, "run", "--environment", "prod", "--scopes", "api", "--sha", shaA, "--ref", mainRf, "--intent-id", "push-a",
+		"--", "sh", "-c", heartbeatDeploy, "sh", f.dir)
+	cmdPid, err := strconv.Atoi(awaitLine(t, lines, p))
+	if err != nil {
+		t.Fatalf("the deploy command did not send its pid: %v", err)
+	}
+	pgid := pgrpOf(t, cmdPid)
+	session := readInt(t, f.path("session"))
+	t.Cleanup(func() {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		_ = syscall.Kill(session, syscall.SIGKILL)
+	})
+	if n := len(liveInGroup(pgid)); n < 3 || !alive(session) || pgrpOf(t, session) == pgid {
+		t.Fatalf("before the kill: %d processes in the command's group, the other writer alive %v: the command did not start as meant", n, alive(session))
+	}
+
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatalf("SIGKILL the run process: %v", err)
+	}
+	<-p.done
+	deadline := time.Now().Add(time.Second)
+	for {
+		var left []string
+		for _, s := range liveInGroup(pgid) {
+			left = append(left, fmt.Sprintf("%d (%s) in the command's process group", s.pid, s.comm))
+		}
+		if alive(session) {
+			left = append(left, fmt.Sprintf("%d in a session of its own", session))
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(10 * time.Millisecond) // polls what other processes do, for at most the 1 s allowed
+	}
+}
+
+// TestProcessesKilledRunLeavesNothingBehind: `kill -9` of `run` in the middle of a deploy stops
+// every process of the deploy command within 1 s, those in its process group and one that left it.
+func TestProcessesKilledRunLeavesNothingBehind(t *testing.T) {
+	if left := killedRunLeftovers(t, binPath); len(left) > 0 {
+		t.Fatalf("1 s after SIGKILL of run, still alive: %s", strings.Join(left, "; "))
+	}
+}
+
+// TestProcessesKilledRunLeavesNothingBehindCatchesOldStarts runs the same against binaries with
+// the old ways of starting the command: no parent-death signal (the whole command lives on), one on
+// the direct child only (its children live on), a guard that is not a subreaper (the writer that
+// left the group lives on).
+func TestProcessesKilledRunLeavesNothingBehindCatchesOldStarts(t *testing.T) {
+	for _, m := range []string{"direct", "pdeathsig", "nosubreaper"} {
+		t.Run(m, func(t *testing.T) {
+			left := killedRunLeftovers(t, mutantBinary(t, m))
+			if len(left) == 0 {
+				t.Fatal("nothing left alive: the test cannot tell this old behaviour from the fix")
+			}
+			t.Logf("left alive: %s", strings.Join(left, "; "))
+		})
+	}
+}
+
+// cutProxy forwards TCP connections to target until Cut, after which it refuses new ones and
+// closes those it had: a store that became unreachable for its clients.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	cut    bool
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	p := &cutProxy{ln: ln, target: target}
+	t.Cleanup(p.Cut)
+	go p.serve()
+	return p
+}
+
+func (p *cutProxy) serve() {
+	for {
+		in, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.Dial("tcp", p.target)
+		if err != nil {
+			_ = in.Close()
+			continue
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			_, _ = in.Close(), out.Close()
+			continue
+		}
+		p.conns = append(p.conns, in, out)
+		p.mu.Unlock()
+		go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
+		go func() { _, _ = io.Copy(in, out); _ = in.Close() }()
+	}
+}
+
+func (p *cutProxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	_ = p.ln.Close()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+}
+
+// stubbornDeploy ignores SIGTERM (its children too), sends its pid into the named pipe
+// $1/started, and writes a heartbeat into $1/old-heartbeat every 50 ms.
+const stubbornDeploy = `trap '' TERM
+echo $$ > "$1/started"
+while :; do date +%s%N >> "$1/old-heartbeat"; sleep 0.05; done`
+
+// countGroup is a deploy command that counts the live processes of process group $2 when it
+// starts, into $1/old-alive.
+const countGroup = `dir=$1 pg=$2 n=0
+for f in /proc/[0-9]*/stat; do
+	{ read -r line < "$f"; } 2>/dev/null || continue
+	set -- ${line##*) }
+	if [ "$3" = "$pg" ] && [ "$1" != Z ]; then n=$((n+1)); fi
+done
+echo "$n" > "$dir/old-alive"`
+
+// stoppedBeforeTakeover runs stubbornDeploy under `run` (the binary bin) with a 5 s lease and a
+// 1 s grace period, then makes the store unreachable for it only, and at once starts a newer pass
+// (the binary under test) that waits for the lease and takes it over. It returns what shows that
+// the old command was alive once another pass could have the lease: past the expiry the store
+// holds for it (the skew is 1 ms), or once the newer pass got it.
+func stoppedBeforeTakeover(t *testing.T, bin string) []string {
+	f := newDynamoFixture(t)
+	ep, err := url.Parse(dynalitetest.Endpoint(t))
+	if err != nil {
+		t.Fatalf("dynalite endpoint: %v", err)
+	}
+	px := newCutProxy(t, ep.Host)
+	su, err := url.Parse(f.store)
+	if err != nil {
+		t.Fatalf("store URL: %v", err)
+	}
+	q := su.Query()
+	q.Set("endpoint", "http://"+px.ln.Addr().String())
+	su.RawQuery = q.Encode()
+
+	lines := fifoLine(t, f.path("started"))
+	old := startWith(f, bin, "run", "--store", su.String(), "--environment", "prod", "--scopes", "api", "--sha", shaA, "--ref", mainRf,
+		"--intent-id", "push-old", "--lease-ttl", "5s", "--grace", "1s", "--lease-skew", "1ms", "--", "sh", "-c", stubbornDeploy, "sh", f.dir)
+	cmdPid, err := strconv.Atoi(awaitLine(t, lines, old))
+	if err != nil {
+		t.Fatalf("the deploy command did not send its pid: %v", err)
+	}
+	pgid := pgrpOf(t, cmdPid)
+	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+	px.Cut()
+
+	// gone receives when no process of the old command's group was alive any more.
+	gone := make(chan time.Time, 1)
+	watch, stopWatch := context.WithCancel(t.Context())
+	defer stopWatch()
+	go func() {
+		for watch.Err() == nil {
+			if len(liveInGroup(pgid)) == 0 {
+				gone <- time.Now()
+				return
+			}
+			time.Sleep(5 * time.Millisecond) // polls another process's state
+		}
+	}()
+	// The lease as the old pass left it: it was granted a moment ago, and the renewal due a third of
+	// the TTL later cannot reach the store any more.
+	lease := f.scope("prod", "api").Lease
+	if lease.Token != 1 || lease.ExpiresAt.IsZero() {
+		t.Fatalf("after the cut the lease is %+v, want the old pass's", lease)
+	}
+
+	r := f.must(0, "run", "--environment", "prod", "--scopes", "api", "--sha", shaB, "--ref", mainRf, "--before", shaA,
+		"--intent-id", "push-new", "--wait", "60s", "--lease-skew", "1ms",
+		"--", "sh", "-c", countGroup, "sh", f.dir, strconv.Itoa(pgid))
+	if !strings.Contains(r.stderr, "prod/api: recovered an interrupted operation") {
+		t.Fatalf("the newer pass did not take the lease over:\n%s", r.stderr)
+	}
+	var granted time.Time
+	for _, ev := range eventsOf(f.history("prod"), authority.EventTookOver) {
+		if ev.Generation == 2 {
+			granted = ev.At
+		}
+	}
+	if granted.IsZero() {
+		t.Fatal("the timeline has no takeover by generation 2")
+	}
+
+	var bad []string
+	if n := readInt(t, f.path("old-alive")); n != 0 {
+		bad = append(bad, fmt.Sprintf("%d processes of the old command were alive when the newer pass's command started", n))
+	}
+	select {
+	case at := <-gone:
+		if !at.Before(lease.ExpiresAt) {
+			bad = append(bad, fmt.Sprintf("the old command was seen gone %s after its lease expired", at.Sub(lease.ExpiresAt)))
+		}
+		if !at.Before(granted) {
+			bad = append(bad, fmt.Sprintf("the old command was seen gone %s after the newer pass got the lease", at.Sub(granted)))
+		}
+		t.Logf("the old command was seen gone at %s from its lease's expiry, %s from the newer pass's grant (negative: before)",
+			at.Sub(lease.ExpiresAt).Round(time.Millisecond), at.Sub(granted).Round(time.Millisecond))
+	default:
+		bad = append(bad, "the old command was still alive when the newer pass had deployed")
+	}
+	if b, err := os.ReadFile(f.path("old-heartbeat")); err == nil {
+		beats := strings.Fields(string(b))
+		if ns, err := strconv.ParseInt(beats[len(beats)-1], 10, 64); err == nil && !time.Unix(0, ns).Before(granted) {
+			bad = append(bad, fmt.Sprintf("the old command wrote a heartbeat %s after the newer pass got the lease", time.Unix(0, ns).Sub(granted)))
+		}
+	}
+	if len(bad) == 0 {
+		if o := old.wait(); o.code != 5 || !strings.Contains(o.stderr, "lease lost") {
+			bad = append(bad, fmt.Sprintf("the old run exited %d, want 5 (lease lost)\nstderr:\n%s", o.code, o.stderr))
+		}
+	}
+	return bad
+}
+
+// TestProcessesStubbornCommandStoppedBeforeTakeover: a command that ignores SIGTERM, under a short
+// lease that can no longer be renewed, is dead before a newer pass can take the lease over.
+func TestProcessesStubbornCommandStoppedBeforeTakeover(t *testing.T) {
+	for _, b := range stoppedBeforeTakeover(t, binPath) {
+		t.Error(b)
+	}
+}
+
+// TestProcessesStubbornCommandStoppedBeforeTakeoverCatchesOldStop runs the same against a binary
+// with the old stop rule (deadline counted from the supervisor's start, SIGKILL a full grace after
+// SIGTERM): with a grace that fits the lease, its SIGKILL still lands after the lease's expiry.
+func TestProcessesStubbornCommandStoppedBeforeTakeoverCatchesOldStop(t *testing.T) {
+	bad := stoppedBeforeTakeover(t, mutantBinary(t, "oldstop"))
+	if len(bad) == 0 {
+		t.Fatal("no violation: the test cannot tell the old stop rule from the fix")
+	}
+	t.Logf("under the old rule: %s", strings.Join(bad, "; "))
+}

@@ -1,0 +1,176 @@
+package pass
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/latestwins/latestwins/internal/authority"
+)
+
+// okRenewer renews every time.
+type okRenewer struct{}
+
+func (okRenewer) Renew(context.Context, *authority.Grant, time.Duration) error { return nil }
+
+// realRun supervises argv as a real process under a lease that stays ours, and returns the
+// result and what was recorded.
+func realRun(t *testing.T, argv ...string) (*Result, error, []completion) {
+	t.Helper()
+	var done []completion
+	s := &Supervisor{Auth: okRenewer{}, TTL: time.Minute, Grace: time.Second,
+		Grant:  &authority.Grant{Environment: "prod", Generation: 1, Holder: "a", Tokens: map[string]int64{"api": 1}, RequestedAt: time.Now()},
+		Stdout: testLog{t}, Stderr: testLog{t},
+		Complete: func(_ context.Context, o authority.Outcome, msg string) (*authority.CompleteResult, error) {
+			done = append(done, completion{o, msg})
+			return &authority.CompleteResult{}, nil
+		}}
+	res, err := s.Run(t.Context(), argv)
+	return res, err, done
+}
+
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// alive reports whether pid is a process that has not ended (a zombie has).
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	p, ok := parseStat(pid, string(b))
+	return ok && p.state != 'Z'
+}
+
+func readPid(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the command did not write %s: %v", filepath.Base(path), err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("%s holds %q, not a pid", filepath.Base(path), b)
+	}
+	return pid
+}
+
+// leaveBehind is a command that starts two sleepers, one in its process group and one in a new
+// session, and exits as soon as both have written their pids into the directory $1.
+const leaveBehind = `sh -c 'echo $$ > "$1/in-group.tmp"; mv "$1/in-group.tmp" "$1/in-group"; exec sleep 300' sh "$1" &
+setsid sh -c 'echo $$ > "$1/own-session.tmp"; mv "$1/own-session.tmp" "$1/own-session"; exec sleep 300' sh "$1" &
+until [ -e "$1/in-group" ] && [ -e "$1/own-session" ]; do sleep 0.01; done`
+
+// survivors runs leaveBehind and returns which of its sleepers are still alive when Run has
+// returned (and kills them).
+func survivors(t *testing.T) []string {
+	t.Helper()
+	dir := t.TempDir()
+	res, err, done := realRun(t, "sh", "-c", leaveBehind, "sh", dir)
+	if err != nil || res.Ending != Exited || len(done) != 1 || done[0].outcome != authority.OutcomeSuccess {
+		t.Fatalf("Run: %+v, %v, completed %+v; want exited, success", res, err, done)
+	}
+	var left []string
+	for _, name := range []string{"in-group", "own-session"} {
+		pid := readPid(t, filepath.Join(dir, name))
+		if alive(pid) {
+			left = append(left, name)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	return left
+}
+
+// TestRunLeavesNoProcessBehind: when the command exits, Run returns only once every process it
+// started is dead, in its process group or not.
+func TestRunLeavesNoProcessBehind(t *testing.T) {
+	if left := survivors(t); len(left) > 0 {
+		t.Fatalf("still alive after Run returned: %v", left)
+	}
+}
+
+// TestRunLeavesNoProcessBehindCatchesOldStarts runs the same command as the old ways of starting
+// it, without the guard: each leaves the sleeper in its own session alive. (A guard that is not a
+// subreaper is a mutant of the guard's process, which only a binary built with it can be: the
+// process tests of cmd/latestwins show that one.)
+func TestRunLeavesNoProcessBehindCatchesOldStarts(t *testing.T) {
+	for _, m := range []string{mutantDirect, mutantPdeathsig} {
+		t.Run(m, func(t *testing.T) {
+			mutant = m
+			t.Cleanup(func() { mutant = "" })
+			if left := survivors(t); !slices.Contains(left, "own-session") {
+				t.Fatalf("alive after Run returned: %v; want the sleeper in its own session, which only the guard kills", left)
+			}
+		})
+	}
+}
+
+// TestRunThroughTheGuardReportsTheCommand: through the guard, Run still tells a command that
+// cannot start (bad input), an exit status and a death by signal.
+func TestRunThroughTheGuardReportsTheCommand(t *testing.T) {
+	if !guardWired.Load() {
+		t.Fatal("the test binary is not wired as a guard")
+	}
+	res, err, done := realRun(t, filepath.Join(t.TempDir(), "no-such-command"))
+	var se *StartError
+	if !errors.As(err, &se) || !errors.Is(err, authority.ErrInvalidInput) || res != nil {
+		t.Fatalf("Run of a missing command: %+v, %v; want a *StartError", res, err)
+	}
+	if !strings.Contains(se.Error(), "no such file or directory") || len(done) != 1 || done[0].outcome != authority.OutcomeInvalid {
+		t.Errorf("start error %q, completed %+v; want the reason, completed as invalid", se, done)
+	}
+
+	for _, c := range []struct{ script, msg string }{
+		{"exit 3", "sh: exit status 3"},
+		{"kill -TERM $$", "sh: signal: terminated"},
+	} {
+		res, err, done := realRun(t, "sh", "-c", c.script)
+		if err != nil || res.Ending != Exited || len(done) != 1 || done[0] != (completion{authority.OutcomeFailure, c.msg}) {
+			t.Errorf("%q: %+v, %v, completed %+v; want a failure %q", c.script, res, err, done, c.msg)
+		}
+	}
+}
+
+// TestRunForwardsASignalThroughTheGuard: the signal that interrupts Run reaches the command, which
+// may end cleanly on it.
+func TestRunForwardsASignalThroughTheGuard(t *testing.T) {
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	if err := syscall.Mkfifo(ready, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancelCause(t.Context())
+	go func() {
+		f, err := os.Open(ready) // returns once the command opened the pipe: its trap is set
+		if err == nil {
+			_ = f.Close()
+		}
+		cancel(&SignalCause{Signal: syscall.SIGINT})
+	}()
+	var done []completion
+	s := &Supervisor{Auth: okRenewer{}, TTL: time.Minute, Grace: 20 * time.Second,
+		Grant: &authority.Grant{Environment: "prod", Generation: 1, Holder: "a", Tokens: map[string]int64{"api": 1}},
+		Complete: func(_ context.Context, o authority.Outcome, msg string) (*authority.CompleteResult, error) {
+			done = append(done, completion{o, msg})
+			return &authority.CompleteResult{}, nil
+		}}
+	script := `trap 'echo INT > "$1/got"; exit 0' INT; : > "$1/ready"; while :; do sleep 0.05; done`
+	res, err := s.Run(ctx, []string{"sh", "-c", script, "sh", dir})
+	if err != nil || res.Ending != Interrupted || len(done) != 1 || done[0].outcome != authority.OutcomeInterrupted {
+		t.Fatalf("Run: %+v, %v, completed %+v; want interrupted", res, err, done)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "got")); err != nil || strings.TrimSpace(string(b)) != "INT" {
+		t.Fatalf("the command did not get SIGINT: %q, %v", b, err)
+	}
+}
