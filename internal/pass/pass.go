@@ -1,6 +1,33 @@
 // Package pass holds the steps of one pass that the command line and the Action share: accepting
 // and claiming an intent, entering a phase while waiting on a held lease, and running a command
 // under renewed, fenced leases until it completes.
+//
+// # The command never outlives its lease
+//
+// A lease is the pass's own until TTL after the request that granted it, or last renewed it, was
+// sent (Grant.RequestedAt, which Gate sets, then each successful renewal's send time): the store
+// sets the expiry from its clock when it handles the request, no earlier than that. Another pass
+// takes the lease over only past that expiry plus the store's skew margin. So the Supervisor
+//
+//   - renews every TTL/3, and retries a failed renewal sooner;
+//   - gives the lease up when the store says it is lost, or when no renewal has succeeded by
+//     (last send) + TTL - margin - grace, and then sends SIGTERM to the command's process group;
+//   - sends SIGKILL at (last send) + TTL - margin at the latest, whatever the grace period
+//     (margin: TTL/20, at most 1 s, for a late timer).
+//
+// The grace period must therefore fit the lease: at most TTL/3 (MaxGrace). CheckGrace refuses a
+// longer one, with the fix, before anything is written; the Supervisor also cuts it.
+//
+// The command also never outlives the supervisor. It leads a process group of its own, which the
+// supervisor signals. On Linux the supervisor starts this binary as a guard (MaybeGuard, called
+// first by main) that starts the command: the guard, in another group, is a child subreaper and
+// gets a parent-death signal, so when the supervisor's process dies (even by SIGKILL), or when the
+// command exits, it kills every process of the command's group and every descendant of the
+// command, even one that left the group, before it exits. The command gets SIGKILL as its own
+// parent-death signal should the guard die. Without the guard (a binary whose main does not call
+// MaybeGuard) the command is started directly with that parent-death signal, which does not reach
+// its children, and its group is killed when it exits. Elsewhere than Linux the group is killed
+// when the command exits, but a supervisor killed with SIGKILL leaves the command running.
 package pass
 
 import (
@@ -75,34 +102,67 @@ func Claim(ctx context.Context, a *authority.Authority, in authority.Intent) (*a
 	return res, nil
 }
 
-// HeldFunc is told about each refusal while Gate waits: who holds the lease, how long Gate pauses
-// before it asks again, and how much of the wait is left.
-type HeldFunc func(held *authority.HeldError, pause, left time.Duration)
+// Gate's polling back-off while a lease is held: the first pause, doubled after each refusal up to
+// the longest. Each pause is also capped by the refusal's retry_after and by the wait left.
+const (
+	firstPause = 250 * time.Millisecond
+	maxPause   = 2 * time.Second
+)
 
-// Gate enters the phase, waiting up to wait while another holder has the lease and honouring its
-// retry_after. It returns the last refusal when the wait runs out, and ctx's error when ctx ends.
+// HeldFunc is told about a refusal while Gate waits: who holds the lease, when at the latest it
+// frees (the refusal's retry_after, capped by the wait left), and how much of the wait is left.
+// Gate asks again sooner than that; it tells again when another holder has the lease, or once
+// that time has passed.
+type HeldFunc func(held *authority.HeldError, within, left time.Duration)
+
+// Gate enters the phase, waiting up to wait while another holder has the lease. It asks again
+// after a pause that grows from 250 ms to 2 s, each capped by the refusal's retry_after and by the
+// wait left: retry_after says when the lease frees at the latest, but a holder that finishes early
+// releases it, and the next request after that gets it. The grant's RequestedAt is when the request
+// that succeeded was sent. Gate returns the last refusal when the wait runs out, and ctx's error
+// when ctx ends.
 func Gate(ctx context.Context, a Gater, req authority.GateRequest, wait time.Duration, onHeld HeldFunc) (*authority.Grant, error) {
-	deadline := time.Now().Add(wait)
+	return gate(ctx, SystemClock, a, req, wait, onHeld)
+}
+
+func gate(ctx context.Context, clk Clock, a Gater, req authority.GateRequest, wait time.Duration, onHeld HeldFunc) (*authority.Grant, error) {
+	deadline := clk.Now().Add(wait)
+	backoff := firstPause
+	var told *authority.HeldError // the refusal onHeld was last told about
+	var tellAgain time.Time
 	for {
+		sent := clk.Now()
 		g, err := a.Gate(ctx, req)
 		var held *authority.HeldError
 		if !errors.As(err, &held) {
+			if err == nil && g != nil {
+				g.RequestedAt = sent
+			}
 			return g, err
 		}
-		left := time.Until(deadline)
+		now := clk.Now()
+		left := deadline.Sub(now)
 		if left <= 0 {
 			return nil, err
 		}
-		pause := min(held.RetryAfter, left)
-		if onHeld != nil {
-			onHeld(held, pause, left)
+		within := min(held.RetryAfter, left)
+		if onHeld != nil && (told == nil || !sameHolder(told, held) || !now.Before(tellAgain)) {
+			onHeld(held, within, left)
+			told, tellAgain = held, now.Add(within)
 		}
-		t := time.NewTimer(pause)
+		pause := min(backoff, within)
+		backoff = min(2*backoff, maxPause)
+		t := clk.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil, ctx.Err()
-		case <-t.C:
+		case <-t.C():
 		}
 	}
+}
+
+// sameHolder reports whether two refusals name the same holder of the same lease.
+func sameHolder(a, b *authority.HeldError) bool {
+	return a.Resource == b.Resource && a.Holder == b.Holder && a.Purpose == b.Purpose && a.Generation == b.Generation
 }
