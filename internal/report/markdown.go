@@ -33,7 +33,7 @@ func JobSummary(w io.Writer, s Summary) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "### latestwins: %s\n\n", cell(e.Name))
 	if s.Headline != "" {
-		fmt.Fprintf(&b, "%s\n\n", s.Headline)
+		fmt.Fprintf(&b, "%s\n\n", Escape(s.Headline))
 	}
 	fmt.Fprintf(&b, "**%d/%d** %s (observed/desired generation)\n\n", e.Observed, e.Desired, state)
 	writeStatusTable(&b, e, s.Now)
@@ -114,15 +114,16 @@ func writeTimelineTable(b *strings.Builder, events []authority.Event) {
 		if ev.Generation > 0 {
 			gen = fmt.Sprint(ev.Generation)
 		}
-		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s |\n", ev.At.UTC().Format("15:04:05"), ev.Seq, ev.Kind, scope, gen, cell(oneLine(ev.Message, 200)))
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s |\n", ev.At.UTC().Format("15:04:05"), ev.Seq, cell(string(ev.Kind)), scope, gen, cell(oneLine(ev.Message, 200)))
 	}
 }
 
-// cell makes text safe inside a Markdown table cell: no line breaks, no column separators, no HTML.
+// cell makes text safe inside a Markdown table cell: control characters escaped (Escape), so no
+// line breaks; no column separators, no HTML, and backslashes shown as they are.
 func cell(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	r := strings.NewReplacer("|", `\|`, "<", "&lt;", ">", "&gt;", "`", "'")
-	return r.Replace(s)
+	return cellReplacer.Replace(strings.Join(strings.Fields(Escape(s)), " "))
 }
 
-func code(s string) string { return "`" + strings.ReplaceAll(s, "`", "'") + "`" }
+var cellReplacer = strings.NewReplacer(`\`, `\\`, "|", `\|`, "<", "&lt;", ">", "&gt;", "`", "'")
+
+func code(s string) string { return "`" + strings.ReplaceAll(Escape(s), "`", "'") + "`" }

@@ -9,18 +9,19 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/latestwins/latestwins/internal/authority"
 )
 
 // StatusText writes an environment's status table: observed/desired, then one row per scope with
-// its live commit, pending work, owner and lease.
+// its live commit, pending work, owner and lease. Text from users is escaped (Escape).
 func StatusText(w io.Writer, e *authority.Env, now time.Time) error {
 	state := "settled"
 	if e.Observed < e.Desired {
 		state = "reconciling"
 	}
-	if _, err := fmt.Fprintf(w, "%s  %d/%d %s\n", e.Name, e.Observed, e.Desired, state); err != nil {
+	if _, err := fmt.Fprintf(w, "%s  %d/%d %s\n", Escape(e.Name), e.Observed, e.Desired, state); err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -34,11 +35,11 @@ func StatusText(w io.Writer, e *authority.Env, now time.Time) error {
 		s := e.Scopes[n]
 		live, gen, at := "-", "-", "-"
 		if s.Live != nil {
-			live, gen, at = ShortSha(s.Live.Sha), fmt.Sprint(s.Live.Generation), Ago(now, s.Live.At)
+			live, gen, at = Escape(ShortSha(s.Live.Sha)), fmt.Sprint(s.Live.Generation), Ago(now, s.Live.At)
 		}
 		pending := "-"
 		if m := s.Mailbox; m != nil {
-			pending = fmt.Sprintf("%s (gen %d)", ShortSha(m.Sha), m.Generation)
+			pending = fmt.Sprintf("%s (gen %d)", Escape(ShortSha(m.Sha)), m.Generation)
 			if m.Attempt > 0 {
 				pending += fmt.Sprintf(", %d failed", m.Attempt)
 			}
@@ -50,24 +51,26 @@ func StatusText(w io.Writer, e *authority.Env, now time.Time) error {
 		if s.Owner > 0 {
 			owner = fmt.Sprint(s.Owner)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n, live, gen, at, pending, owner, LeaseText(s.Lease, now))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", Escape(n), live, gen, at, pending, owner, LeaseText(s.Lease, now))
 	}
 	return tw.Flush()
 }
 
-// LeaseText describes a lease in a few words.
+// LeaseText describes a lease in a few words, its holder and purpose escaped (Escape).
 func LeaseText(l authority.Lease, now time.Time) string {
 	if l.Holder == "" {
 		return "free"
 	}
+	holder, purpose := Escape(l.Holder), Escape(l.Purpose)
 	left := l.ExpiresAt.Sub(now).Round(time.Second)
 	if left <= 0 {
-		return fmt.Sprintf("%s: %s by %s, token %d, expired %s ago", "expired", l.Purpose, l.Holder, l.Token, (-left).String())
+		return fmt.Sprintf("%s: %s by %s, token %d, expired %s ago", "expired", purpose, holder, l.Token, (-left).String())
 	}
-	return fmt.Sprintf("%s by %s, token %d, %s left", l.Purpose, l.Holder, l.Token, left)
+	return fmt.Sprintf("%s by %s, token %d, %s left", purpose, holder, l.Token, left)
 }
 
-// TimelineText writes events, oldest first, one per line.
+// TimelineText writes events, oldest first, one per line; text from users is escaped (Escape), so
+// an entry is always one line.
 func TimelineText(w io.Writer, events []authority.Event) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, ev := range events {
@@ -79,7 +82,7 @@ func TimelineText(w io.Writer, events []authority.Event) error {
 		if ev.Generation > 0 {
 			gen = fmt.Sprint(ev.Generation)
 		}
-		fmt.Fprintf(tw, "%s\t#%d\t%s\t%s\tgen %s\t%s\n", ev.At.UTC().Format("15:04:05.000"), ev.Seq, ev.Kind, scope, gen, ev.Message)
+		fmt.Fprintf(tw, "%s\t#%d\t%s\t%s\tgen %s\t%s\n", ev.At.UTC().Format("15:04:05.000"), ev.Seq, Escape(string(ev.Kind)), Escape(scope), gen, Escape(ev.Message))
 	}
 	return tw.Flush()
 }
@@ -104,10 +107,12 @@ func Ago(now, t time.Time) string {
 	return d.String() + " ago"
 }
 
+// oneLine is s escaped (Escape), its runs of spaces collapsed, cut to at most n characters.
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		return s[:n-1] + "…"
+	s = strings.Join(strings.Fields(Escape(s)), " ")
+	if utf8.RuneCountInString(s) > n {
+		r := []rune(s)
+		return string(r[:n-1]) + "…"
 	}
 	return s
 }
