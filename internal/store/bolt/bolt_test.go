@@ -376,6 +376,9 @@ func TestOpenBadPaths(t *testing.T) {
 			if tc.target != nil && !errors.Is(err, tc.target) {
 				t.Errorf("Open(%q) error %v does not match %v", tc.path, err, tc.target)
 			}
+			if !errors.Is(err, bolt.ErrUnusable) {
+				t.Errorf("Open(%q) error %v is not ErrUnusable: the path can never work", tc.path, err)
+			}
 		})
 	}
 	if _, err := os.Stat(filepath.Join(file, "latestwins.db")); err == nil {
