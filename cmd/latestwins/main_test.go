@@ -283,3 +283,88 @@ func awaitLine(tb testing.TB, lines <-chan string, p *proc) string {
 	}
 	return ""
 }
+
+// The binary, interrupted by SIGINT while gate waits for a lease another pass holds, exits 8 and
+// takes nothing.
+func TestGateInterruptedWhileWaitingExits8(t *testing.T) {
+	t.Parallel()
+	f := newBoltFixture(t)
+	state := f.path("a.json")
+	f.must(0, "claim", "--environment", "qa", "--scopes", "api", "--sha", shaA, "--intent-id", "a", "--state", state)
+	f.must(0, "gate", "--state", state, "--holder", "first", "--lease-ttl", "1m")
+	cmd := exec.CommandContext(f.ctx, binPath, "gate", "--state", state, "--holder", "second", "--wait", "10m")
+	cmd.Env, cmd.Dir = f.environ(), f.dir
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stderr)
+	var said []string
+	for lines.Scan() && !strings.HasPrefix(lines.Text(), "waiting: qa/api is locked by first") {
+		said = append(said, lines.Text())
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatalf("SIGINT: %v (gate said %q)", err, said)
+	}
+	for lines.Scan() {
+		said = append(said, lines.Text())
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 8 || !strings.Contains(strings.Join(said, "\n"), "interrupted while waiting for the lease") {
+		t.Fatalf("gate interrupted while waiting: %v, want exit 8; it said:\n%s", err, strings.Join(said, "\n"))
+	}
+	if holder := f.scope("qa", "api").Lease.Holder; holder != "first" {
+		t.Fatalf("after the interrupted gate the lease is held by %q, want first", holder)
+	}
+}
+
+// A damaged store file makes every command of the binary exit 1 with one line naming the file and
+// what to do, never a crash: a file cut short used to end in SIGBUS with a goroutine dump.
+func TestDamagedStoreFileIsAClearError(t *testing.T) {
+	t.Parallel()
+	f := newBoltFixture(t)
+	state := f.path("a.json")
+	f.must(0, "claim", "--environment", "qa", "--scopes", "api", "--sha", shaA, "--intent-id", "a", "--state", state)
+	for i := range 30 {
+		f.must(0, "claim", "--environment", fmt.Sprintf("env-%d", i), "--scopes", "api,web", "--sha", shaB, "--intent-id", fmt.Sprintf("b%d", i))
+	}
+	path := strings.TrimPrefix(f.store, "bolt://")
+	if err := os.Truncate(path, 3*int64(os.Getpagesize())); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"status", "qa"}, {"history", "qa"}, {"gate", "--state", state, "--phase", "deploy"},
+		{"claim", "--environment", "qa", "--scopes", "api", "--sha", shaB, "--intent-id", "c"},
+		{"run", "--state", state, "--", "true"}, {"unlock", "qa/api", "--reason", "stuck"}, {"sweep"}, {"migrate"},
+	} {
+		r := f.run(args...)
+		want := fmt.Sprintf("latestwins %s: %s is damaged (", args[0], path)
+		if r.code != 1 || !strings.HasPrefix(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 ||
+			!strings.HasSuffix(r.stderr, "): restore it from a backup or move it away\n") {
+			t.Errorf("%s on a damaged file: exit %d, stderr:\n%s\nwant exit 1 and one line %q...", args[0], r.code, r.stderr, want)
+		}
+	}
+}
+
+// status and history with no store named look in ./latestwins.db, say so, and create nothing.
+func TestReadingNoStoreCreatesNothing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, verb := range []string{"status", "history"} {
+		cmd := exec.CommandContext(t.Context(), binPath, verb, "staging")
+		cmd.Env, cmd.Dir = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}, dir
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 ||
+			!strings.Contains(string(out), "no store at bolt://./latestwins.db: nothing was ever recorded there; pass --store") {
+			t.Errorf("%s with no store: %v\n%s", verb, err, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "latestwins.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a read created ./latestwins.db (stat: %v)", err)
+	}
+}

@@ -122,7 +122,7 @@ func killedDeploy(t *testing.T, f *fixture) string {
 	fifo := f.path("started")
 	lines := fifoLine(t, fifo)
 	p := f.start("run", "--environment", "prod", "--scopes", "api", "--sha", shaA, "--ref", mainRf, "--intent-id", "push-old",
-		"--lease-ttl", "3s", "--lease-skew", "1ms",
+		"--lease-ttl", "6s", "--grace", "2s", "--lease-skew", "1ms",
 		"--", "sh", "-c", `echo "$$" > "$1"; sleep 600`, "sh", fifo)
 	line := awaitLine(t, lines, p)
 	pgid, err := strconv.Atoi(line)

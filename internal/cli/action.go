@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/sethvargo/go-githubactions"
 
@@ -32,7 +31,7 @@ func runAction(ctx context.Context, c *cmdEnv, args []string) error {
 func openStoreInput(ctx context.Context, raw string) (authority.Store, func() error, error) {
 	st, closeFn, err := OpenStore(ctx, raw)
 	if errors.Is(err, errUsage) {
-		return nil, nil, &authority.InputError{Field: "store", Value: raw, Fix: strings.TrimPrefix(err.Error(), errUsage.Error()+": ")}
+		return nil, nil, &authority.InputError{Field: "store", Value: raw, Fix: err.Error()}
 	}
 	return st, closeFn, err
 }

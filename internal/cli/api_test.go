@@ -190,6 +190,7 @@ func TestAPIFlagRefusals(t *testing.T) {
 		code  int
 		says  string
 	}{
+		{"unknown environment (before any claim)", nil, []string{"status", "staging"}, ExitUsage, "(looked in the App at " + w.url + ")"},
 		{"store and api", map[string]string{"LATESTWINS_STORE": "memory://"}, claim, ExitUsage, "both --api and --store (or LATESTWINS_STORE) are given"},
 		{"store flag and api", nil, append([]string{"status", "--store", "memory://"}, "staging"), ExitUsage, "both --api and --store"},
 		{"no token", noRunner, claim, ExitUsage, "--api needs a token: run in a GitHub Actions job with `permissions: id-token: write`, or give --api-token"},

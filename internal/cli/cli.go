@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/report"
+	"github.com/latestwins/latestwins/internal/store/bolt"
 )
 
 // Exit codes. They are part of the contract: workflows branch on them.
@@ -78,16 +80,15 @@ func Main(ctx context.Context, args []string, pio IO) int {
 			continue
 		}
 		env := &cmdEnv{io: pio, log: slog.New(slog.NewTextHandler(pio.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-		err := c.run(ctx, env, args[1:])
+		err := env.explain(ctx, c.run(ctx, env, args[1:]))
 		if err == nil {
 			return ExitOK
 		}
-		code := ExitCode(err)
 		var ec *exitError
 		if !errors.As(err, &ec) || ec.msg != "" {
-			fmt.Fprintf(pio.Stderr, "latestwins %s: %v\n", c.name, err)
+			fmt.Fprintf(pio.Stderr, "latestwins %s: %s\n", c.name, report.Escape(message(err)))
 		}
-		return code
+		return ExitCode(err)
 	}
 	fmt.Fprintf(pio.Stderr, "latestwins: unknown command %q\n\n", args[0])
 	usage(pio.Stderr)
@@ -117,6 +118,32 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.msg }
 
+// explain makes the error of a command tell the truth: an unexpected error of a command that was
+// interrupted is the interruption, and a lookup that found nothing names the store it looked in.
+func (c *cmdEnv) explain(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil && ExitCode(err) == ExitError {
+		return &exitError{code: ExitInterrupted, msg: fmt.Sprintf("interrupted (%v) before it finished; nothing more was done, and it can be retried", context.Cause(ctx))}
+	}
+	var in *authority.InputError
+	if c.where != "" && (errors.Is(err, authority.ErrNotFound) || errors.As(err, &in) && (in.Field == "environment" || in.Field == "lease")) {
+		return fmt.Errorf("%w (looked in %s)", err, c.where)
+	}
+	return err
+}
+
+// message is what the command line says about err: a damaged store file is said plainly, without
+// the operations that ran into it.
+func message(err error) string {
+	var d *bolt.DamagedError
+	if errors.As(err, &d) {
+		return d.Error()
+	}
+	return err.Error()
+}
+
 // ExitCode maps an error to the documented exit code.
 func ExitCode(err error) int {
 	var ec *exitError
@@ -127,7 +154,8 @@ func ExitCode(err error) int {
 		return ec.code
 	case errors.Is(err, flag.ErrHelp):
 		return ExitOK
-	case errors.Is(err, authority.ErrInvalidInput), errors.Is(err, errUsage):
+	case errors.Is(err, authority.ErrInvalidInput), errors.Is(err, errUsage),
+		errors.Is(err, bolt.ErrUnusable), errors.Is(err, bolt.ErrNoStore):
 		return ExitUsage
 	case errors.Is(err, authority.ErrSuperseded):
 		return ExitSuperseded
@@ -139,10 +167,28 @@ func ExitCode(err error) int {
 	return ExitError
 }
 
+// errUsage is the category of bad input and configuration that has no authority.InputError.
 var errUsage = errors.New("usage")
 
+// usageError is an error of that category: its message, and the error it unwraps to.
+type usageError struct {
+	msg string
+	err error
+}
+
+func (e *usageError) Error() string        { return e.msg }
+func (e *usageError) Unwrap() error        { return e.err }
+func (e *usageError) Is(target error) bool { return target == errUsage }
+
+// usageErrorf formats a usage error; it unwraps to what %w names.
 func usageErrorf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
+	err := fmt.Errorf(format, args...)
+	return &usageError{msg: err.Error(), err: err}
+}
+
+// usageCause is a usage error that says msg and unwraps to cause without repeating it.
+func usageCause(cause error, format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...), err: cause}
 }
 
 // splitList splits a comma or space separated list, dropping empties.

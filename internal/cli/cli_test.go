@@ -147,6 +147,7 @@ func TestLockedGivesUpWithRetryAfter(t *testing.T) {
 
 func TestBadInputIsTerminalAndSaysWhatToFix(t *testing.T) {
 	h := newHarness(t)
+	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111")
 	cases := []struct {
 		name string
 		vars map[string]string
@@ -157,7 +158,7 @@ func TestBadInputIsTerminalAndSaysWhatToFix(t *testing.T) {
 		{"missing environment", nil, []string{"claim", "--scopes", "api", "--sha", "a1"}, "name the environment"},
 		{"invalid scope", nil, []string{"claim", "--environment", "e", "--scopes", "a/b", "--sha", "a1"}, "invalid scope"},
 		{"missing sha", nil, []string{"claim", "--environment", "e", "--scopes", "api"}, "invalid sha"},
-		{"unknown environment", nil, []string{"status", "nowhere"}, "unknown environment"},
+		{"unknown environment", nil, []string{"status", "nowhere"}, "unknown environment: nothing was ever accepted for it; check the name (looked in bolt://"},
 		{"malformed variable", map[string]string{"LATESTWINS_LEASE_TTL": "soon"}, []string{"gate", "--environment", "e", "--generation", "1", "--scopes", "api"}, "LATESTWINS_LEASE_TTL"},
 		{"bad store", map[string]string{"LATESTWINS_STORE": "redis://x"}, []string{"status", "e"}, "unknown scheme"},
 		{"unknown command", nil, []string{"deploy"}, "unknown command"},
@@ -222,15 +223,31 @@ func fifo(t *testing.T, dir string) string {
 	return p
 }
 
-func waitStarted(t *testing.T, p string) {
+// waitStarted returns once the command wrote into the pipe p, and fails the test if the run ends
+// (done) before its command started.
+func waitStarted(t *testing.T, p string, done <-chan outcome) {
 	t.Helper()
-	f, err := os.Open(p) // blocks until the command opens it for writing
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.Read(make([]byte, 16)); err != nil {
-		t.Fatal(err)
+	started := make(chan error, 1)
+	go func() {
+		f, err := os.Open(p) // blocks until the command opens it for writing
+		if err != nil {
+			started <- err
+			return
+		}
+		defer f.Close()
+		_, err = f.Read(make([]byte, 16))
+		started <- err
+	}()
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case o := <-done:
+		if w, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			_ = w.Close() // unblock the reader
+		}
+		t.Fatalf("the run ended (exit %d) before its command started\nstdout:\n%s\nstderr:\n%s", o.code, o.stdout, o.stderr)
 	}
 }
 
@@ -241,9 +258,9 @@ func TestRunStopsTheCommandWhenTheLeaseIsLost(t *testing.T) {
 	done := make(chan outcome, 1)
 	go func() {
 		done <- h.run(context.Background(), "run", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "one",
-			"--lease-ttl", "3s", "--grace", "5s", "--", "sh", "-c", `trap 'touch "$1"; exit 143' TERM; echo up > "$0"; while :; do sleep 0.1; done`, started, stopped)
+			"--lease-ttl", "6s", "--grace", "2s", "--", "sh", "-c", `trap 'touch "$1"; exit 143' TERM; echo up > "$0"; while :; do sleep 0.1; done`, started, stopped)
 	}()
-	waitStarted(t, started)
+	waitStarted(t, started, done)
 	a, closeStore := h.authority()
 	if _, err := a.Unlock(context.Background(), "staging/api", "test takes the lease away", "tester"); err != nil {
 		t.Fatal(err)
@@ -272,7 +289,7 @@ func TestRunForwardsSignalsAndReleases(t *testing.T) {
 		done <- h.run(ctx, "run", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "one", "--",
 			"sh", "-c", `trap 'echo INT > "$1"; exit 130' INT; echo up > "$0"; while :; do sleep 0.1; done`, started, got)
 	}()
-	waitStarted(t, started)
+	waitStarted(t, started, done)
 	cancel(&SignalCause{Signal: syscall.SIGINT})
 	o := <-done
 	if o.code != ExitInterrupted {

@@ -15,9 +15,12 @@ import (
 func runDemo(ctx context.Context, c *cmdEnv, args []string) error {
 	c.newFlags("demo")
 	o := demo.DefaultOptions()
-	b := c.durVar(&o.Build, "build", o.Build, "how long each simulated build takes")
-	d := c.durVar(&o.Deploy, "deploy", o.Deploy, "how long the simulated deploy takes")
-	if err := c.parse(args, b, d); err != nil {
+	c.durVar(&o.Build, "build", o.Build, "how long each simulated build takes")
+	c.durVar(&o.Deploy, "deploy", o.Deploy, "how long the simulated deploy takes")
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	if err := c.noArguments(); err != nil {
 		return err
 	}
 	given := false

@@ -9,5 +9,8 @@ func runMigrate(ctx context.Context, c *cmdEnv, args []string) error {
 	if err := c.parse(args); err != nil {
 		return err
 	}
+	if err := c.noArguments(); err != nil {
+		return err
+	}
 	return migrateStore(ctx, c)
 }

@@ -50,7 +50,7 @@ func (c *cmdEnv) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.pass, c.view = client, client
+	c.pass, c.view, c.where = client, client, "the App at "+c.s.api
 	return nil
 }
 

@@ -24,19 +24,27 @@ func runRun(ctx context.Context, c *cmdEnv, args []string) error {
 	c.s.lease = true // run always holds the deploy leases: its success is recorded with their tokens
 	c.apiFlags()
 	c.s.phase = "deploy"
-	gen := c.int64Var(&c.s.generation, "generation", 0, "the pass's generation; without it, run claims first")
-	ttl := c.durVar(&c.s.leaseTTL, "lease-ttl", authority.DefaultLeaseTTL, "lease length; renewed every third of it")
-	wait := c.durVar(&c.s.wait, "wait", 10*time.Minute, "how long to wait for a held lease")
-	skew := c.durVar(&c.s.skew, "lease-skew", authority.DefaultSkew, "margin past a lease's expiry before it is taken over")
-	grace := c.durVar(&c.s.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the command must stop")
-	att := c.intVar(&c.s.attempt, "attempt", 0, "attempt number (default $GITHUB_RUN_ATTEMPT, else 1)")
-	maxAtt := c.intVar(&c.s.maxAttempts, "max-attempts", 3, "attempts before a failure is terminal")
-	if err := c.parse(args, gen, ttl, wait, skew, grace, att, maxAtt); err != nil {
+	c.int64Var(&c.s.generation, "generation", 0, 0, "the pass's generation; without it, run claims first")
+	c.durVar(&c.s.leaseTTL, "lease-ttl", authority.DefaultLeaseTTL, "lease length; renewed every third of it")
+	c.durVar(&c.s.wait, "wait", 10*time.Minute, "how long to wait for a held lease")
+	c.durVar(&c.s.skew, "lease-skew", authority.DefaultSkew, "margin past a lease's expiry before it is taken over")
+	c.durVar(&c.s.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the command must stop; at most a third of --lease-ttl")
+	c.attemptVar("attempt number (default $GITHUB_RUN_ATTEMPT, else 1)")
+	c.intVar(&c.s.maxAttempts, "max-attempts", 3, 1, "attempts before a failure is terminal")
+	if err := c.parse(args); err != nil {
 		return err
 	}
-	argv := c.positional
+	argv, err := c.command()
+	if err != nil {
+		return err
+	}
 	if len(argv) == 0 {
 		return usageErrorf("give the command to run after --, e.g. latestwins run --environment staging --scopes api -- ./deploy.sh")
+	}
+	for _, check := range []func() error{c.checkLeaseTTL, c.checkGrace} {
+		if err := check(); err != nil {
+			return err
+		}
 	}
 	st, err := c.loadState()
 	if err != nil {
@@ -45,6 +53,19 @@ func runRun(ctx context.Context, c *cmdEnv, args []string) error {
 	c.fromState(st)
 	if err := c.requireEnvironment(); err != nil {
 		return err
+	}
+	var in authority.Intent
+	if c.s.generation == 0 {
+		if in, err = c.intent(); err != nil {
+			return err
+		}
+		c.mode = storeCreate
+	} else {
+		c.githubDefaults()
+		if err := c.requireScopes(); err != nil {
+			return err
+		}
+		c.mode = storeMustExist
 	}
 	if c.s.holder == "" {
 		c.s.holder = c.defaultHolder()
@@ -55,7 +76,7 @@ func runRun(ctx context.Context, c *cmdEnv, args []string) error {
 	defer c.done()
 
 	if c.s.generation == 0 {
-		res, err := c.claim(ctx)
+		res, err := c.pass.Claim(ctx, in)
 		if err != nil {
 			return err
 		}
@@ -66,13 +87,11 @@ func runRun(ctx context.Context, c *cmdEnv, args []string) error {
 		}
 		c.s.scopes = strings.Join(res.Claim.Scopes(), ",")
 		c.progress("generation %d claimed %s", res.Generation, c.s.scopes)
-	} else {
-		c.githubDefaults()
 	}
 	g, err := c.gate(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			return &exitError{code: ExitInterrupted, msg: "interrupted while waiting for the lease"}
+		if interrupted(ctx, err) {
+			return &exitError{code: ExitInterrupted, msg: "interrupted while waiting for the lease; nothing was taken, and the pass can be retried"}
 		}
 		return c.reportRefusal(err)
 	}

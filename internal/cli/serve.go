@@ -79,7 +79,7 @@ func runServe(ctx context.Context, c *cmdEnv, args []string) error {
 // serveHandler parses serve's flags, checks its settings, opens the store and builds the App.
 func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler, *serveSettings, error) {
 	ss := &serveSettings{}
-	fs := c.newFlags("serve")
+	c.newFlags("serve")
 	c.str(&ss.addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; :0 picks a free port)")
 	c.str(&ss.config, "config", "", "the environment configuration file (.github/latestwins.yml schema; see docs/config.md)")
 	c.str(&ss.webhookSecret, "webhook-secret", "", "the App's webhook secret (prefer the variable: flags show in process lists)")
@@ -88,15 +88,15 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	c.str(&ss.apiURL, "github-api-url", "https://api.github.com/", "GitHub's REST API (GitHub Enterprise: https://HOST/api/v3/)")
 	c.str(&ss.oidcIssuer, "oidc-issuer", app.DefaultOIDCIssuer, "issuer of the workflow OIDC tokens the /v1 API accepts (GitHub Enterprise Server: https://HOST/_services/token)")
 	c.str(&ss.oidcAudience, "oidc-audience", apiclient.Audience, "audience the /v1 API requires in those tokens (what the Action and --api ask for)")
-	maxBody := c.int64Var(&ss.maxBody, "max-body", app.DefaultMaxBodyBytes, "largest webhook body accepted, in bytes ($LATESTWINS_MAX_BODY)")
-	every := c.durVar(&ss.sweepEvery, "sweep-every", time.Minute, "how often to run the recovery sweep (0: never)")
-	stall := c.durVar(&ss.stall, "stall", 10*time.Minute, "how long pending work may sit idle with no live lease before the sweep re-drives it")
-	maxAtt := c.intVar(&ss.maxAttempts, "max-attempts", 3, "re-drives of one intent before it ends with a terminal error")
-	if err := c.parse(args, maxBody, every, stall, maxAtt); err != nil {
+	c.int64Var(&ss.maxBody, "max-body", app.DefaultMaxBodyBytes, 1, "largest webhook body accepted, in bytes")
+	c.durVar(&ss.sweepEvery, "sweep-every", time.Minute, "how often to run the recovery sweep (0: never)")
+	c.durVar(&ss.stall, "stall", 10*time.Minute, "how long pending work may sit idle with no live lease before the sweep re-drives it")
+	c.intVar(&ss.maxAttempts, "max-attempts", 3, 1, "re-drives of one intent before it ends with a terminal error")
+	if err := c.parse(args); err != nil {
 		return nil, nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, nil, usageErrorf("serve takes no arguments, got %q", fs.Args())
+	if err := c.noArguments(); err != nil {
+		return nil, nil, err
 	}
 	if err := checkServeSettings(ss); err != nil {
 		return nil, nil, err

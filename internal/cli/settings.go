@@ -14,6 +14,7 @@ import (
 
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/pass"
+	"github.com/latestwins/latestwins/internal/report"
 )
 
 // cmdEnv is what every command gets: the process IO, a logger and, once opened, the store.
@@ -22,11 +23,22 @@ type cmdEnv struct {
 	log *slog.Logger
 	s   settings
 	fs  *flag.FlagSet
+	// typed are the flags whose variables are read after the command line (parse), and whose values
+	// are checked before anything is opened.
+	typed []*typedFlag
 	// interspersed lets flags follow positional arguments (not for run, whose arguments are a command).
 	interspersed bool
 	positional   []string
-	auth         *authority.Authority
-	close        func() error
+	// dashdash: the flags ended with "--", so the positional arguments are a command.
+	dashdash bool
+	// cmdline are the flags given on the command line (not by their variables).
+	cmdline map[string]bool
+	// mode is how the command opens a store: creating it, or only one that exists.
+	mode  storeMode
+	auth  *authority.Authority
+	close func() error
+	// where names the store (or the App) the command works on, for messages; set by connect.
+	where string
 	// pass runs a pass's steps and view reads state: on the store (auth), or through the App's API
 	// (--api). Set by connect.
 	pass pass.Authority
@@ -55,6 +67,7 @@ type settings struct {
 	wait        time.Duration
 	skew        time.Duration
 	grace       time.Duration
+	stall       time.Duration
 	attempt     int
 	maxAttempts int
 	redeploy    bool
@@ -69,14 +82,17 @@ type settings struct {
 	limit       int
 }
 
-func (c *cmdEnv) env(flagName string) string {
-	return c.io.Getenv("LATESTWINS_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_")))
+// envName is the variable a flag reads: --lease-ttl reads LATESTWINS_LEASE_TTL.
+func envName(flagName string) string {
+	return "LATESTWINS_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
+
+func (c *cmdEnv) env(flagName string) string { return c.io.Getenv(envName(flagName)) }
 
 func (c *cmdEnv) newFlags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("latestwins "+name, flag.ContinueOnError)
 	fs.SetOutput(c.io.Stderr)
-	c.fs = fs
+	c.fs, c.typed = fs, nil
 	c.str(&c.s.store, "store", "bolt://./latestwins.db", "store URL: bolt://PATH, memory://, dynamodb://TABLE?region=R&endpoint=URL")
 	c.boolean(&c.s.jsonOut, "json", false, "print machine-readable JSON")
 	return fs
@@ -86,40 +102,74 @@ func (c *cmdEnv) str(p *string, name, def, usage string) {
 	if v := c.env(name); v != "" {
 		def = v
 	}
-	c.fs.StringVar(p, name, def, usage+" ($LATESTWINS_"+strings.ToUpper(strings.ReplaceAll(name, "-", "_"))+")")
+	c.fs.StringVar(p, name, def, usage+" ($"+envName(name)+")")
+}
+
+// typedFlag is a flag whose variable is parsed like the flag itself, after the command line, so
+// that a malformed variable is an error that names it rather than a silent default; check bounds
+// its value.
+type typedFlag struct {
+	name  string
+	raw   string // the variable's value
+	form  string // what a well-formed value looks like
+	check func() error
+}
+
+func (c *cmdEnv) typedVar(name, form string, check func() error) {
+	c.typed = append(c.typed, &typedFlag{name: name, raw: c.env(name), form: form, check: check})
 }
 
 func (c *cmdEnv) boolean(p *bool, name string, def bool, usage string) {
-	if v, err := strconv.ParseBool(c.env(name)); err == nil {
-		def = v
+	c.fs.BoolVar(p, name, def, usage+" ($"+envName(name)+")")
+	c.typedVar(name, "use true or false", nil)
+}
+
+// int64Var and intVar take whole numbers of at least min.
+func (c *cmdEnv) int64Var(p *int64, name string, def, min int64, usage string) {
+	c.fs.Int64Var(p, name, def, usage+" ($"+envName(name)+")")
+	c.typedVar(name, "give a whole number", atLeast(c, name, p, min, usage))
+}
+
+func (c *cmdEnv) intVar(p *int, name string, def, min int, usage string) {
+	c.fs.IntVar(p, name, def, usage+" ($"+envName(name)+")")
+	c.typedVar(name, "give a whole number", atLeast(c, name, p, min, usage))
+}
+
+func atLeast[N int | int64](c *cmdEnv, name string, p *N, min N, usage string) func() error {
+	return func() error {
+		if *p < min {
+			return c.badSetting(name, fmt.Sprint(*p), fmt.Sprintf("give %d or more (%s)", min, usage))
+		}
+		return nil
 	}
-	c.fs.BoolVar(p, name, def, usage)
 }
 
-// numeric flags take their variable's value at parse time, so a malformed variable is an error
-// that names it rather than a silent default.
-type envDefault struct {
-	name string
-	raw  string
+// attemptVar is --attempt: 0 (unset) means the GitHub run's attempt, else 1; a number given must
+// be 1 or more.
+func (c *cmdEnv) attemptVar(usage string) {
+	c.fs.IntVar(&c.s.attempt, "attempt", 0, usage+" ($"+envName("attempt")+")")
+	c.typedVar("attempt", "give a whole number", func() error {
+		if c.given("attempt") && c.s.attempt < 1 {
+			return c.badSetting("attempt", fmt.Sprint(c.s.attempt), "give the attempt number, 1 or more (default $GITHUB_RUN_ATTEMPT, else 1)")
+		}
+		return nil
+	})
 }
 
-func (c *cmdEnv) int64Var(p *int64, name string, def int64, usage string) *envDefault {
-	c.fs.Int64Var(p, name, def, usage)
-	return &envDefault{name: name, raw: c.env(name)}
+// durVar takes durations of 0 or more.
+func (c *cmdEnv) durVar(p *time.Duration, name string, def time.Duration, usage string) {
+	c.fs.DurationVar(p, name, def, usage+" ($"+envName(name)+")")
+	c.typedVar(name, "give a duration such as 90s, 2m or 1h", func() error {
+		if *p < 0 {
+			return c.badSetting(name, p.String(), fmt.Sprintf("give a duration of 0s or more, such as 30s or 10m (%s)", usage))
+		}
+		return nil
+	})
 }
 
-func (c *cmdEnv) intVar(p *int, name string, def int, usage string) *envDefault {
-	c.fs.IntVar(p, name, def, usage)
-	return &envDefault{name: name, raw: c.env(name)}
-}
-
-func (c *cmdEnv) durVar(p *time.Duration, name string, def time.Duration, usage string) *envDefault {
-	c.fs.DurationVar(p, name, def, usage)
-	return &envDefault{name: name, raw: c.env(name)}
-}
-
-// parse parses args; variables fill numeric flags that were not given on the command line.
-func (c *cmdEnv) parse(args []string, defaults ...*envDefault) error {
+// parse parses args, reads the variables of typed flags not given on the command line, and checks
+// every typed flag's value: all before the command opens anything.
+func (c *cmdEnv) parse(args []string) error {
 	if err := c.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -142,30 +192,72 @@ func (c *cmdEnv) parse(args []string, defaults ...*envDefault) error {
 		c.positional = positional
 	} else {
 		c.positional = c.fs.Args()
+		stop := len(args) - c.fs.NArg()
+		c.dashdash = stop > 0 && args[stop-1] == "--"
 	}
-	given := map[string]bool{}
-	c.fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	for _, d := range defaults {
-		if d == nil || d.raw == "" || given[d.name] {
+	c.cmdline = map[string]bool{}
+	c.fs.Visit(func(f *flag.Flag) { c.cmdline[f.Name] = true })
+	for _, t := range c.typed {
+		if t.raw == "" || c.cmdline[t.name] {
 			continue
 		}
-		if err := c.fs.Set(d.name, d.raw); err != nil {
-			return usageErrorf("LATESTWINS_%s=%q: %v", strings.ToUpper(strings.ReplaceAll(d.name, "-", "_")), d.raw, err)
+		if err := c.fs.Set(t.name, t.raw); err != nil {
+			return usageErrorf("%s=%q: %s (or unset the variable)", envName(t.name), t.raw, t.form)
+		}
+	}
+	for _, t := range c.typed {
+		if t.check == nil {
+			continue
+		}
+		if err := t.check(); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
+// given reports whether a setting was given, on the command line or by its variable.
+func (c *cmdEnv) given(name string) bool { return c.cmdline[name] || c.env(name) != "" }
+
+// badSetting is bad input in a flag, named as the user gave it: --name, or LATESTWINS_NAME when
+// only the variable set it.
+func (c *cmdEnv) badSetting(name, value, fix string) error {
+	field := "--" + name
+	if !c.cmdline[name] && c.env(name) != "" {
+		field = envName(name)
+	}
+	return &authority.InputError{Field: field, Value: value, Fix: fix}
+}
+
+// noArguments refuses positional arguments, which the verbs other than status, history and unlock
+// do not take: a second word after a flag's value would otherwise be dropped.
+func (c *cmdEnv) noArguments() error {
+	if len(c.positional) == 0 {
+		return nil
+	}
+	return usageErrorf("unexpected argument %q: %s takes flags only; give a list as one comma-separated value (--scopes api,web)",
+		c.positional[0], c.fs.Name())
+}
+
+// command returns the command given after "--", refusing arguments before it.
+func (c *cmdEnv) command() ([]string, error) {
+	if len(c.positional) > 0 && !c.dashdash {
+		return nil, usageErrorf("unexpected argument %q before --: give the command after --, e.g. -- ./deploy.sh, and a list as one comma-separated value (--scopes api,web)",
+			c.positional[0])
+	}
+	return c.positional, nil
+}
+
 func (c *cmdEnv) open(ctx context.Context) error {
-	st, closeFn, err := OpenStore(ctx, c.s.store)
+	st, closeFn, err := openStore(ctx, c.s.store, c.mode)
 	if err != nil {
 		return err
 	}
 	opts := []authority.Option{authority.WithLogger(c.log)}
-	if c.s.skew > 0 {
+	if c.fs != nil && c.fs.Lookup("lease-skew") != nil {
 		opts = append(opts, authority.WithSkew(c.s.skew))
 	}
-	c.auth, c.close = authority.New(st, opts...), closeFn
+	c.auth, c.close, c.where = authority.New(st, opts...), closeFn, c.s.store
 	return nil
 }
 
@@ -183,11 +275,33 @@ func (c *cmdEnv) printJSON(v any) error {
 	return enc.Encode(v)
 }
 
-func (c *cmdEnv) printf(format string, args ...any) { fmt.Fprintf(c.io.Stdout, format, args...) }
+// printf writes a line for people to stdout; text from users in args is escaped (report.Escape).
+func (c *cmdEnv) printf(format string, args ...any) {
+	fmt.Fprintf(c.io.Stdout, format, escapeArgs(args)...)
+}
 
-// progress goes to stderr so that stdout stays machine-readable.
+// progress goes to stderr so that stdout stays machine-readable; text from users in args is
+// escaped (report.Escape).
 func (c *cmdEnv) progress(format string, args ...any) {
-	fmt.Fprintf(c.io.Stderr, format+"\n", args...)
+	fmt.Fprintf(c.io.Stderr, format+"\n", escapeArgs(args)...)
+}
+
+// escapeArgs escapes the text among args: strings, errors and Stringers.
+func escapeArgs(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			out[i] = report.Escape(v)
+		case error:
+			out[i] = report.Escape(v.Error())
+		case fmt.Stringer:
+			out[i] = report.Escape(v.String())
+		default:
+			out[i] = a
+		}
+	}
+	return out
 }
 
 // githubDefaults fills what a GitHub Actions run tells about itself.

@@ -9,8 +9,26 @@ import (
 	"github.com/latestwins/latestwins/internal/store/memory"
 )
 
+// storeMode is how a command opens a store.
+type storeMode int
+
+const (
+	// storeCreate may create the store (claim, run, migrate, serve, demo, the Action).
+	storeCreate storeMode = iota
+	// storeMustExist reads and writes a store that exists (gate, complete, unlock, sweep): a
+	// store that was never created holds nothing for them.
+	storeMustExist
+	// storeReadOnly only reads a store that exists (status, history).
+	storeReadOnly
+)
+
 // OpenStore opens the store a URL names: bolt://PATH, memory:// or dynamodb://TABLE?region=R&endpoint=URL.
+// A bolt file is created when missing.
 func OpenStore(ctx context.Context, raw string) (authority.Store, func() error, error) {
+	return openStore(ctx, raw, storeCreate)
+}
+
+func openStore(ctx context.Context, raw string, mode storeMode) (authority.Store, func() error, error) {
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
 		return nil, nil, usageErrorf("store %q: use bolt://PATH, memory:// or dynamodb://TABLE?region=R", raw)
@@ -19,7 +37,7 @@ func OpenStore(ctx context.Context, raw string) (authority.Store, func() error, 
 	case "memory":
 		return memory.New(), func() error { return nil }, nil
 	case "bolt":
-		return openBolt(ctx, rest)
+		return openBolt(ctx, rest, mode)
 	case "dynamodb":
 		if _, err := dynamo.ParseURL(raw); err != nil {
 			return nil, nil, usageErrorf("%v", err) // a malformed URL is bad configuration: terminal

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/latestwins/latestwins/internal/authority"
@@ -9,15 +10,31 @@ import (
 	"github.com/latestwins/latestwins/internal/store/dynamo"
 )
 
-func openBolt(_ context.Context, path string) (authority.Store, func() error, error) {
+// openBolt opens the embedded store. A path that can never work (its directory missing, a
+// directory, a file this process may not open as it needs) and a store that must exist but does
+// not are bad configuration; a damaged file is an error of its own (bolt.ErrDamaged).
+func openBolt(_ context.Context, path string, mode storeMode) (authority.Store, func() error, error) {
 	if path == "" {
 		return nil, nil, usageErrorf("store bolt://: give a file path, e.g. bolt://./latestwins.db")
 	}
-	st, err := bolt.Open(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open store %s: %w", path, err)
+	var opts []bolt.Option
+	switch mode {
+	case storeMustExist:
+		opts = append(opts, bolt.WithMustExist())
+	case storeReadOnly:
+		opts = append(opts, bolt.WithReadOnly())
 	}
-	return st, st.Close, nil
+	st, err := bolt.Open(path, opts...)
+	switch {
+	case err == nil:
+		return st, st.Close, nil
+	case errors.Is(err, bolt.ErrNoStore):
+		return nil, nil, usageCause(err, "no store at bolt://%s: nothing was ever recorded there; pass --store (or set LATESTWINS_STORE) to name the store, "+
+			"e.g. --store bolt://PATH or --store dynamodb://TABLE?region=R", path)
+	case errors.Is(err, bolt.ErrUnusable):
+		return nil, nil, usageErrorf("store bolt://%s cannot be used: %w", path, err)
+	}
+	return nil, nil, fmt.Errorf("open store bolt://%s: %w", path, err)
 }
 
 func openDynamo(ctx context.Context, raw string) (authority.Store, func() error, error) {
@@ -29,7 +46,7 @@ func openDynamo(ctx context.Context, raw string) (authority.Store, func() error,
 }
 
 func migrateStore(ctx context.Context, c *cmdEnv) error {
-	st, closeFn, err := OpenStore(ctx, c.s.store)
+	st, closeFn, err := openStore(ctx, c.s.store, storeCreate)
 	if err != nil {
 		return err
 	}

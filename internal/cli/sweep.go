@@ -17,18 +17,23 @@ import (
 // sweep would do and changes nothing. The App re-drives by dispatching the configured workflow.
 func runSweep(ctx context.Context, c *cmdEnv, args []string) error {
 	c.newFlags("sweep")
-	var stall time.Duration
-	st := c.durVar(&stall, "stall", 10*time.Minute, "how long pending work may sit idle with no live lease before it is re-driven")
-	maxAtt := c.intVar(&c.s.maxAttempts, "max-attempts", 3, "re-drives of one intent before it ends with a terminal error")
-	skew := c.durVar(&c.s.skew, "lease-skew", authority.DefaultSkew, "margin past a lease's expiry before it counts as expired")
-	if err := c.parse(args, st, maxAtt, skew); err != nil {
+	c.durVar(&c.s.stall, "stall", 10*time.Minute, "how long pending work may sit idle with no live lease before it is re-driven")
+	c.intVar(&c.s.maxAttempts, "max-attempts", 3, 1, "re-drives of one intent before it ends with a terminal error")
+	c.durVar(&c.s.skew, "lease-skew", authority.DefaultSkew, "margin past a lease's expiry before it counts as expired")
+	if err := c.parse(args); err != nil {
 		return err
 	}
+	argv, err := c.command()
+	if err != nil {
+		return err
+	}
+	c.mode = storeMustExist
 	if err := c.open(ctx); err != nil {
 		return err
 	}
 	defer c.done()
-	if len(c.positional) == 0 {
+	stall := c.s.stall
+	if len(argv) == 0 {
 		work, exhausted, err := c.auth.Stalled(ctx, stall, c.s.maxAttempts)
 		if err != nil {
 			return err
@@ -45,7 +50,6 @@ func runSweep(ctx context.Context, c *cmdEnv, args []string) error {
 		c.printf("dry run: %d to re-drive, %d to end; give a command after -- to re-drive\n", len(work), len(exhausted))
 		return nil
 	}
-	argv := c.positional
 	rep, err := c.auth.Sweep(ctx, stall, c.s.maxAttempts, func(ctx context.Context, w authority.StalledWork) error {
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 		cmd.Stdout, cmd.Stderr = c.io.Stderr, c.io.Stderr

@@ -29,10 +29,18 @@ func (c *cmdEnv) stateFlag() {
 	c.str(&c.s.state, "state", "", "file the steps of one pass share (generation, scopes, tokens)")
 }
 
+// intent builds the intent of claim and run from the flags and the GitHub run, and checks it as
+// far as it can be checked before anything is opened.
 func (c *cmdEnv) intent() (authority.Intent, error) {
 	c.githubDefaults()
 	if err := c.requireEnvironment(); err != nil {
 		return authority.Intent{}, err
+	}
+	if err := c.requireScopes(); err != nil {
+		return authority.Intent{}, err
+	}
+	if c.s.sha == "" {
+		return authority.Intent{}, &authority.InputError{Field: "sha", Fix: "give the commit to deploy (--sha or LATESTWINS_SHA; in GitHub Actions, $GITHUB_SHA)"}
 	}
 	if c.s.intentID == "" {
 		c.s.intentID = fmt.Sprintf("cli:%s:%d", hostname(), time.Now().UnixNano())
@@ -44,13 +52,12 @@ func (c *cmdEnv) intent() (authority.Intent, error) {
 		Ref: c.s.ref, Before: c.s.before, Source: c.s.source, Actor: c.s.actor, Redeploy: c.s.redeploy}, nil
 }
 
-// claim accepts the intent and claims its scopes in one write.
-func (c *cmdEnv) claim(ctx context.Context) (*authority.AcceptResult, error) {
-	in, err := c.intent()
-	if err != nil {
-		return nil, err
+// requireScopes checks that scopes are named, and their names.
+func (c *cmdEnv) requireScopes() error {
+	if len(splitList(c.s.scopes)) == 0 {
+		return &authority.InputError{Field: "scopes", Fix: "name the scopes (--scopes api,web), or share the --state file written by claim"}
 	}
-	return c.pass.Claim(ctx, in)
+	return c.checkScopes()
 }
 
 func runClaim(ctx context.Context, c *cmdEnv, args []string) error {
@@ -59,15 +66,23 @@ func runClaim(ctx context.Context, c *cmdEnv, args []string) error {
 	c.stateFlag()
 	c.str(&c.s.holder, "holder", "", "lease holder id for later steps (default: the GitHub job, or the host)")
 	c.apiFlags()
-	att := c.intVar(&c.s.attempt, "attempt", 0, "attempt number (default $GITHUB_RUN_ATTEMPT)")
-	if err := c.parse(args, att); err != nil {
+	c.attemptVar("attempt number (default $GITHUB_RUN_ATTEMPT)")
+	if err := c.parse(args); err != nil {
 		return err
 	}
+	if err := c.noArguments(); err != nil {
+		return err
+	}
+	in, err := c.intent()
+	if err != nil {
+		return err
+	}
+	c.mode = storeCreate
 	if err := c.connect(ctx); err != nil {
 		return err
 	}
 	defer c.done()
-	res, err := c.claim(ctx)
+	res, err := c.pass.Claim(ctx, in)
 	if err != nil {
 		return err
 	}
@@ -117,11 +132,17 @@ func runGate(ctx context.Context, c *cmdEnv, args []string) error {
 	c.boolean(&c.s.lease, "lease", true, "take the scopes' leases (deploy phase only; other phases check authority only)")
 	c.stateFlag()
 	c.apiFlags()
-	gen := c.int64Var(&c.s.generation, "generation", 0, "the pass's generation (default: from --state)")
-	ttl := c.durVar(&c.s.leaseTTL, "lease-ttl", authority.DefaultLeaseTTL, "lease length")
-	wait := c.durVar(&c.s.wait, "wait", 0, "how long to wait for a held lease")
-	skew := c.durVar(&c.s.skew, "lease-skew", authority.DefaultSkew, "margin past a lease's expiry before it is taken over")
-	if err := c.parse(args, gen, ttl, wait, skew); err != nil {
+	c.int64Var(&c.s.generation, "generation", 0, 0, "the pass's generation (default: from --state)")
+	c.durVar(&c.s.leaseTTL, "lease-ttl", authority.DefaultLeaseTTL, "lease length")
+	c.durVar(&c.s.wait, "wait", 0, "how long to wait for a held lease")
+	c.durVar(&c.s.skew, "lease-skew", authority.DefaultSkew, "margin past a lease's expiry before it is taken over")
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	if err := c.noArguments(); err != nil {
+		return err
+	}
+	if err := c.checkLeaseTTL(); err != nil {
 		return err
 	}
 	st, err := c.loadState()
@@ -135,12 +156,19 @@ func runGate(ctx context.Context, c *cmdEnv, args []string) error {
 	if err := c.requireGeneration(); err != nil {
 		return err
 	}
+	if err := c.requireScopes(); err != nil {
+		return err
+	}
+	c.mode = storeMustExist
 	if err := c.connect(ctx); err != nil {
 		return err
 	}
 	defer c.done()
 	g, err := c.gate(ctx)
 	if err != nil {
+		if interrupted(ctx, err) {
+			return &exitError{code: ExitInterrupted, msg: "interrupted while waiting for the lease; nothing was taken, and the gate can be retried"}
+		}
 		return c.reportRefusal(err)
 	}
 	if len(g.Tokens) > 0 {
@@ -160,23 +188,24 @@ func runGate(ctx context.Context, c *cmdEnv, args []string) error {
 	return nil
 }
 
+// interrupted reports whether err is ctx ending (a signal) rather than an answer.
+func interrupted(ctx context.Context, err error) bool {
+	return ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+}
+
 // gate enters the phase, waiting on a held lease up to --wait and honouring retry_after.
 func (c *cmdEnv) gate(ctx context.Context) (*authority.Grant, error) {
-	scopes := splitList(c.s.scopes)
-	if len(scopes) == 0 {
-		return nil, &authority.InputError{Field: "scopes", Fix: "name the scopes (--scopes), or share the --state file written by claim"}
+	if err := c.requireScopes(); err != nil {
+		return nil, err
 	}
 	ttl := time.Duration(0)
 	if c.s.lease && c.s.phase == "deploy" {
 		ttl = c.s.leaseTTL
-		if ttl < 3*time.Second {
-			return nil, &authority.InputError{Field: "lease-ttl", Value: ttl.String(), Fix: "use a lease TTL of at least 3s (default 2m)"}
-		}
 		if c.s.holder == "" {
 			c.s.holder = c.defaultHolder()
 		}
 	}
-	req := authority.GateRequest{Environment: c.s.environment, Generation: c.s.generation, Scopes: scopes,
+	req := authority.GateRequest{Environment: c.s.environment, Generation: c.s.generation, Scopes: splitList(c.s.scopes),
 		Phase: c.s.phase, Holder: c.s.holder, LeaseTTL: ttl}
 	return pass.Gate(ctx, c.pass, req, c.s.wait, func(held *authority.HeldError, pause, left time.Duration) {
 		c.progress("waiting: %s is locked by %s (%s, generation %d); retrying in %s (%s left to wait)",
@@ -216,10 +245,13 @@ func runComplete(ctx context.Context, c *cmdEnv, args []string) error {
 	c.str(&c.s.run, "run", "", "run id or URL to record with the live state (default: the GitHub run)")
 	c.stateFlag()
 	c.apiFlags()
-	gen := c.int64Var(&c.s.generation, "generation", 0, "the pass's generation (default: from --state)")
-	att := c.intVar(&c.s.attempt, "attempt", 0, "attempt number (default $GITHUB_RUN_ATTEMPT, else 1)")
-	maxAtt := c.intVar(&c.s.maxAttempts, "max-attempts", 3, "attempts before a failure is terminal")
-	if err := c.parse(args, gen, att, maxAtt); err != nil {
+	c.int64Var(&c.s.generation, "generation", 0, 0, "the pass's generation (default: from --state)")
+	c.attemptVar("attempt number (default $GITHUB_RUN_ATTEMPT, else 1)")
+	c.intVar(&c.s.maxAttempts, "max-attempts", 3, 1, "attempts before a failure is terminal")
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	if err := c.noArguments(); err != nil {
 		return err
 	}
 	st, err := c.loadState()
@@ -234,6 +266,9 @@ func runComplete(ctx context.Context, c *cmdEnv, args []string) error {
 	if err := c.requireGeneration(); err != nil {
 		return err
 	}
+	if err := c.checkScopes(); err != nil {
+		return err
+	}
 	outcome, err := authority.ParseOutcome(c.s.outcome)
 	if err != nil {
 		return err
@@ -244,6 +279,7 @@ func runComplete(ctx context.Context, c *cmdEnv, args []string) error {
 			return err
 		}
 	}
+	c.mode = storeMustExist
 	if err := c.connect(ctx); err != nil {
 		return err
 	}
@@ -321,14 +357,16 @@ func runStatus(ctx context.Context, c *cmdEnv, args []string) error {
 	return report.StatusText(c.io.Stdout, e, c.view.Now())
 }
 
-// readEnv parses the flags of a read-only command about one environment and reads its state.
-func (c *cmdEnv) readEnv(ctx context.Context, args []string, defaults ...*envDefault) (*authority.Env, error) {
-	if err := c.parse(args, defaults...); err != nil {
+// readEnv parses the flags of a read-only command about one environment and reads its state. It
+// never creates a store.
+func (c *cmdEnv) readEnv(ctx context.Context, args []string) (*authority.Env, error) {
+	if err := c.parse(args); err != nil {
 		return nil, err
 	}
 	if err := c.envArg(); err != nil {
 		return nil, err
 	}
+	c.mode = storeReadOnly
 	if err := c.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -352,8 +390,8 @@ func runHistory(ctx context.Context, c *cmdEnv, args []string) error {
 	c.interspersed = true
 	c.str(&c.s.environment, "environment", "", "environment (or the first argument)")
 	c.apiFlags()
-	lim := c.intVar(&c.s.limit, "limit", 50, "how many of the newest events (0: all kept)")
-	e, err := c.readEnv(ctx, args, lim)
+	c.intVar(&c.s.limit, "limit", 50, 0, "how many of the newest events (0: all kept)")
+	e, err := c.readEnv(ctx, args)
 	if err != nil {
 		return err
 	}
@@ -391,16 +429,20 @@ func runUnlock(ctx context.Context, c *cmdEnv, args []string) error {
 		return usageErrorf("name one lease: latestwins unlock ENV/SCOPE --reason TEXT")
 	}
 	resource := c.positional[0]
-	if c.s.actor == "" {
+	if c.s.reason = strings.TrimSpace(c.s.reason); c.s.reason == "" {
+		return c.badSetting("reason", "", "say why the lease is unlocked, e.g. --reason \"the runner died\"; it goes in the timeline")
+	}
+	if c.s.actor = strings.TrimSpace(c.s.actor); c.s.actor == "" {
 		c.s.actor = firstNonEmpty(c.io.Getenv("GITHUB_ACTOR"), c.io.Getenv("USER"))
 	}
+	c.mode = storeMustExist
 	if err := c.open(ctx); err != nil {
 		return err
 	}
 	defer c.done()
 	prev, err := c.auth.Unlock(ctx, resource, c.s.reason, c.s.actor)
 	if errors.Is(err, authority.ErrNotFound) {
-		c.printf("%s is not locked; nothing to do\n", resource)
+		c.printf("%s is not locked in %s; nothing to do\n", resource, c.where)
 		return nil
 	}
 	if err != nil {
