@@ -1,0 +1,106 @@
+package infra
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/awslabs/goformation/v7"
+	"github.com/awslabs/goformation/v7/intrinsics"
+	"gopkg.in/yaml.v3"
+)
+
+// newerThanSpec lists properties the template uses that the resource specification of the pinned
+// goformation does not know yet, by resource type. Each one is checked to be present in the template
+// and still unknown to goformation, so that a newer goformation removes the exception.
+var newerThanSpec = map[string][]string{
+	// Since October 2025, a public Function URL needs lambda:InvokeFunction limited to calls made
+	// through the URL, besides lambda:InvokeFunctionUrl.
+	"AWS::Lambda::Permission": {"InvokedViaFunctionUrl"},
+}
+
+// specProblems parses a template (YAML) with goformation, whose resource types are generated from
+// AWS's CloudFormation resource specification and refuse unknown properties and values of the wrong
+// type. It returns why the template does not match, or "" when it does.
+func specProblems(t *testing.T, src []byte) string {
+	t.Helper()
+	var doc map[string]any
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		return "not YAML: " + err.Error()
+	}
+	resources, _ := doc["Resources"].(map[string]any)
+	for _, r := range resources {
+		res, _ := r.(map[string]any)
+		typ, _ := res["Type"].(string)
+		props, _ := res["Properties"].(map[string]any)
+		for _, p := range newerThanSpec[typ] {
+			delete(props, p)
+		}
+	}
+	js, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Parameters without a default get a value, so that every Ref resolves to something typed.
+	_, err = goformation.ParseJSONWithOptions(js, &intrinsics.ProcessorOptions{ParameterOverrides: map[string]any{
+		"CodeBucket": "bucket", "CodeKey": "latestwins/latestwins-lambda-arm64.zip", "AppId": "123456",
+	}})
+	if err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// TestTemplateMatchesResourceSpecification checks every resource of latestwins.yaml against
+// CloudFormation's resource specification: property names, nesting and value types.
+func TestTemplateMatchesResourceSpecification(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("latestwins.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := specProblems(t, src); p != "" {
+		t.Fatalf("latestwins.yaml does not match the CloudFormation resource specification: %s", p)
+	}
+
+	// The exceptions are real: the template uses each, and goformation still refuses it.
+	for typ, props := range newerThanSpec {
+		for _, p := range props {
+			if !strings.Contains(string(src), "      "+p+":") {
+				t.Errorf("latestwins.yaml no longer sets %s on %s: drop the exception", p, typ)
+			}
+			probe := "AWSTemplateFormatVersion: \"2010-09-09\"\nResources:\n  R:\n    Type: " + typ + "\n    Properties:\n      " + p + ": true\n"
+			var doc map[string]any
+			_ = yaml.Unmarshal([]byte(probe), &doc)
+			js, _ := json.Marshal(doc)
+			if _, err := goformation.ParseJSON(js); err == nil || !strings.Contains(err.Error(), p) {
+				t.Errorf("goformation now knows %s of %s (%v): drop the exception", p, typ, err)
+			}
+		}
+	}
+}
+
+// TestSpecificationCheckCatches keeps broken templates the specification check must refuse.
+func TestSpecificationCheckCatches(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("latestwins.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, m := range map[string]struct{ from, to string }{
+		"a misspelled property":         {"PointInTimeRecoverySpecification:", "PointInTimeRecoverySpec:"},
+		"a property of the wrong type":  {"      MemorySize: 256", "      MemorySize: [256]"},
+		"a property at the wrong level": {"      BillingMode: PAY_PER_REQUEST", "      BillingMode: PAY_PER_REQUEST\n      Enabled: true"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if !strings.Contains(string(src), m.from) {
+				t.Fatalf("latestwins.yaml no longer contains %q: update the case", m.from)
+			}
+			if specProblems(t, []byte(strings.Replace(string(src), m.from, m.to, 1))) == "" {
+				t.Errorf("the check accepts a template with %s", name)
+			}
+		})
+	}
+}
