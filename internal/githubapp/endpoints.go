@@ -31,5 +31,6 @@ func Endpoints() []Endpoint {
 		{http.MethodGet, "/repos/{owner}/{repo}/installation"},
 		{http.MethodPost, "/repos/{owner}/{repo}/deployments"},
 		{http.MethodPost, "/repos/{owner}/{repo}/deployments/{deployment_id}/statuses"},
+		{http.MethodPost, "/app-manifests/{code}/conversions"},
 	}
 }
