@@ -337,6 +337,7 @@ var clientCalls = map[string]needs{
 	"CancelRun":              {"actions:write"},
 	"UpsertCheckRun":         {"checks:write"},
 	"FileContent":            {"contents:read"},
+	"CompareCommits":         {"contents:read"},
 	"CreateDeployment":       {"deployments:write"},
 	"CreateDeploymentStatus": {"deployments:write"},
 	"Permission":             {"metadata:read"},
