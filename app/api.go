@@ -55,7 +55,7 @@ func verbMethod(verb string) (string, bool) {
 	switch verb {
 	case "claim", "gate", "renew", "complete", "release":
 		return http.MethodPost, true
-	case "status":
+	case "status", "history":
 		return http.MethodGet, true
 	}
 	return "", false
@@ -72,7 +72,7 @@ func (p *api) serve(w http.ResponseWriter, r *http.Request) {
 	method, ok := verbMethod(verb)
 	if !ok || env == "" {
 		writeAPI(w, http.StatusNotFound, apiclient.ErrorBody{Error: apiclient.CodeNotFound,
-			Message: "no such endpoint: use /v1/environments/ENV/{claim,gate,renew,complete,release} (POST) or /v1/environments/ENV/status (GET)"})
+			Message: "no such endpoint: use /v1/environments/ENV/{claim,gate,renew,complete,release} (POST) or /v1/environments/ENV/{status,history} (GET)"})
 		return
 	}
 	if r.Method != method {
@@ -117,6 +117,12 @@ func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl
 			return nil, err
 		}
 		return apiclient.StatusResponse{Env: e, Now: auth.Now()}, nil
+	case "history":
+		before, limit, err := historyQuery(r)
+		if err != nil {
+			return nil, err
+		}
+		return auth.History(ctx, env, before, limit)
 	case "claim":
 		var req apiclient.ClaimRequest
 		if err := p.decode(w, r, &req); err != nil {
@@ -277,6 +283,30 @@ func (p *api) grant(wl *Workload, env string, g *authority.Grant, allowed []stri
 	}
 	g.Holder = wl.Holder(g.Holder)
 	return g, p.permit(wl, env, pass.TokenScopes(g.Tokens), allowed)
+}
+
+// maxHistoryPage bounds the events of one history page.
+const maxHistoryPage = 1000
+
+// historyQuery reads ?before=SEQ&limit=N (defaults: the newest, 50).
+func historyQuery(r *http.Request) (int64, int, error) {
+	q := r.URL.Query()
+	before, limit := int64(0), 50
+	if v := q.Get("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return 0, 0, &authority.InputError{Field: "before", Value: v, Fix: "give an event number from an earlier page, or 0 for the newest"}
+		}
+		before = n
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxHistoryPage {
+			return 0, 0, &authority.InputError{Field: "limit", Value: v, Fix: fmt.Sprintf("ask for 1 to %d events", maxHistoryPage)}
+		}
+		limit = n
+	}
+	return before, limit, nil
 }
 
 func sameEnv(body, path string) error {

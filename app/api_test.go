@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -274,5 +275,42 @@ func TestAPIHolderFromToken(t *testing.T) {
 	// The run that holds it completes.
 	if a := h.call(t, "POST", base+"complete", first, c); a.status != http.StatusOK {
 		t.Fatalf("complete by the holder: %d %s", a.status, a.body)
+	}
+}
+
+// TestAPIHistoryPages: the timeline pages through the API from the newest event back to the first.
+func TestAPIHistoryPages(t *testing.T) {
+	t.Parallel()
+	h := newAPIHarness(t)
+	tok := h.token(t, "Codertocat/Hello-World")
+	const base = "/v1/environments/staging/"
+	for i := range 12 {
+		if a := h.call(t, "POST", base+"claim", tok, intent(fmt.Sprintf("run-%d", i), byte('a'+i), "api")); a.status != http.StatusOK {
+			t.Fatalf("claim: %d %s", a.status, a.body)
+		}
+	}
+	var seqs []int64
+	before := int64(0)
+	for {
+		a := h.call(t, "GET", fmt.Sprintf("%shistory?before=%d&limit=5", base, before), tok, nil)
+		var page authority.HistoryPage
+		if err := json.Unmarshal(a.body, &page); a.status != http.StatusOK || err != nil || len(page.Events) > 5 {
+			t.Fatalf("history before %d: %d %s", before, a.status, a.body)
+		}
+		for i := len(page.Events) - 1; i >= 0; i-- {
+			seqs = append(seqs, page.Events[i].Seq)
+		}
+		if page.Before == 0 {
+			break
+		}
+		before = page.Before
+	}
+	for i, s := range seqs {
+		if s != int64(len(seqs)-i) {
+			t.Fatalf("paged %v; want every event once, newest first", seqs)
+		}
+	}
+	if a := h.call(t, "GET", base+"history?limit=0", tok, nil); a.status != http.StatusBadRequest {
+		t.Fatalf("limit 0: %d %s; want 400", a.status, a.body)
 	}
 }

@@ -57,6 +57,12 @@ type Dispatcher interface {
 	Dispatch(ctx context.Context, r DispatchRequest) error
 }
 
+// Commits orders two commits of a repository when the push payloads cannot: GitHub's compare API
+// (head "ahead" of base is newer, "behind" older).
+type Commits interface {
+	Compare(ctx context.Context, installation int64, repo RepoRef, base, head string) (authority.CommitOrder, error)
+}
+
 // CommentRef names a comment on a pull request, and the installation to answer it as.
 type CommentRef struct {
 	Installation int64
@@ -93,6 +99,9 @@ type Options struct {
 	Conversation Conversation
 	// Reviewer answers deployment protection rules; nil logs the answers (no App credentials).
 	Reviewer ProtectionReviewer
+	// Commits orders pushes whose payloads cannot tell which is newer; nil leaves them in arrival
+	// order (no App credentials).
+	Commits Commits
 	// Environments lists environments the status page always shows (besides those with pending work).
 	Environments func(ctx context.Context) ([]string, error)
 	// Tokens verifies the OIDC tokens of the /v1 API; nil: GitHub Actions' issuer, audience latestwins.
@@ -110,6 +119,7 @@ type App struct {
 	dispatch Dispatcher
 	convo    Conversation
 	review   ProtectionReviewer
+	commits  Commits
 	envs     func(ctx context.Context) ([]string, error)
 	maxBody  int64
 	log      *slog.Logger
@@ -130,7 +140,7 @@ func New(o Options) (*App, error) {
 	case o.MaxBodyBytes < 0:
 		return nil, &authority.InputError{Field: "max body bytes", Value: fmt.Sprint(o.MaxBodyBytes), Fix: "give a positive size, or 0 for the default"}
 	}
-	a := &App{secret: o.Secret, auth: o.Authority, config: o.Config, dispatch: o.Dispatcher, convo: o.Conversation, review: o.Reviewer, envs: o.Environments,
+	a := &App{secret: o.Secret, auth: o.Authority, config: o.Config, dispatch: o.Dispatcher, convo: o.Conversation, review: o.Reviewer, commits: o.Commits, envs: o.Environments,
 		maxBody: o.MaxBodyBytes, log: o.Logger}
 	if a.maxBody == 0 {
 		a.maxBody = DefaultMaxBodyBytes
@@ -235,7 +245,7 @@ func (a *App) Handle(ctx context.Context, d Delivery) (Result, error) {
 // accept records one intent per selected environment and dispatches the workflows of the scopes
 // it accepted. A re-delivery (every intent a duplicate) dispatches nothing: the first delivery did,
 // and work it failed to start stays in the mailbox for the recovery sweep.
-func (a *App) accept(ctx context.Context, log *slog.Logger, sels []config.Selection, in authority.Intent, dispatchRef string, installation int64, res *Result) error {
+func (a *App) accept(ctx context.Context, log *slog.Logger, sels []config.Selection, in authority.Intent, dispatchRef string, installation int64, res *Result, opts ...authority.AcceptOption) error {
 	if len(sels) == 0 {
 		res.Outcome = OutcomeNoScopes
 		return nil
@@ -249,7 +259,7 @@ func (a *App) accept(ctx context.Context, log *slog.Logger, sels []config.Select
 			// How the recovery sweep starts this work again if its run dies: see Redrive.
 			in.Origin = originFor(installation, sel.Scopes[0].Repository, dispatchRef)
 		}
-		ar, err := a.auth.Accept(ctx, in, false)
+		ar, err := a.auth.Accept(ctx, in, false, opts...)
 		if err != nil {
 			return fmt.Errorf("accept %s for %s: %w", in.Sha, sel.Environment, err)
 		}
@@ -369,3 +379,21 @@ func (a *App) configFor(ctx context.Context, log *slog.Logger, installation int6
 
 // now is the Authority's clock, so that the page agrees with lease expiry.
 func (a *App) now() time.Time { return a.auth.Now() }
+
+// comparer asks GitHub to order the commits of repo that the push payloads cannot. An answer it
+// cannot get leaves them in arrival order, with a warning: a delivery is never refused for it.
+type comparer struct {
+	commits      Commits
+	installation int64
+	repo         RepoRef
+	log          *slog.Logger
+}
+
+func (c comparer) Compare(ctx context.Context, in authority.Intent, base, head string) (authority.CommitOrder, error) {
+	o, err := c.commits.Compare(ctx, c.installation, c.repo, base, head)
+	if err != nil {
+		c.log.WarnContext(ctx, "GitHub could not order two pushes; taking them in arrival order", "base", base, "head", head, "err", err)
+		return authority.Diverged, nil
+	}
+	return o, nil
+}

@@ -233,22 +233,18 @@ func (a *App) commandStatus(ctx context.Context, run *commentRun, sels []config.
 
 func (a *App) commandUnlock(ctx context.Context, run *commentRun, sels []config.Selection) error {
 	run.res.Outcome = OutcomeUnlocked
-	// The delivery id goes in the reason, so that a re-delivered comment finds its unlock in the
-	// timeline and does not free whatever newer pass holds the lease by then.
+	// Each unlock is done once per delivery (the id is kept for the retention), so that a
+	// re-delivered comment does not free whatever newer pass holds the lease by then.
 	reason := fmt.Sprintf("/latestwins unlock on %s#%d (delivery %s)", run.at.Repo, run.number, run.d.ID)
 	var free []string
 	for _, sel := range sels {
-		done, err := a.unlockedBy(ctx, sel.Environment, run.d.ID)
-		if err != nil {
-			return err
-		}
-		if done {
-			fmt.Fprintf(&run.reply, "%s: this command was carried out before (delivery %s); nothing more to unlock.\n", sel.Environment, run.d.ID)
-			continue
-		}
 		for _, s := range sel.ScopeNames() {
 			resource := sel.Environment + "/" + s
-			prev, err := a.auth.Unlock(ctx, resource, reason, run.actor)
+			prev, err := a.auth.Unlock(ctx, resource, reason, run.actor, authority.UnlockOnce(run.d.ID))
+			if errors.Is(err, authority.ErrRepeated) {
+				fmt.Fprintf(&run.reply, "%s: this command was carried out before (delivery %s); nothing more to unlock.\n", resource, run.d.ID)
+				continue
+			}
 			// Not locked, or nothing was ever accepted there (the lease does not exist yet).
 			if errors.Is(err, authority.ErrNotFound) || errors.Is(err, authority.ErrInvalidInput) {
 				free = append(free, resource)
@@ -266,24 +262,6 @@ func (a *App) commandUnlock(ctx context.Context, run *commentRun, sels []config.
 		fmt.Fprintf(&run.reply, "Not locked: %s.\n", strings.Join(free, ", "))
 	}
 	return nil
-}
-
-// unlockedBy reports whether the environment's timeline holds an unlock made for this delivery.
-func (a *App) unlockedBy(ctx context.Context, env, deliveryID string) (bool, error) {
-	e, err := a.auth.Status(ctx, env)
-	if errors.Is(err, authority.ErrInvalidInput) {
-		return false, nil // nothing accepted there yet
-	}
-	if err != nil {
-		return false, err
-	}
-	mark := "(delivery " + deliveryID + ")"
-	for _, ev := range e.Events {
-		if ev.Kind == authority.EventUnlocked && strings.Contains(ev.Message, mark) {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // commandDeploy accepts the pull request's head, as the store knows it from the pull request's

@@ -46,17 +46,36 @@ func (a *App) handlePush(ctx context.Context, log *slog.Logger, d Delivery, res 
 	}
 	sels := cfg.ScopesFor(repoName, branch, changedPaths(ev.Commits))
 	in := authority.Intent{ID: d.ID, Sha: ev.GetAfter(), Ref: ev.GetRef(), Before: ev.GetBefore(),
-		Source: "push " + repoName, Actor: ev.GetSender().GetLogin()}
+		Source: "push " + repoName, Actor: ev.GetSender().GetLogin(), Order: pushOrder(ev)}
 	if in.Before == zeroSha {
 		in.Before = ""
 	}
-	if err := a.accept(ctx, log, sels, in, branch, ev.GetInstallation().GetID(), res); err != nil {
+	var opts []authority.AcceptOption
+	if a.commits != nil {
+		opts = append(opts, authority.WithComparer(comparer{commits: a.commits, installation: ev.GetInstallation().GetID(), repo: repo, log: log}))
+	}
+	if err := a.accept(ctx, log, sels, in, branch, ev.GetInstallation().GetID(), res, opts...); err != nil {
 		return err
 	}
 	if res.Outcome == OutcomeNoScopes {
 		res.Message = fmt.Sprintf("no scope is built from %s on %s", repoName, branch)
 	}
 	return nil
+}
+
+// pushOrder is what a push payload says about when it happened: repository.pushed_at, the head
+// commit's timestamp, and whether it was forced. GitHub documents that deliveries can arrive out of
+// order and that these are the way to order them.
+func pushOrder(ev *github.PushEvent) authority.Order {
+	var o authority.Order
+	if t := ev.GetRepo().GetPushedAt(); !t.IsZero() {
+		o.PushedAt = t.Time.UTC()
+	}
+	if t := ev.GetHeadCommit().GetTimestamp(); !t.IsZero() {
+		o.CommittedAt = t.Time.UTC()
+	}
+	o.Forced = ev.GetForced()
+	return o
 }
 
 // changedPaths lists the files a push changed, or nil when they are not known.

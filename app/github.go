@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/githubapp"
 )
 
@@ -71,4 +72,21 @@ func (g *GitHubConversation) CanWrite(ctx context.Context, at CommentRef, user s
 		return false, err
 	}
 	return p.AtLeast(githubapp.PermissionWrite), nil
+}
+
+// GitHubCommits orders commits with GitHub's compare API, as the installation of each request.
+type GitHubCommits struct {
+	Installations Installations
+}
+
+var _ Commits = (*GitHubCommits)(nil)
+
+// Compare tells how head relates to base in repo.
+func (g *GitHubCommits) Compare(ctx context.Context, installation int64, repo RepoRef, base, head string) (authority.CommitOrder, error) {
+	c, err := g.Installations.Client(installation)
+	if err != nil {
+		return "", fmt.Errorf("compare %s...%s in %s: %w", base, head, repo, err)
+	}
+	s, err := c.CompareCommits(ctx, repo.Owner, repo.Name, base, head)
+	return authority.CommitOrder(s), err
 }

@@ -231,13 +231,11 @@ func acceptedGeneration(env *authority.Env, sha string) int64 {
 	return g
 }
 
-// mentions reports whether the store knows sha as older than n: n builds on it, or it arrived
-// out of order and was recorded as superseded.
+// mentions reports whether the store knows sha as older than n: n was pushed on top of it, or it
+// arrived out of order and was recorded as superseded (among the newest events).
 func mentions(env *authority.Env, n *authority.Ref, sha string) bool {
-	for _, s := range n.Lineage {
-		if s == sha {
-			return true
-		}
+	if n.Before == sha {
+		return true
 	}
 	for _, e := range env.Events {
 		if e.Sha == sha {

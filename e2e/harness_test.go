@@ -80,7 +80,9 @@ func copyModule(tb testing.TB, src, dst string) {
 			}
 			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
 		}
-		if !d.Type().IsRegular() {
+		// In a linked worktree .git is a file naming the real repository: copied, it would make the
+		// scratch repository's git commands act on that repository.
+		if !d.Type().IsRegular() || d.Name() == ".git" {
 			return nil
 		}
 		info, err := d.Info()

@@ -1,9 +1,9 @@
-// Package infra holds the AWS CloudFormation template of the App (latestwins.yaml). Its test reads
-// the template and checks it against the code, so that the two cannot drift apart silently.
+// Package infra holds the App's AWS stacks: the CloudFormation template (latestwins.yaml) and the
+// Terraform module (terraform/). Its tests read both and check them against the code, so that they
+// cannot drift apart silently.
 package infra
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"reflect"
@@ -13,8 +13,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/google/go-cmp/cmp"
 	"gopkg.in/yaml.v3"
 
@@ -104,13 +102,7 @@ func TestTableMatchesMigrate(t *testing.T) {
 	_, table := tpl.one(t, "AWS::DynamoDB::Table")
 	p := table.Properties
 
-	type shape struct {
-		Billing    string
-		Attributes []string
-		Key        string
-		Indexes    map[string]string // name -> "key schema; projection"
-	}
-	fromTemplate := shape{Billing: at(t, p, "BillingMode").(string), Key: keySchema(t, p["KeySchema"]), Indexes: map[string]string{}}
+	fromTemplate := tableShape{Billing: at(t, p, "BillingMode").(string), Key: keySchema(t, p["KeySchema"]), Indexes: map[string]string{}}
 	for _, a := range p["AttributeDefinitions"].([]any) {
 		fromTemplate.Attributes = append(fromTemplate.Attributes, fmt.Sprintf("%v %v", at(t, a, "AttributeName"), at(t, a, "AttributeType")))
 	}
@@ -119,37 +111,7 @@ func TestTableMatchesMigrate(t *testing.T) {
 	}
 	sort.Strings(fromTemplate.Attributes)
 
-	client := dynalitetest.Client(t)
-	name := dynalitetest.TableName(t)
-	ctx := context.Background()
-	if _, err := dynamo.New(client, name).Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := out.Table
-	fromCode := shape{Indexes: map[string]string{}}
-	if d.BillingModeSummary != nil {
-		fromCode.Billing = string(d.BillingModeSummary.BillingMode)
-	}
-	for _, a := range d.AttributeDefinitions {
-		fromCode.Attributes = append(fromCode.Attributes, aws.ToString(a.AttributeName)+" "+string(a.AttributeType))
-	}
-	var parts []string
-	for _, k := range d.KeySchema {
-		parts = append(parts, aws.ToString(k.AttributeName)+" "+string(k.KeyType))
-	}
-	fromCode.Key = strings.Join(parts, ", ")
-	for _, idx := range d.GlobalSecondaryIndexes {
-		var ks []string
-		for _, k := range idx.KeySchema {
-			ks = append(ks, aws.ToString(k.AttributeName)+" "+string(k.KeyType))
-		}
-		fromCode.Indexes[aws.ToString(idx.IndexName)] = strings.Join(ks, ", ") + "; " + string(idx.Projection.ProjectionType)
-	}
-	sort.Strings(fromCode.Attributes)
+	fromCode := migratedShape(t)
 	if diff := cmp.Diff(fromCode, fromTemplate); diff != "" {
 		t.Fatalf("the template's table differs from the one Migrate creates (-migrate +template):\n%s", diff)
 	}

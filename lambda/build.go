@@ -40,6 +40,7 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 			return nil, err
 		}
 		o.Dispatcher = &app.GitHubDispatcher{Installations: inst}
+		o.Commits = &app.GitHubCommits{Installations: inst}
 		o.Conversation = &app.GitHubConversation{Installations: inst}
 		o.Reviewer = &app.GitHubReviewer{Installations: inst}
 	} else {

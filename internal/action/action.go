@@ -291,9 +291,9 @@ func (s *step) attempt() int {
 // intent is the pass's intent: the event's commit, the run as its id (a re-run is the same intent).
 func (s *step) intent() authority.Intent {
 	sha, ref := firstNonEmpty(s.in.sha, s.ev.sha), firstNonEmpty(s.in.ref, s.ev.ref)
-	before := s.ev.before
+	before, order := s.ev.before, s.ev.order
 	if s.in.sha != "" && s.in.sha != s.ev.sha {
-		before = "" // the event's parent is not this commit's
+		before, order = "", authority.Order{} // the event's facts are not this commit's
 	}
 	source := "github-actions"
 	if s.ev.name != "" {
@@ -304,7 +304,7 @@ func (s *step) intent() authority.Intent {
 	}
 	id := fmt.Sprintf("gha:%s/%d", s.gh.Repository, s.gh.RunID)
 	return authority.Intent{ID: id, Environment: s.in.environment, Scopes: s.in.scopes, Sha: sha, Ref: ref,
-		Before: before, Source: source, Actor: s.gh.Actor}
+		Before: before, Order: order, Source: source, Actor: s.gh.Actor}
 }
 
 // holder names this job as a lease holder.

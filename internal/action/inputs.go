@@ -147,6 +147,7 @@ type event struct {
 	ref    string
 	before string
 	pr     int
+	order  authority.Order // what a push payload says about when it happened
 }
 
 const zeroSha = "0000000000000000000000000000000000000000"
@@ -166,6 +167,7 @@ func eventOf(gh *githubactions.GitHubContext) event {
 		if s, ok := p["before"].(string); ok && s != zeroSha {
 			ev.before = s
 		}
+		ev.order = pushOrder(p)
 	case "pull_request", "pull_request_target":
 		pr, _ := p["pull_request"].(map[string]any)
 		if n, ok := p["number"].(float64); ok {
@@ -182,4 +184,29 @@ func eventOf(gh *githubactions.GitHubContext) event {
 		}
 	}
 	return ev
+}
+
+// pushOrder reads repository.pushed_at (epoch seconds, or a time), head_commit.timestamp and forced
+// from a push payload: the facts that order pushes of one branch whatever order their runs claim in.
+func pushOrder(p map[string]any) authority.Order {
+	var o authority.Order
+	if repo, ok := p["repository"].(map[string]any); ok {
+		switch v := repo["pushed_at"].(type) {
+		case float64:
+			o.PushedAt = time.Unix(int64(v), 0).UTC()
+		case string:
+			if t, err := time.Parse(time.RFC3339, v); err == nil {
+				o.PushedAt = t.UTC()
+			}
+		}
+	}
+	if head, ok := p["head_commit"].(map[string]any); ok {
+		if v, ok := head["timestamp"].(string); ok {
+			if t, err := time.Parse(time.RFC3339, v); err == nil {
+				o.CommittedAt = t.UTC()
+			}
+		}
+	}
+	o.Forced, _ = p["forced"].(bool)
+	return o
 }

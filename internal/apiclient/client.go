@@ -79,7 +79,7 @@ func loopback(host string) bool {
 // Claim accepts the intent and claims its scopes in one write (pass.Claim on the App's side).
 func (c *Client) Claim(ctx context.Context, in authority.Intent) (*authority.AcceptResult, error) {
 	var res authority.AcceptResult
-	if err := c.do(ctx, http.MethodPost, in.Environment, "claim", ClaimRequest{Intent: in}, &res); err != nil {
+	if err := c.do(ctx, http.MethodPost, in.Environment, "claim", nil, ClaimRequest{Intent: in}, &res); err != nil {
 		return nil, fmt.Errorf("claim %q in %s: %w", in.ID, in.Environment, err)
 	}
 	return &res, nil
@@ -89,7 +89,7 @@ func (c *Client) Claim(ctx context.Context, in authority.Intent) (*authority.Acc
 func (c *Client) Gate(ctx context.Context, r authority.GateRequest) (*authority.Grant, error) {
 	var g authority.Grant
 	req := GateRequest{Generation: r.Generation, Scopes: r.Scopes, Phase: r.Phase, Holder: r.Holder, LeaseTTLMillis: r.LeaseTTL.Milliseconds()}
-	if err := c.do(ctx, http.MethodPost, r.Environment, "gate", req, &g); err != nil {
+	if err := c.do(ctx, http.MethodPost, r.Environment, "gate", nil, req, &g); err != nil {
 		return nil, fmt.Errorf("gate %s in %s at generation %d: %w", r.Phase, r.Environment, r.Generation, err)
 	}
 	return &g, nil
@@ -97,7 +97,7 @@ func (c *Client) Gate(ctx context.Context, r authority.GateRequest) (*authority.
 
 // Renew extends a grant's leases by ttl; a *authority.LostError when any is no longer the caller's.
 func (c *Client) Renew(ctx context.Context, g *authority.Grant, ttl time.Duration) error {
-	if err := c.do(ctx, http.MethodPost, g.Environment, "renew", RenewRequest{Grant: *g, LeaseTTLMillis: ttl.Milliseconds()}, &OK{}); err != nil {
+	if err := c.do(ctx, http.MethodPost, g.Environment, "renew", nil, RenewRequest{Grant: *g, LeaseTTLMillis: ttl.Milliseconds()}, &OK{}); err != nil {
 		return fmt.Errorf("renew lease in %s: %w", g.Environment, err)
 	}
 	return nil
@@ -105,7 +105,7 @@ func (c *Client) Renew(ctx context.Context, g *authority.Grant, ttl time.Duratio
 
 // Release gives up a grant's leases.
 func (c *Client) Release(ctx context.Context, g *authority.Grant) error {
-	if err := c.do(ctx, http.MethodPost, g.Environment, "release", ReleaseRequest{Grant: *g}, &OK{}); err != nil {
+	if err := c.do(ctx, http.MethodPost, g.Environment, "release", nil, ReleaseRequest{Grant: *g}, &OK{}); err != nil {
 		return fmt.Errorf("release lease in %s: %w", g.Environment, err)
 	}
 	return nil
@@ -114,7 +114,7 @@ func (c *Client) Release(ctx context.Context, g *authority.Grant) error {
 // Complete records how the pass ended and releases its leases.
 func (c *Client) Complete(ctx context.Context, comp authority.Completion) (*authority.CompleteResult, error) {
 	var res authority.CompleteResult
-	if err := c.do(ctx, http.MethodPost, comp.Environment, "complete", CompleteRequest{Completion: comp}, &res); err != nil {
+	if err := c.do(ctx, http.MethodPost, comp.Environment, "complete", nil, CompleteRequest{Completion: comp}, &res); err != nil {
 		return nil, fmt.Errorf("complete generation %d in %s: %w", comp.Generation, comp.Environment, err)
 	}
 	return &res, nil
@@ -123,13 +123,23 @@ func (c *Client) Complete(ctx context.Context, comp authority.Completion) (*auth
 // Status reads the environment's current state.
 func (c *Client) Status(ctx context.Context, env string) (*authority.Env, error) {
 	var res StatusResponse
-	if err := c.do(ctx, http.MethodGet, env, "status", nil, &res); err != nil {
+	if err := c.do(ctx, http.MethodGet, env, "status", nil, nil, &res); err != nil {
 		return nil, fmt.Errorf("status of %s: %w", env, err)
 	}
 	if res.Env == nil {
 		return nil, fmt.Errorf("status of %s: the API answered no environment", env)
 	}
 	return res.Env, nil
+}
+
+// History reads a page of the environment's timeline (see authority.Authority.History).
+func (c *Client) History(ctx context.Context, env string, before int64, limit int) (*authority.HistoryPage, error) {
+	var res authority.HistoryPage
+	q := url.Values{"before": {strconv.FormatInt(before, 10)}, "limit": {strconv.Itoa(limit)}}
+	if err := c.do(ctx, http.MethodGet, env, "history", q, nil, &res); err != nil {
+		return nil, fmt.Errorf("history of %s: %w", env, err)
+	}
+	return &res, nil
 }
 
 // Now is this machine's clock: rendering only, never a lease decision.
@@ -143,7 +153,7 @@ func (c *Client) endpoint(env, verb string) *url.URL {
 	return &u
 }
 
-func (c *Client) do(ctx context.Context, method, env, verb string, in, out any) error {
+func (c *Client) do(ctx context.Context, method, env, verb string, query url.Values, in, out any) error {
 	if err := authority.ValidateEnvironment(env); err != nil {
 		return err
 	}
@@ -160,6 +170,7 @@ func (c *Client) do(ctx context.Context, method, env, verb string, in, out any) 
 		body = bytes.NewReader(b)
 	}
 	u := c.endpoint(env, verb)
+	u.RawQuery = query.Encode()
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
 		return fmt.Errorf("build the request: %w", err)

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"math/rand/v2"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -40,6 +40,9 @@ type Authority struct {
 	mu    sync.Mutex
 	cache map[string]*Doc        // key -> a private copy of the last document this process wrote or read
 	locks map[string]*sync.Mutex // key -> serialises this process's updates of the document
+	// stored: key -> what of the document's outbox this process knows to be stored as records.
+	stored    map[string]*storedMark
+	retention time.Duration
 }
 
 // Option configures an Authority.
@@ -51,13 +54,16 @@ func WithClock(c Clock) Option { return func(a *Authority) { a.clock = c } }
 // WithSkew sets the margin past a lease's expiry before another holder may take it over.
 func WithSkew(d time.Duration) Option { return func(a *Authority) { a.skew = d } }
 
+// WithRetention sets how long events and intent ids are kept (default DefaultRetention).
+func WithRetention(d time.Duration) Option { return func(a *Authority) { a.retention = d } }
+
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(a *Authority) { a.log = l } }
 
 // New returns an Authority over store.
 func New(store Store, opts ...Option) *Authority {
 	a := &Authority{store: store, clock: systemClock{}, skew: DefaultSkew, log: slog.New(slog.DiscardHandler),
-		cache: map[string]*Doc{}, locks: map[string]*sync.Mutex{}}
+		cache: map[string]*Doc{}, locks: map[string]*sync.Mutex{}, stored: map[string]*storedMark{}, retention: DefaultRetention}
 	for _, o := range opts {
 		o(a)
 	}
@@ -72,22 +78,57 @@ func (a *Authority) Skew() time.Duration { return a.skew }
 
 // Accept records an intent and returns its generation. With claim, the pass that made the intent
 // also claims the intent's scopes in the same write.
-func (a *Authority) Accept(ctx context.Context, in Intent, claim bool) (*AcceptResult, error) {
+//
+// An intent id is remembered for the retention: a repeat returns the first generation and changes
+// nothing, however many intents came after it, and the same id with another commit or other scopes
+// is bad input. The id is looked up in the environment's document first, then in the intent
+// records: an intent leaves the document's outbox only after its record landed, so reading in that
+// order cannot miss one, and the conditional write catches an intent accepted after the reads.
+func (a *Authority) Accept(ctx context.Context, in Intent, claim bool, opts ...AcceptOption) (*AcceptResult, error) {
 	if err := in.validate(); err != nil {
 		return nil, err
 	}
-	var res *AcceptResult
-	_, err := a.update(ctx, EnvKey(in.Environment), func(d *Doc, now time.Time) (bool, error) {
+	var o acceptOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var (
+		res     *AcceptResult
+		prior   *IntentRecord
+		answers = map[string]verdict{}
+	)
+	prepare := func(ctx context.Context, d *Doc) error {
+		prior = nil
+		if d.Env != nil {
+			if prior = d.Env.pendingAccept(in.ID); prior != nil {
+				return nil
+			}
+		}
+		var err error
+		if prior, err = a.intentRecord(ctx, in.Environment, in.ID); err != nil || prior != nil {
+			return err
+		}
+		if o.comparer != nil {
+			if shas := d.Env.undecidedShas(&in, answers); len(shas) > 0 {
+				return ask(ctx, o.comparer, &in, shas, answers)
+			}
+		}
+		return nil
+	}
+	_, err := a.updatePrepared(ctx, EnvKey(in.Environment), prepare, func(d *Doc, now time.Time) (bool, error) {
 		if d.Env == nil {
 			d.Env = newEnv(in.Environment)
 		}
-		if _, dup := d.Env.Intents[in.ID]; !dup {
+		if prior == nil {
 			if err := d.Env.checkCapacity(in.Scopes); err != nil {
 				return false, err
 			}
 		}
 		before := d.Env.EventSeq
-		res = d.Env.accept(&in, now)
+		var err error
+		if res, err = d.Env.accept(&in, prior, answers, now); err != nil {
+			return false, err
+		}
 		if claim && len(res.Accepted) > 0 {
 			res.Claim = d.Env.claim(res.Generation, res.Accepted, now)
 		}
@@ -263,6 +304,9 @@ func (a *Authority) Complete(ctx context.Context, c Completion) (*CompleteResult
 		if err := d.Env.requireScopes(c.Scopes); err != nil {
 			return false, err
 		}
+		if res = d.Env.repeatedSuccess(&c); res != nil {
+			return false, nil // the success took effect before: nothing to write
+		}
 		var err error
 		res, err = d.Env.complete(&c, now, a.skew)
 		return err == nil, err
@@ -275,23 +319,56 @@ func (a *Authority) Complete(ctx context.Context, c Completion) (*CompleteResult
 
 // Unlock frees a lease by hand and records who did it and why. The resource is ENV/SCOPE for a
 // scope's deploy lease, or the name of a named lease. It returns the lease as it was.
-func (a *Authority) Unlock(ctx context.Context, resource, reason, actor string) (Lease, error) {
-	if reason == "" {
+//
+// With a request id (UnlockOnce), a scope's unlock is done once per id for the retention: the id is
+// remembered in the same write, and a repeat (a re-delivered comment command) returns ErrRepeated
+// instead of freeing whatever newer pass holds the lease by then.
+func (a *Authority) Unlock(ctx context.Context, resource, reason, actor string, opts ...UnlockOption) (Lease, error) {
+	if strings.TrimSpace(reason) == "" {
 		return Lease{}, &InputError{Field: "reason", Fix: "say why the lease is unlocked (--reason TEXT); it goes in the timeline"}
+	}
+	var o unlockOptions
+	for _, opt := range opts {
+		opt(&o)
 	}
 	env, scope, splitErr := SplitResource(resource)
 	if splitErr == nil {
 		var prev Lease
 		var found bool
-		d, err := a.update(ctx, EnvKey(env), func(d *Doc, now time.Time) (bool, error) {
-			if d.Env == nil || d.Env.Scopes[scope] == nil {
+		var done *IntentRecord
+		id := ""
+		if o.request != "" {
+			id = "unlock:" + scope + ":" + o.request
+		}
+		prepare := func(ctx context.Context, d *Doc) error {
+			done = nil
+			if id == "" {
+				return nil
+			}
+			if d.Env != nil {
+				if done = d.Env.pendingAccept(id); done != nil {
+					return nil
+				}
+			}
+			var err error
+			done, err = a.intentRecord(ctx, env, id)
+			return err
+		}
+		d, err := a.updatePrepared(ctx, EnvKey(env), prepare, func(d *Doc, now time.Time) (bool, error) {
+			if d.Env == nil || d.Env.Scopes[scope] == nil || done != nil {
 				return false, nil
 			}
 			prev, found = d.Env.unlock(scope, reason, actor, now)
+			if found && id != "" {
+				d.Env.Accepts = append(d.Env.Accepts, IntentRecord{ID: id, At: now})
+			}
 			return found, nil
 		})
 		if err != nil {
 			return Lease{}, fmt.Errorf("unlock %s: %w", resource, err)
+		}
+		if done != nil {
+			return Lease{}, fmt.Errorf("unlock %s for request %s: %w", resource, o.request, ErrRepeated)
 		}
 		if d.Env != nil && d.Env.Scopes[scope] != nil {
 			if !found {
@@ -325,7 +402,16 @@ func (a *Authority) Unlock(ctx context.Context, resource, reason, actor string) 
 	return prev, nil
 }
 
-// Status reads an environment's current state from the store (never from memory).
+// UnlockOption configures one Unlock.
+type UnlockOption func(*unlockOptions)
+
+type unlockOptions struct{ request string }
+
+// UnlockOnce makes the unlock of a scope's lease happen once for request (a webhook delivery id).
+func UnlockOnce(request string) UnlockOption { return func(o *unlockOptions) { o.request = request } }
+
+// Status reads an environment's current state from the store (never from memory), with its newest
+// StatusEvents events in Events.
 func (a *Authority) Status(ctx context.Context, env string) (*Env, error) {
 	if err := ValidateEnvironment(env); err != nil {
 		return nil, err
@@ -337,8 +423,17 @@ func (a *Authority) Status(ctx context.Context, env string) (*Env, error) {
 	if d.Env == nil {
 		return nil, &InputError{Field: "environment", Value: env, Fix: "unknown environment: nothing was ever accepted for it; check the name"}
 	}
+	page, err := a.timeline(ctx, d.Env, 0, StatusEvents)
+	if err != nil {
+		return nil, fmt.Errorf("status of %s: %w", env, err)
+	}
+	d.Env.Events = page.Events
 	return d.Env, nil
 }
+
+// StatusEvents is how many of the newest events Status reads with the state, for rendering;
+// History pages through the rest.
+const StatusEvents = 50
 
 // Pending lists environments with unreconciled work, from the store's sparse index.
 func (a *Authority) Pending(ctx context.Context) ([]string, error) {
@@ -349,13 +444,40 @@ func (a *Authority) Pending(ctx context.Context) ([]string, error) {
 	return envs, nil
 }
 
+// intentRecord reads the record of an accepted intent, or nil when there is none within the
+// retention.
+func (a *Authority) intentRecord(ctx context.Context, env, id string) (*IntentRecord, error) {
+	recs, err := a.store.GetRecords(ctx, []string{IntentKey(env, id)})
+	if err != nil {
+		return nil, fmt.Errorf("read the record of intent %q: %w", id, err)
+	}
+	now := a.clock.Now()
+	for _, r := range recs {
+		if r.Intent != nil && r.Intent.ID == id && now.Before(r.ExpiresAt) {
+			return r.Intent, nil
+		}
+	}
+	return nil, nil
+}
+
 // --- the read-modify-conditional-write loop ----------------------------------------------------------
 
 // update applies fn to the document under key and writes it back, conditional on the revision fn
 // saw. fn returns whether it changed the document, and an error to return after the write (a refusal
 // can still record a timeline event). On a conflict the document is read again and fn re-applied. A
 // decision made on remembered state that does not write is confirmed against a fresh read.
+//
+// Around the write it runs the outbox: the events and intents of the document it read that this
+// process does not know to be records are stored as records first, so the write can drop them; the
+// ones the write adds are stored right after it. A failure to store records is not the operation's
+// failure (the next writer stores them), unless the outbox would grow past its bound.
 func (a *Authority) update(ctx context.Context, key string, fn func(*Doc, time.Time) (bool, error)) (*Doc, error) {
+	return a.updatePrepared(ctx, key, nil, fn)
+}
+
+// updatePrepared is update with prepare run on every document fn is about to see, before fn: the
+// reads a decision needs besides the document (an intent's record), in that order.
+func (a *Authority) updatePrepared(ctx context.Context, key string, prepare func(context.Context, *Doc) error, fn func(*Doc, time.Time) (bool, error)) (*Doc, error) {
 	// Updates of one document from this process go one at a time: racing each other would only
 	// waste writes on conflicts, and the remembered revision stays current between them.
 	unlock := a.lock(key)
@@ -369,6 +491,11 @@ func (a *Authority) update(ctx context.Context, key string, fn func(*Doc, time.T
 		fresh = true
 	}
 	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if prepare != nil {
+			if err := prepare(ctx, doc); err != nil {
+				return nil, err
+			}
+		}
 		work := cloneDoc(doc)
 		changed, ferr := fn(work, a.clock.Now())
 		if !changed && !fresh {
@@ -383,13 +510,24 @@ func (a *Authority) update(ctx context.Context, key string, fn func(*Doc, time.T
 			return work, ferr
 		}
 		if work.Env != nil {
-			work.Env.fit()
+			if err := a.archive(ctx, doc); err != nil {
+				a.log.WarnContext(ctx, "storing the outbox's records failed; the next write tries again", "key", key, "err", err)
+			}
+			a.trim(key, work.Env)
+			if n := len(work.Env.Outbox); n > maxOutbox {
+				return nil, fmt.Errorf("write %s: %d events wait to be stored as records, more than %d: the store does not take records (%w)", key, n, maxOutbox, ErrOutboxFull)
+			}
 			work.Pending = work.Env.HasPending()
 		}
 		rev, err := a.store.Put(ctx, work)
 		if err == nil {
 			work.Rev = rev
 			a.remember(work)
+			if work.Env != nil {
+				if err := a.archive(ctx, work); err != nil {
+					a.log.WarnContext(ctx, "storing the outbox's records failed; the next write tries again", "key", key, "err", err)
+				}
+			}
 			return work, ferr
 		}
 		if !errors.Is(err, ErrConflict) {
@@ -507,22 +645,18 @@ func (e *Env) clone() *Env {
 	}
 	c := *e
 	c.Events = slices.Clone(e.Events)
-	// Intent records are never changed in place, only added and deleted: the values can be shared.
-	c.Intents = maps.Clone(e.Intents)
-	if c.Intents == nil {
-		c.Intents = map[string]IntentRecord{}
-	}
+	c.Outbox = slices.Clone(e.Outbox)
+	// Intent records are never changed in place, only added and dropped: their scopes can be shared.
+	c.Accepts = slices.Clone(e.Accepts)
 	c.Scopes = make(map[string]*Scope, len(e.Scopes))
 	for name, s := range e.Scopes {
 		sc := *s
 		if s.Mailbox != nil {
 			m := *s.Mailbox
-			m.Lineage = slices.Clone(s.Mailbox.Lineage)
 			sc.Mailbox = &m
 		}
 		if s.Live != nil {
 			l := *s.Live
-			l.Lineage = slices.Clone(s.Live.Lineage)
 			sc.Live = &l
 		}
 		if s.Failure != nil {

@@ -2,7 +2,6 @@ package authority
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,6 +14,7 @@ import (
 type mapStore struct {
 	mu        sync.Mutex
 	docs      map[string][]byte
+	records   map[string]Record
 	gets      int
 	puts      int
 	conflicts int
@@ -24,7 +24,30 @@ type mapStore struct {
 
 var _ Store = (*mapStore)(nil)
 
-func newMapStore() *mapStore { return &mapStore{docs: map[string][]byte{}} }
+func newMapStore() *mapStore {
+	return &mapStore{docs: map[string][]byte{}, records: map[string]Record{}}
+}
+
+func (s *mapStore) PutRecords(ctx context.Context, recs []Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range recs {
+		s.records[r.Key] = r
+	}
+	return nil
+}
+
+func (s *mapStore) GetRecords(ctx context.Context, keys []string) ([]Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Record
+	for _, k := range keys {
+		if r, ok := s.records[k]; ok {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
 
 func (s *mapStore) Get(ctx context.Context, key string) (*Doc, error) {
 	s.mu.Lock()
@@ -34,11 +57,7 @@ func (s *mapStore) Get(ctx context.Context, key string) (*Doc, error) {
 	if !ok {
 		return nil, fmt.Errorf("get %s: %w", key, ErrNotFound)
 	}
-	var d Doc
-	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, err
-	}
-	return &d, nil
+	return DecodeDoc(b)
 }
 
 func (s *mapStore) Put(ctx context.Context, doc *Doc) (int64, error) {
@@ -52,8 +71,8 @@ func (s *mapStore) Put(ctx context.Context, doc *Doc) (int64, error) {
 	}
 	var rev int64
 	if b, ok := s.docs[doc.Key]; ok {
-		var cur Doc
-		if err := json.Unmarshal(b, &cur); err != nil {
+		cur, err := DecodeDoc(b)
+		if err != nil {
 			return 0, err
 		}
 		rev = cur.Rev
@@ -64,7 +83,7 @@ func (s *mapStore) Put(ctx context.Context, doc *Doc) (int64, error) {
 	}
 	next := *doc
 	next.Rev++
-	b, err := json.Marshal(&next)
+	b, err := EncodeDoc(&next)
 	if err != nil {
 		return 0, err
 	}
@@ -73,6 +92,16 @@ func (s *mapStore) Put(ctx context.Context, doc *Doc) (int64, error) {
 }
 
 func (s *mapStore) Pending(ctx context.Context) ([]string, error) { return nil, nil }
+
+func eventsOfKind(events []Event, kind EventKind) []Event {
+	var out []Event
+	for _, e := range events {
+		if e.Kind == kind {
+			out = append(out, e)
+		}
+	}
+	return out
+}
 
 type fixedClock struct{ now time.Time }
 
@@ -101,7 +130,7 @@ func TestUpdateReappliesOnConflict(t *testing.T) {
 		t.Fatalf("%d conflicts; want the one stale write", s.conflicts)
 	}
 	env, err := b.Status(ctx, "staging")
-	if err != nil || env.Desired != 3 || len(env.Intents) != 3 {
+	if err != nil || env.Desired != 3 || len(eventsOfKind(env.Events, EventAccepted)) != 3 {
 		t.Fatalf("status: %+v, %v; want all three intents", env, err)
 	}
 }

@@ -24,6 +24,11 @@ var (
 	// ErrPermanent marks a failure that retrying cannot cure (a re-drive whose workflow or branch is
 	// gone, say): the sweep counts the attempt instead of giving it back.
 	ErrPermanent = errors.New("permanent failure")
+	// ErrOutboxFull: an environment's outbox holds as many events as it may, because the store has
+	// not taken them as records; retryable once the store does.
+	ErrOutboxFull = errors.New("outbox full")
+	// ErrRepeated: the request (a webhook delivery) was carried out before; nothing was done again.
+	ErrRepeated = errors.New("already carried out")
 )
 
 // InputError is a bad name, flag or value. It is terminal: retrying cannot help.

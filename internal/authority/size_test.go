@@ -1,7 +1,6 @@
 package authority
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,50 +8,122 @@ import (
 )
 
 // TestWorstCaseDocumentFitsAnItem builds an environment at every limit the domain enforces, with
-// every string at its longest, and checks that it stays well inside DynamoDB's 400 KB item size.
+// every string at its longest and a full outbox, and checks that it stays well inside DynamoDB's
+// 400 KB item size.
 func TestWorstCaseDocumentFitsAnItem(t *testing.T) {
 	long := func(prefix string, n int) string { return prefix + strings.Repeat("x", n-len(prefix)) }
 	sha := strings.Repeat("f", 64)
 	now := time.Date(2026, 11, 29, 12, 0, 0, 123456789, time.UTC)
-	lineage := make([]string, maxLineage)
-	for i := range lineage {
-		lineage[i] = sha
-	}
+	order := Order{PushedAt: now, CommittedAt: now, Forced: true}
 	e := newEnv(long("preview/", 128))
 	e.Desired, e.Observed, e.EventSeq = 1<<40, 1<<40-1, 1<<40
 	for i := range MaxScopes {
 		name := long(fmt.Sprintf("s%02d", i), 64)
 		e.Scopes[name] = &Scope{
-			Mailbox: &Ref{Generation: 1 << 40, Sha: sha, Ref: long("refs/heads/", maxFieldLen), Before: sha, Lineage: lineage,
+			Mailbox: &Ref{Generation: 1 << 40, Sha: sha, Ref: long("refs/heads/", maxFieldLen), Before: sha, Order: order,
 				Source: long("push", maxFieldLen), Actor: long("a", maxFieldLen), IntentID: long("i", maxIDLen), Origin: long("github:", maxFieldLen), Attempt: 99, At: now},
 			Owner: 1 << 40,
 			Live: &Live{Sha: sha, Ref: long("refs/heads/", maxFieldLen), Generation: 1 << 40, Run: long("https://", maxFieldLen),
-				Token: 1 << 40, Lineage: lineage, At: now},
-			Lease:    Lease{Holder: long("h", maxIDLen), Purpose: long("p", 32), Generation: 1 << 40, Token: 1 << 40, AcquiredAt: now, ExpiresAt: now},
+				Token: 1 << 40, Before: sha, Order: order, At: now},
+			Lease: Lease{Holder: long("h", maxIDLen), Purpose: long("p", 32), Generation: 1 << 40, Token: 1 << 40, AcquiredAt: now, ExpiresAt: now,
+				Sha: sha, Ref: long("refs/heads/", maxFieldLen)},
 			Failure:  &Failure{Generation: 1 << 40, Sha: sha, Message: truncate(long("m", 2*maxMessageSize), maxMessageSize), Attempt: 9, MaxAttempts: 9, At: now},
 			ActiveAt: now,
 		}
 	}
-	for i := range maxIntents {
-		e.Intents[long(fmt.Sprintf("%04d", i), maxIDLen)] = IntentRecord{Generation: 1 << 40}
-	}
-	for range maxEvents + 10 {
+	for range maxOutbox {
 		e.record(now, Event{Kind: EventTookOver, Scope: long("s", 64), Generation: 1 << 40, Sha: sha, Holder: long("h", maxIDLen),
 			Token: 1 << 40, Message: long("m", 3*maxMessageSize)})
 	}
-	e.fit()
-	if len(e.Events) == 0 || len(e.Intents) != maxIntents {
-		t.Fatalf("fit dropped more than the oldest events: %d events, %d intents left", len(e.Events), len(e.Intents))
+	for i := range MaxScopes {
+		e.Accepts = append(e.Accepts, IntentRecord{ID: long(fmt.Sprintf("%04d", i), maxIDLen), Generation: 1 << 40, Sha: sha, At: now,
+			Scopes: []string{long("s", 64)}})
 	}
-	b, err := json.Marshal(&Doc{Key: EnvKey(e.Name), Rev: 1 << 40, Pending: true, Env: e})
+	b, err := EncodeEnv(e)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("worst-case environment document: %d bytes of JSON, keeping %d events", len(b), len(e.Events))
-	if len(b) > maxDocBytes+200 {
+	t.Logf("worst-case environment document: %d bytes", len(b))
+	if len(b) > 350_000 {
 		t.Fatalf("worst-case document is %d bytes: too close to DynamoDB's 400 KB item limit", len(b))
 	}
 }
+
+// TestHotItemStaysSmall: the document every transition writes is bounded by the environment's
+// scopes, not by its history. Eight scopes with 40-character shas, driven through thousands of
+// passes with leases, failures and redeliveries, never need more than 4 KB; and the busiest state
+// they can be in (every scope live, pending, leased and failed at once) is reported.
+func TestHotItemStaysSmall(t *testing.T) {
+	ctx := t.Context()
+	s := newMapStore()
+	clock := &stepClock{now: t0}
+	a := New(s, WithClock(clock))
+	scopes := []string{"api", "web", "worker", "db", "search", "billing", "auth", "frontend"}
+	passes := 2000
+	if testing.Short() {
+		passes = 300
+	}
+	largest, at := 0, 0
+	for i := range passes {
+		clock.now = clock.now.Add(time.Minute)
+		scope := scopes[i%len(scopes)]
+		in := Intent{ID: fmt.Sprintf("gha:example-org/service-%s/%d", scope, 10_000_000_000+i), Environment: "production",
+			Scopes: []string{scope}, Sha: fmt.Sprintf("%040x", 1_000_000+i), Ref: "refs/heads/main", Source: "example-org/service-" + scope,
+			Actor: "octocat", Order: Order{PushedAt: clock.now.Truncate(time.Second), CommittedAt: clock.now.Truncate(time.Second)}}
+		res, err := a.Accept(ctx, in, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Accept(ctx, in, true); err != nil { // a redelivery
+			t.Fatal(err)
+		}
+		holder := fmt.Sprintf("gha:example-org/service-%s/%d/1/deploy", scope, 10_000_000_000+i)
+		g, err := a.Gate(ctx, GateRequest{Environment: "production", Generation: res.Generation, Scopes: []string{scope}, Phase: "deploy", Holder: holder, LeaseTTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		outcome := OutcomeSuccess
+		if i%7 == 3 {
+			outcome = OutcomeFailure
+		}
+		if _, err := a.Complete(ctx, Completion{Environment: "production", Generation: res.Generation, Scopes: []string{scope}, Holder: holder,
+			Tokens: g.Tokens, Outcome: outcome, Attempt: 3, MaxAttempts: 3, Message: "exit status 1",
+			Run: fmt.Sprintf("https://github.com/example-org/service-%s/actions/runs/%d", scope, 10_000_000_000+i)}); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(s.docs[EnvKey("production")]); n > largest {
+			largest, at = n, i
+		}
+	}
+	t.Logf("after %d passes the largest stored document was %d bytes (pass %d)", passes, largest, at)
+	if largest > 4096 {
+		t.Fatalf("the environment document reached %d bytes; want at most 4 KB for 8 scopes at any history length", largest)
+	}
+
+	// The busiest state: every scope live, with a newer commit pending, its lease held and its last failure.
+	d, err := s.Get(ctx, EnvKey("production"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range scopes {
+		sc := d.Env.Scopes[name]
+		sc.Mailbox = &Ref{Generation: d.Env.Desired, Sha: fmt.Sprintf("%040x", 9_000_000+i), Ref: "refs/heads/main", Before: sc.Live.Sha,
+			Order: Order{PushedAt: clock.now, CommittedAt: clock.now}, Source: "example-org/service-" + name, Actor: "octocat",
+			IntentID: fmt.Sprintf("gha:example-org/service-%s/%d", name, 20_000_000_000+i), At: clock.now}
+		sc.Lease = Lease{Holder: fmt.Sprintf("gha:example-org/service-%s/%d/1/deploy", name, 20_000_000_000+i), Purpose: "deploy",
+			Generation: d.Env.Desired, Token: 9999, AcquiredAt: clock.now, ExpiresAt: clock.now, Sha: sc.Mailbox.Sha, Ref: "refs/heads/main"}
+		sc.Failure = &Failure{Generation: d.Env.Desired, Sha: sc.Mailbox.Sha, Message: "exit status 1", Attempt: 3, MaxAttempts: 3, At: clock.now}
+	}
+	b, err := EncodeEnv(d.Env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("8 scopes all live, pending, leased and failed at once: %d bytes", len(b))
+}
+
+type stepClock struct{ now time.Time }
+
+func (c *stepClock) Now() time.Time { return c.now }
 
 func TestTruncateKeepsCharactersWhole(t *testing.T) {
 	s := strings.Repeat("é", 200) // two bytes each

@@ -27,6 +27,9 @@ type SweepReport struct {
 	Exhausted []StalledWork `json:"exhausted,omitempty"`
 	// Failed lists environments the sweep could not handle, with the reason; the next sweep retries.
 	Failed map[string]string `json:"failed,omitempty"`
+	// Expired is how many records past the retention the sweep deleted (stores without a time to
+	// live of their own).
+	Expired int `json:"expired,omitempty"`
 }
 
 // Sweep finds environments with pending work through the store's sparse index (never a scan),
@@ -66,6 +69,13 @@ func (a *Authority) Sweep(ctx context.Context, stall time.Duration, maxAttempts 
 				continue
 			}
 			rep.Redriven = append(rep.Redriven, w)
+		}
+	}
+	if ex, ok := a.store.(Expirer); ok {
+		n, err := ex.DeleteExpired(ctx, a.clock.Now())
+		rep.Expired = n
+		if err != nil {
+			rep.fail("(expired records)", err)
 		}
 	}
 	return rep, nil

@@ -94,7 +94,7 @@ func TestSweepRedrivesStalledWorkOncePerStallAndEndsItAfterMaxAttempts(t *testin
 		t.Fatalf("exhausted work not ended: %d/%d, api %+v", e.Observed, e.Desired, e.Scopes["api"])
 	}
 	failures := 0
-	for _, ev := range e.Events {
+	for _, ev := range e.Outbox {
 		if ev.Kind == authority.EventFailed && ev.Scope == "api" {
 			failures++
 			if !strings.Contains(ev.Message, "no pass completed after 2 attempts") {

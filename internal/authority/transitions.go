@@ -1,21 +1,22 @@
 package authority
 
 import (
-	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 )
 
-// Limits on what one environment document keeps, so that it stays far below DynamoDB's 400 KB item
-// size: the newest events, the intents of the newest generations, and short commit lineages.
+// Limits on what one environment document holds. Its history is not among them: events and intents
+// leave the document for records of their own.
 const (
-	maxEvents      = 256
-	maxIntents     = 256
-	maxLineage     = 8
+	// maxOutbox bounds the events an environment's outbox may hold: a transition that would go
+	// beyond it waits until the store takes the records again.
+	maxOutbox      = 128
 	maxMessageSize = 300
 	maxIDLen       = 160 // intent ids and lease holders
 	maxFieldLen    = 160 // refs, sources, actors
@@ -39,6 +40,8 @@ type Intent struct {
 	// repository and branch to dispatch on). The domain keeps it with the mailbox entry and hands it
 	// to the recovery sweep; it never reads it.
 	Origin string `json:"origin,omitempty"`
+	// Order is what the push's payload says about when it happened (see Order).
+	Order Order `json:"order,omitzero"`
 }
 
 func (in *Intent) validate() error {
@@ -62,37 +65,6 @@ func (in *Intent) validate() error {
 		}
 	}
 	return validateSha(in.Sha)
-}
-
-// maxDocBytes bounds an environment document's encoded size, far enough below DynamoDB's 400 KB
-// item limit that the store's own attributes and encoding fit beside it.
-const maxDocBytes = 300_000
-
-// fit keeps the document within maxDocBytes by dropping the oldest timeline events, then the intent
-// records of the oldest generations. The state itself (scopes, counters) is never dropped; MaxScopes
-// keeps it far below the budget.
-func (e *Env) fit() {
-	for {
-		b, err := json.Marshal(e)
-		if err != nil || len(b) <= maxDocBytes {
-			return
-		}
-		switch {
-		case len(e.Events) > 0:
-			e.Events = slices.Delete(e.Events, 0, min(len(e.Events), 16))
-		case len(e.Intents) > 0:
-			oldest := int64(-1)
-			var id string
-			for k, r := range e.Intents {
-				if oldest < 0 || r.Generation < oldest {
-					oldest, id = r.Generation, k
-				}
-			}
-			delete(e.Intents, id)
-		default:
-			return
-		}
-	}
 }
 
 // checkCapacity refuses an intent that would give the environment more than MaxScopes scopes, so
@@ -250,7 +222,7 @@ func (r *CompleteResult) Overall() Result {
 // --- pure transitions on an environment document --------------------------------------------------
 
 func newEnv(name string) *Env {
-	return &Env{Name: name, Scopes: map[string]*Scope{}, Intents: map[string]IntentRecord{}}
+	return &Env{Name: name, Scopes: map[string]*Scope{}}
 }
 
 func (e *Env) scope(name string) *Scope {
@@ -265,15 +237,21 @@ func (e *Env) scope(name string) *Scope {
 	return s
 }
 
+// record appends an event to the outbox; it becomes a record of its own after the write.
 func (e *Env) record(now time.Time, ev Event) {
 	e.EventSeq++
 	ev.Seq = e.EventSeq
 	ev.At = now
 	ev.Message = truncate(ev.Message, maxMessageSize)
-	e.Events = append(e.Events, ev)
-	if n := len(e.Events) - maxEvents; n > 0 {
-		e.Events = slices.Delete(e.Events, 0, n)
-	}
+	e.Outbox = append(e.Outbox, ev)
+	e.Last = eventMark(ev)
+}
+
+// eventMark identifies what an event says, for recordOnce.
+func eventMark(ev Event) string {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%s", ev.Kind, ev.Scope, ev.Generation, ev.Message)
+	return strconv.FormatUint(h.Sum64(), 36)
 }
 
 // settle recomputes observed: the highest G such that every intent up to G has its outcome. Pending
@@ -301,60 +279,46 @@ func (e *Env) HasPending() bool {
 	return false
 }
 
-func (e *Env) pruneIntents() {
-	if len(e.Intents) <= maxIntents {
-		return
-	}
-	gens := make([]int64, 0, len(e.Intents))
-	for _, r := range e.Intents {
-		gens = append(gens, r.Generation)
-	}
-	sort.Slice(gens, func(i, j int) bool { return gens[i] > gens[j] })
-	floor := gens[maxIntents-1]
-	for id, r := range e.Intents {
-		if r.Generation < floor {
-			delete(e.Intents, id)
-		}
-	}
-}
-
 // accept records an intent: the next generation, and the mailbox entry of each of its scopes unless
-// the commit arrived behind a newer one of its branch.
-func (e *Env) accept(in *Intent, now time.Time) *AcceptResult {
-	if rec, ok := e.Intents[in.ID]; ok {
-		// A repeat: the scopes whose mailbox still holds this intent are what its pass may claim.
-		res := &AcceptResult{Generation: rec.Generation, Duplicate: true, Accepted: []string{}}
+// the commit arrived behind a newer one of its branch. prior is the intent's record when it was
+// accepted before (from the outbox or the records); order answers what the payloads could not.
+func (e *Env) accept(in *Intent, prior *IntentRecord, order map[string]verdict, now time.Time) (*AcceptResult, error) {
+	if prior != nil {
+		if err := prior.matches(in); err != nil {
+			return nil, err
+		}
+		// A repeat: the scopes it names whose mailbox still holds this intent are what its pass may
+		// claim (a later job of the same run may name only some of them).
+		res := &AcceptResult{Generation: prior.Generation, Duplicate: true, Accepted: []string{}}
 		for _, name := range sortedKeys(e.Scopes) {
-			if m := e.Scopes[name].Mailbox; m != nil && m.IntentID == in.ID {
+			if m := e.Scopes[name].Mailbox; m != nil && m.IntentID == in.ID && slices.Contains(in.Scopes, name) {
 				res.Accepted = append(res.Accepted, name)
 			}
 		}
-		return res
+		return res, nil
 	}
-	if e.Intents == nil {
-		e.Intents = map[string]IntentRecord{}
-	}
+	rec := IntentRecord{ID: in.ID, Sha: in.Sha, Scopes: slices.Clone(in.Scopes), At: now}
 	if gen, ok := e.joins(in); ok {
 		// Every scope already has this very commit pending at gen (the App accepted the push, and the
 		// workflow it dispatched, or the push's own run, now asks for it): the intent joins that
 		// generation instead of superseding it or being held back as stale, so its pass can claim it.
-		e.Intents[in.ID] = IntentRecord{Generation: gen}
-		e.pruneIntents()
+		rec.Generation = gen
+		e.Accepts = append(e.Accepts, rec)
 		for _, name := range in.Scopes {
 			e.Scopes[name].ActiveAt = now
 		}
 		e.record(now, Event{Kind: EventAccepted, Generation: gen, Sha: in.Sha,
 			Message: fmt.Sprintf("%s from %s%s joined generation %d, which already has it pending", shortSha(in.Sha), orUnknown(in.Source), byActor(in.Actor), gen)})
-		return &AcceptResult{Generation: gen, Joined: true, Accepted: slices.Clone(in.Scopes)}
+		return &AcceptResult{Generation: gen, Joined: true, Accepted: slices.Clone(in.Scopes)}, nil
 	}
 	e.Desired++
 	gen := e.Desired
+	rec.Generation = gen
 	res := &AcceptResult{Generation: gen, Accepted: []string{}}
 	for _, name := range in.Scopes {
 		sc := e.scope(name)
 		sc.ActiveAt = now
-		if by, stale := e.staleFor(sc, in); stale {
-			extendLineage(sc, in)
+		if by, stale := e.staleFor(sc, in, order); stale {
 			if res.Stale == nil {
 				res.Stale = map[string]int64{}
 			}
@@ -363,8 +327,8 @@ func (e *Env) accept(in *Intent, now time.Time) *AcceptResult {
 				Message: fmt.Sprintf("Arrived out of order: %s is older than generation %d of %s; recorded as superseded", shortSha(in.Sha), by, in.Ref)})
 			continue
 		}
-		entry := &Ref{Generation: gen, Sha: in.Sha, Ref: in.Ref, Before: in.Before, Source: in.Source,
-			Actor: in.Actor, IntentID: in.ID, Origin: in.Origin, At: now, Lineage: lineage(sc, in)}
+		entry := &Ref{Generation: gen, Sha: in.Sha, Ref: in.Ref, Before: in.Before, Order: in.Order, Source: in.Source,
+			Actor: in.Actor, IntentID: in.ID, Origin: in.Origin, At: now}
 		if old := sc.Mailbox; old != nil {
 			e.record(now, Event{Kind: EventSuperseded, Scope: name, Generation: old.Generation, Sha: old.Sha,
 				Message: fmt.Sprintf("Superseded by generation %d (%s)", gen, shortSha(in.Sha))})
@@ -374,10 +338,55 @@ func (e *Env) accept(in *Intent, now time.Time) *AcceptResult {
 		e.record(now, Event{Kind: EventAccepted, Scope: name, Generation: gen, Sha: in.Sha,
 			Message: fmt.Sprintf("Accepted %s from %s%s", shortSha(in.Sha), orUnknown(in.Source), byActor(in.Actor))})
 	}
-	e.Intents[in.ID] = IntentRecord{Generation: gen}
-	e.pruneIntents()
+	e.Accepts = append(e.Accepts, rec)
 	e.settle()
-	return res
+	return res, nil
+}
+
+// matches refuses an intent id that comes back with another commit or scopes it was not accepted
+// for: that is not a repeat, and answering "nothing changed" would silently drop the new request. A
+// repeat may name some of the intent's scopes: the jobs of one run, each deploying one scope of it.
+func (r *IntentRecord) matches(in *Intent) error {
+	if r.Sha != "" && r.Sha != in.Sha {
+		was, now := shortSha(r.Sha), shortSha(in.Sha)
+		if was == now {
+			was, now = r.Sha, in.Sha
+		}
+		return &InputError{Field: "intent-id", Value: in.ID,
+			Fix: fmt.Sprintf("intent %s was accepted for %s; this call says %s: give every intent its own id", in.ID, was, now)}
+	}
+	if len(r.Scopes) > 0 && !subset(in.Scopes, r.Scopes) {
+		return &InputError{Field: "intent-id", Value: in.ID,
+			Fix: fmt.Sprintf("intent %s was accepted for scopes %s; this call says %s: give every intent its own id", in.ID, strings.Join(sortedCopy(r.Scopes), ","), strings.Join(sortedCopy(in.Scopes), ","))}
+	}
+	return nil
+}
+
+func sortedCopy(s []string) []string {
+	c := slices.Clone(s)
+	sort.Strings(c)
+	return c
+}
+
+// subset reports whether every element of a is in b.
+func subset(a, b []string) bool {
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+// pendingAccept returns the record of an intent still in the outbox.
+func (e *Env) pendingAccept(id string) *IntentRecord {
+	for i := range e.Accepts {
+		if e.Accepts[i].ID == id {
+			r := e.Accepts[i]
+			return &r
+		}
+	}
+	return nil
 }
 
 // joins reports whether every scope of the intent has exactly its commit pending, on its branch, at
@@ -397,59 +406,23 @@ func (e *Env) joins(in *Intent) (int64, bool) {
 	return gen, gen != 0
 }
 
-// staleFor reports whether the intent's commit is already behind what the scope holds for its
-// branch: the same commit as the pending entry, or one that the pending entry or the live commit is
-// known to build on.
-func (e *Env) staleFor(sc *Scope, in *Intent) (int64, bool) {
+// staleFor reports whether the intent's commit is behind what the scope holds for its branch: the
+// pending commit or the live one is the same or newer, by the facts of the pushes (see order.go).
+func (e *Env) staleFor(sc *Scope, in *Intent, order map[string]verdict) (int64, bool) {
 	if in.Redeploy || in.Ref == "" {
 		return 0, false
 	}
-	if m := sc.Mailbox; m != nil && m.Ref == in.Ref && (m.Sha == in.Sha || slices.Contains(m.Lineage, in.Sha)) {
-		return m.Generation, true
-	}
-	if l := sc.Live; l != nil && l.Ref == in.Ref && slices.Contains(l.Lineage, in.Sha) {
-		return l.Generation, true
-	}
-	return 0, false
-}
-
-// extendLineage adds a late intent's parent to the lineage that showed it to be behind, so that an
-// even older commit arriving later still (C, then B on A, then A) is recognised too.
-func extendLineage(sc *Scope, in *Intent) {
-	if in.Before == "" {
-		return
-	}
-	add := func(own string, l []string) []string {
-		if in.Before != own && slices.Contains(l, in.Sha) && !slices.Contains(l, in.Before) && len(l) < maxLineage {
-			return append(l, in.Before)
-		}
-		return l
-	}
 	if m := sc.Mailbox; m != nil && m.Ref == in.Ref {
-		m.Lineage = add(m.Sha, m.Lineage)
+		if v := decide(in, m.Sha, m.Before, m.Order, order); v == older || v == same {
+			return m.Generation, true
+		}
 	}
 	if l := sc.Live; l != nil && l.Ref == in.Ref {
-		l.Lineage = add(l.Sha, l.Lineage)
+		if v := decide(in, l.Sha, l.Before, l.Order, order); v == older {
+			return l.Generation, true
+		}
 	}
-}
-
-// lineage returns the commits the intent's commit is known to build on: its parent, and the parent's
-// own lineage when the parent is the pending or live commit of the same branch.
-func lineage(sc *Scope, in *Intent) []string {
-	if in.Before == "" {
-		return nil
-	}
-	out := []string{in.Before}
-	switch {
-	case sc.Mailbox != nil && sc.Mailbox.Sha == in.Before && sc.Mailbox.Ref == in.Ref:
-		out = append(out, sc.Mailbox.Lineage...)
-	case sc.Live != nil && sc.Live.Sha == in.Before && sc.Live.Ref == in.Ref:
-		out = append(out, sc.Live.Lineage...)
-	}
-	if len(out) > maxLineage {
-		out = out[:maxLineage]
-	}
-	return out
+	return 0, false
 }
 
 // claim moves the owner of each scope to gen where the pass may reconcile it: the mailbox entry is at
@@ -596,11 +569,9 @@ func (e *Env) gate(gen int64, scopes []string, phase, holder string, ttl time.Du
 // recordOnce records ev unless the newest event already says the same, so that a waiter polling a
 // held lease or a refused pass asking again writes one line, not one per poll.
 func (e *Env) recordOnce(now time.Time, ev Event) {
-	if n := len(e.Events); n > 0 {
-		last := e.Events[n-1]
-		if last.Kind == ev.Kind && last.Scope == ev.Scope && last.Generation == ev.Generation && last.Message == ev.Message {
-			return
-		}
+	ev.Message = truncate(ev.Message, maxMessageSize)
+	if e.Last == eventMark(ev) {
+		return
 	}
 	e.record(now, ev)
 }
@@ -725,7 +696,7 @@ func (e *Env) complete(c *Completion, now time.Time, skew time.Duration) (*Compl
 		switch {
 		case c.Outcome == OutcomeSuccess:
 			live := &Live{Sha: m.Sha, Ref: m.Ref, Generation: c.Generation, Run: c.Run, Token: c.Tokens[name], At: now,
-				Lineage: m.Lineage}
+				Before: m.Before, Order: m.Order}
 			sc.Live, sc.Mailbox, sc.Failure = live, nil, nil
 			res.Results[name] = ResultDeployed
 			e.record(now, Event{Kind: EventDeployed, Scope: name, Generation: c.Generation, Sha: m.Sha, Holder: c.Holder, Token: live.Token,

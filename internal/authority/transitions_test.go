@@ -1,6 +1,7 @@
 package authority
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -19,6 +20,12 @@ func testSha(i int) string { return fmt.Sprintf("%040d", i) }
 
 func mainPush(id string, sha string, before string, scopes ...string) *Intent {
 	return &Intent{ID: id, Environment: "staging", Scopes: scopes, Sha: sha, Ref: "refs/heads/main", Before: before, Source: "example/app"}
+}
+
+// pushedAt gives a push the repository.pushed_at of second n after t0.
+func pushedAt(in *Intent, n int) *Intent {
+	in.Order.PushedAt = t0.Add(time.Duration(n) * time.Second).Truncate(time.Second)
+	return in
 }
 
 // cloneEnv deep-copies an environment through its document encoding.
@@ -60,8 +67,8 @@ func TestSettle(t *testing.T) {
 
 func TestAcceptAssignsGenerationsAndReplacesOwnScope(t *testing.T) {
 	e := newEnv("staging")
-	r1 := e.accept(mainPush("d1", testSha(1), "", "api", "web"), t0)
-	r2 := e.accept(mainPush("d2", testSha(2), "", "api"), t0.Add(time.Second))
+	r1 := testAccept(e, mainPush("d1", testSha(1), "", "api", "web"), t0)
+	r2 := testAccept(e, mainPush("d2", testSha(2), "", "api"), t0.Add(time.Second))
 	if r1.Generation != 1 || r2.Generation != 2 || e.Desired != 2 {
 		t.Fatalf("generations %d, %d, desired %d; want 1, 2, 2", r1.Generation, r2.Generation, e.Desired)
 	}
@@ -78,7 +85,7 @@ func TestAcceptAssignsGenerationsAndReplacesOwnScope(t *testing.T) {
 		t.Fatalf("observed %d; want 0 (web's generation 1 is pending)", e.Observed)
 	}
 	var superseded []Event
-	for _, ev := range e.Events {
+	for _, ev := range e.Outbox {
 		if ev.Kind == EventSuperseded {
 			superseded = append(superseded, ev)
 		}
@@ -90,15 +97,27 @@ func TestAcceptAssignsGenerationsAndReplacesOwnScope(t *testing.T) {
 
 func TestAcceptDuplicateChangesNothing(t *testing.T) {
 	e := newEnv("staging")
-	first := e.accept(mainPush("d1", testSha(1), "", "api"), t0)
-	e.accept(mainPush("d2", testSha(2), "", "web"), t0)
+	first := testAccept(e, mainPush("d1", testSha(1), "", "api"), t0)
+	testAccept(e, mainPush("d2", testSha(2), "", "web"), t0)
 	before := cloneEnv(t, e)
-	again := e.accept(mainPush("d1", testSha(9), "", "db"), t0.Add(time.Hour))
+	again := testAccept(e, mainPush("d1", testSha(1), "", "api"), t0.Add(time.Hour))
 	if !again.Duplicate || again.Generation != first.Generation || !slices.Equal(again.Accepted, first.Accepted) {
 		t.Fatalf("re-delivery: %+v; want %+v as a duplicate", again, first)
 	}
 	if diff := cmp.Diff(before, e); diff != "" {
 		t.Fatalf("a re-delivery changed the environment (-before +after):\n%s", diff)
+	}
+	// The same id with another commit, or scopes it was not accepted for, is not a repeat: it is
+	// refused, saying why.
+	for _, in := range []*Intent{mainPush("d1", testSha(9), "", "api"), mainPush("d1", testSha(1), "", "api", "db")} {
+		_, err := e.accept(in, e.pendingAccept(in.ID), nil, t0)
+		var ie *InputError
+		if !errors.As(err, &ie) || ie.Field != "intent-id" || !strings.Contains(ie.Fix, "intent d1 was accepted for") {
+			t.Fatalf("intent d1 again with %s %v: %v; want bad input naming what it was accepted for", shortSha(in.Sha), in.Scopes, err)
+		}
+		if diff := cmp.Diff(before, e); diff != "" {
+			t.Fatalf("a refused intent changed the environment (-before +after):\n%s", diff)
+		}
 	}
 }
 
@@ -107,9 +126,9 @@ func TestAcceptDuplicateChangesNothing(t *testing.T) {
 // can claim the scope.
 func TestAcceptJoinsThePendingCommit(t *testing.T) {
 	e := newEnv("staging")
-	first := e.accept(mainPush("a", testSha(1), testSha(0), "api", "web"), t0)
+	first := testAccept(e, mainPush("a", testSha(1), testSha(0), "api", "web"), t0)
 	before := cloneEnv(t, e).Scopes
-	res := e.accept(mainPush("run-7", testSha(1), testSha(0), "api", "web"), t0.Add(time.Minute))
+	res := testAccept(e, mainPush("run-7", testSha(1), testSha(0), "api", "web"), t0.Add(time.Minute))
 	if !res.Joined || res.Duplicate || res.Generation != first.Generation || e.Desired != first.Generation || !slices.Equal(res.Accepted, []string{"api", "web"}) {
 		t.Fatalf("joining intent: %+v, desired %d; want generation %d joined for api and web", res, e.Desired, first.Generation)
 	}
@@ -121,17 +140,23 @@ func TestAcceptJoinsThePendingCommit(t *testing.T) {
 	if cr := e.claim(res.Generation, res.Accepted, t0); len(cr.Claimed) != 2 {
 		t.Fatalf("the joining pass cannot claim: %+v", cr)
 	}
-	if again := e.accept(mainPush("run-7", testSha(1), testSha(0), "api", "web"), t0); !again.Duplicate || again.Generation != first.Generation {
+	if again := testAccept(e, mainPush("run-7", testSha(1), testSha(0), "api", "web"), t0); !again.Duplicate || again.Generation != first.Generation {
 		t.Fatalf("a repeat of the joining intent: %+v", again)
 	}
 	// Only when every scope has that commit pending at one generation: otherwise a new generation.
-	mixed := e.accept(mainPush("b", testSha(1), testSha(0), "api", "db"), t0)
+	mixed := testAccept(e, mainPush("b", testSha(1), testSha(0), "api", "db"), t0)
 	if mixed.Joined || mixed.Generation != first.Generation+1 || mixed.Stale["api"] != first.Generation {
 		t.Fatalf("partly pending intent: %+v", mixed)
 	}
 }
 
 func TestAcceptOutOfOrder(t *testing.T) {
+	a, b := pushedAt(mainPush("a", testSha(1), testSha(0), "api"), 10), pushedAt(mainPush("b", testSha(2), testSha(1), "api"), 20)
+	forced := func(in *Intent) *Intent { in.Order.Forced = true; return in }
+	committed := func(in *Intent, n int) *Intent {
+		in.Order.CommittedAt = t0.Add(time.Duration(n) * time.Minute)
+		return in
+	}
 	cases := []struct {
 		name      string
 		setup     []*Intent
@@ -139,21 +164,24 @@ func TestAcceptOutOfOrder(t *testing.T) {
 		late      *Intent
 		wantStale bool
 	}{
-		{"entry's parent arrives late", []*Intent{mainPush("a", testSha(1), testSha(0), "api"), mainPush("b", testSha(2), testSha(1), "api")}, false,
-			mainPush("late", testSha(1), testSha(0), "api"), true},
-		{"entry's grandparent arrives late", []*Intent{mainPush("a", testSha(1), testSha(0), "api"), mainPush("b", testSha(2), testSha(1), "api")}, false,
-			mainPush("late", testSha(0), "", "api"), true},
-		{"parent of the live commit", []*Intent{mainPush("a", testSha(1), testSha(0), "api"), mainPush("b", testSha(2), testSha(1), "api")}, true,
-			mainPush("late", testSha(1), testSha(0), "api"), true},
-		{"a new commit on top", []*Intent{mainPush("a", testSha(1), testSha(0), "api")}, false,
-			mainPush("next", testSha(2), testSha(1), "api"), false},
-		{"an unrelated commit", []*Intent{mainPush("a", testSha(1), testSha(0), "api")}, false,
-			mainPush("other", testSha(7), testSha(6), "api"), false},
-		{"same commit on another branch", []*Intent{mainPush("a", testSha(1), testSha(0), "api"), mainPush("b", testSha(2), testSha(1), "api")}, false,
+		{"entry's parent arrives late", []*Intent{a, b}, false, pushedAt(mainPush("late", testSha(1), testSha(0), "api"), 10), true},
+		{"the parent, without a push time, by the chain", []*Intent{a, b}, false, mainPush("late", testSha(1), testSha(0), "api"), true},
+		{"entry's grandparent arrives late", []*Intent{a, b}, false, pushedAt(mainPush("late", testSha(0), "", "api"), 5), true},
+		{"parent of the live commit", []*Intent{a, b}, true, pushedAt(mainPush("late", testSha(1), testSha(0), "api"), 10), true},
+		{"grandparent of the live commit", []*Intent{a, b}, true, pushedAt(mainPush("late", testSha(0), "", "api"), 5), true},
+		{"a new commit on top", []*Intent{a}, false, pushedAt(mainPush("next", testSha(2), testSha(1), "api"), 30), false},
+		{"a new commit on top, in the same second", []*Intent{a}, false, pushedAt(mainPush("next", testSha(2), testSha(1), "api"), 10), false},
+		{"pushed later, unrelated", []*Intent{a}, false, pushedAt(mainPush("other", testSha(7), testSha(6), "api"), 30), false},
+		{"pushed earlier, unrelated", []*Intent{b}, false, pushedAt(mainPush("other", testSha(7), testSha(6), "api"), 15), true},
+		{"same second: a forced push is newer", []*Intent{b}, false, forced(pushedAt(mainPush("f", testSha(7), testSha(6), "api"), 20)), false},
+		{"same second: an entry that was forced is newer", []*Intent{forced(pushedAt(mainPush("f", testSha(7), testSha(6), "api"), 20))}, false, b, true},
+		{"same second: commit times decide", []*Intent{committed(pushedAt(mainPush("c1", testSha(7), "", "api"), 20), 5)}, false,
+			committed(pushedAt(mainPush("c0", testSha(8), "", "api"), 20), 3), true},
+		{"nothing decides: taken as it arrives", []*Intent{mainPush("u1", testSha(7), "", "api")}, false, mainPush("u2", testSha(8), "", "api"), false},
+		{"same commit on another branch", []*Intent{a, b}, false,
 			&Intent{ID: "rel", Environment: "staging", Scopes: []string{"api"}, Sha: testSha(1), Ref: "refs/heads/release"}, false},
-		{"no ref: never compared", []*Intent{mainPush("a", testSha(1), testSha(0), "api"), mainPush("b", testSha(2), testSha(1), "api")}, false,
-			&Intent{ID: "cli", Environment: "staging", Scopes: []string{"api"}, Sha: testSha(1)}, false},
-		{"redeploy bypasses the guard", []*Intent{mainPush("a", testSha(1), testSha(0), "api"), mainPush("b", testSha(2), testSha(1), "api")}, false,
+		{"no ref: never compared", []*Intent{a, b}, false, &Intent{ID: "cli", Environment: "staging", Scopes: []string{"api"}, Sha: testSha(1)}, false},
+		{"redeploy bypasses the guard", []*Intent{a, b}, false,
 			&Intent{ID: "redeploy", Environment: "staging", Scopes: []string{"api"}, Sha: testSha(1), Ref: "refs/heads/main", Redeploy: true}, false},
 	}
 	for _, c := range cases {
@@ -161,16 +189,16 @@ func TestAcceptOutOfOrder(t *testing.T) {
 			e := newEnv("staging")
 			var last *AcceptResult
 			for _, in := range c.setup {
-				last = e.accept(in, t0)
+				last = testAccept(e, in, t0)
 			}
 			if c.deploy {
 				sc := e.Scopes["api"]
-				sc.Live = &Live{Sha: sc.Mailbox.Sha, Ref: sc.Mailbox.Ref, Generation: last.Generation, Lineage: sc.Mailbox.Lineage}
+				sc.Live = &Live{Sha: sc.Mailbox.Sha, Ref: sc.Mailbox.Ref, Generation: last.Generation, Before: sc.Mailbox.Before, Order: sc.Mailbox.Order}
 				sc.Mailbox = nil
 				e.settle()
 			}
 			before := cloneEnv(t, e).Scopes["api"].Mailbox
-			res := e.accept(c.late, t0.Add(time.Minute))
+			res := testAccept(e, c.late, t0.Add(time.Minute))
 			if res.Generation != e.Desired || res.Duplicate {
 				t.Fatalf("late intent: %+v; it still takes the next generation", res)
 			}
@@ -181,8 +209,8 @@ func TestAcceptOutOfOrder(t *testing.T) {
 				if diff := cmp.Diff(before, e.Scopes["api"].Mailbox); diff != "" {
 					t.Fatalf("a late intent changed the mailbox (-before +after):\n%s", diff)
 				}
-				if ev := e.Events[len(e.Events)-1]; ev.Kind != EventSuperseded || ev.Generation != res.Generation {
-					t.Fatalf("newest event %+v; want the late intent recorded as superseded", ev)
+				if ev := e.Outbox[len(e.Outbox)-1]; ev.Kind != EventSuperseded || ev.Generation != res.Generation || !strings.HasPrefix(ev.Message, "Arrived out of order") {
+					t.Fatalf("newest event %+v; want the late intent recorded as arrived out of order", ev)
 				}
 				return
 			}
@@ -193,42 +221,67 @@ func TestAcceptOutOfOrder(t *testing.T) {
 	}
 }
 
-func TestLineageIsCapped(t *testing.T) {
-	e := newEnv("staging")
-	for i := 1; i <= 3*maxLineage; i++ {
-		e.accept(mainPush(fmt.Sprint("d", i), testSha(i), testSha(i-1), "api"), t0)
-	}
-	n := 3 * maxLineage
-	got := e.Scopes["api"].Mailbox.Lineage
-	if len(got) != maxLineage || got[0] != testSha(n-1) || got[maxLineage-1] != testSha(n-maxLineage) {
-		t.Fatalf("lineage %v; want the %d nearest ancestors, nearest first", got, maxLineage)
+// TestEveryArrivalOrder: a chain of pushes with their push times, delivered in every order, ends with
+// the newest pending, and every older one recorded as arrived out of order or superseded.
+func TestEveryArrivalOrder(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		pushes := make([]*Intent, n)
+		for i := range pushes {
+			pushes[i] = pushedAt(mainPush(fmt.Sprintf("p%d", i), testSha(i+1), testSha(i), "api"), i)
+		}
+		count := 0
+		permute(len(pushes), func(order []int) {
+			count++
+			e := newEnv("staging")
+			for _, k := range order {
+				testAccept(e, pushes[k], t0)
+			}
+			if m := e.Scopes["api"].Mailbox; m == nil || m.Sha != pushes[n-1].Sha {
+				t.Fatalf("order %v: pending %+v; want the newest push %s", order, m, shortSha(pushes[n-1].Sha))
+			}
+		})
+		t.Logf("%d pushes: %d arrival orders", n, count)
 	}
 }
 
-func TestIntentsAndEventsAreBounded(t *testing.T) {
-	e := newEnv("staging")
-	n := maxIntents + 10
-	for i := 1; i <= n; i++ {
-		e.accept(mainPush(fmt.Sprint("d", i), testSha(i), "", "api"), t0)
+// permute calls f with every permutation of 0..n-1 (Heap's algorithm).
+func permute(n int, f func([]int)) {
+	p := make([]int, n)
+	for i := range p {
+		p[i] = i
 	}
-	if len(e.Intents) != maxIntents {
-		t.Fatalf("%d intents remembered, want %d", len(e.Intents), maxIntents)
-	}
-	if _, ok := e.Intents["d1"]; ok {
-		t.Fatalf("the oldest intent is still remembered")
-	}
-	if r, ok := e.Intents[fmt.Sprint("d", n)]; !ok || r.Generation != int64(n) {
-		t.Fatalf("the newest intent is not remembered: %+v", r)
-	}
-	if len(e.Events) != maxEvents {
-		t.Fatalf("%d events kept, want %d", len(e.Events), maxEvents)
-	}
-	for i := 1; i < len(e.Events); i++ {
-		if e.Events[i].Seq != e.Events[i-1].Seq+1 {
-			t.Fatalf("event sequence broken at %d: %d after %d", i, e.Events[i].Seq, e.Events[i-1].Seq)
+	var gen func(k int)
+	gen = func(k int) {
+		if k <= 1 {
+			f(slices.Clone(p))
+			return
+		}
+		for i := 0; i < k; i++ {
+			gen(k - 1)
+			if k%2 == 0 {
+				p[i], p[k-1] = p[k-1], p[i]
+			} else {
+				p[0], p[k-1] = p[k-1], p[0]
+			}
 		}
 	}
-	if last := e.Events[len(e.Events)-1]; last.Seq != e.EventSeq {
+	gen(n)
+}
+
+func TestOutboxNumbersEveryEvent(t *testing.T) {
+	e := newEnv("staging")
+	for i := 1; i <= 300; i++ {
+		testAccept(e, mainPush(fmt.Sprint("d", i), testSha(i), "", "api"), t0)
+	}
+	if len(e.Accepts) != 300 {
+		t.Fatalf("%d intents in the outbox, want 300", len(e.Accepts))
+	}
+	for i := 1; i < len(e.Outbox); i++ {
+		if e.Outbox[i].Seq != e.Outbox[i-1].Seq+1 {
+			t.Fatalf("event sequence broken at %d: %d after %d", i, e.Outbox[i].Seq, e.Outbox[i-1].Seq)
+		}
+	}
+	if last := e.Outbox[len(e.Outbox)-1]; last.Seq != e.EventSeq {
 		t.Fatalf("newest event %d, counter %d", last.Seq, e.EventSeq)
 	}
 }
@@ -237,24 +290,24 @@ func TestLongMessagesAreCutOnACharacterBoundary(t *testing.T) {
 	for _, msg := range []string{strings.Repeat("é", maxMessageSize), strings.Repeat("x", maxMessageSize) + "✓", "x" + strings.Repeat("✓", maxMessageSize)} {
 		e := newEnv("staging")
 		e.record(t0, Event{Kind: EventFailed, Message: msg})
-		got := e.Events[0].Message
+		got := e.Outbox[0].Message
 		if len(got) > maxMessageSize || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") || !strings.HasPrefix(msg, strings.TrimSuffix(got, "…")) {
 			t.Fatalf("message of %d bytes kept as %d bytes (valid UTF-8: %v): %q", len(msg), len(got), utf8.ValidString(got), got[max(0, len(got)-12):])
 		}
 	}
 	e := newEnv("staging")
 	e.record(t0, Event{Kind: EventFailed, Message: "short"})
-	if e.Events[0].Message != "short" {
-		t.Fatalf("a short message was changed to %q", e.Events[0].Message)
+	if e.Outbox[0].Message != "short" {
+		t.Fatalf("a short message was changed to %q", e.Outbox[0].Message)
 	}
 }
 
 func TestClaimTransition(t *testing.T) {
 	e := newEnv("staging")
-	e.accept(mainPush("d1", testSha(1), "", "api"), t0) // 1
-	e.accept(mainPush("d2", testSha(2), "", "web"), t0) // 2
-	e.accept(mainPush("d3", testSha(3), "", "db"), t0)  // 3
-	e.Scopes["web"].Owner = 3                           // a newer pass owns web
+	testAccept(e, mainPush("d1", testSha(1), "", "api"), t0) // 1
+	testAccept(e, mainPush("d2", testSha(2), "", "web"), t0) // 2
+	testAccept(e, mainPush("d3", testSha(3), "", "db"), t0)  // 3
+	e.Scopes["web"].Owner = 3                                // a newer pass owns web
 
 	res := e.claim(2, []string{"api", "web", "db", "worker"}, t0)
 	if got := res.Scopes(); !slices.Equal(got, []string{"api"}) {
@@ -404,7 +457,7 @@ func TestGrantTokens(t *testing.T) {
 func gateEnv(t *testing.T, scopes ...string) *Env {
 	t.Helper()
 	e := newEnv("staging")
-	e.accept(mainPush("d1", testSha(1), "", scopes...), t0)
+	testAccept(e, mainPush("d1", testSha(1), "", scopes...), t0)
 	if res := e.claim(1, nil, t0); len(res.Claimed) != len(scopes) {
 		t.Fatalf("setup claim: %+v", res)
 	}
@@ -428,7 +481,7 @@ func TestGateIsAllOrNothing(t *testing.T) {
 			t.Fatalf("%s: a refused gate changed the lease (-before +after):\n%s", s, diff)
 		}
 	}
-	if got := e.EventSeq - before.EventSeq; got != 1 || e.Events[len(e.Events)-1].Kind != EventLocked {
+	if got := e.EventSeq - before.EventSeq; got != 1 || e.Outbox[len(e.Outbox)-1].Kind != EventLocked {
 		t.Fatalf("%d events for three refused polls; want one locked event", got)
 	}
 	g, err := e.gate(1, []string{"api", "db"}, "deploy", "me", time.Minute, t0.Add(2*time.Second), 5*time.Second)
@@ -553,13 +606,13 @@ func TestParseOutcome(t *testing.T) {
 	}
 }
 
-// Pushes delivered newest first: C (on B), then B (on A), then A. B is behind C; A must be
-// recognised as behind too, through B's parent, and never replace C.
+// Pushes delivered newest first: C (on B), then B (on A), then A. B is behind C by the chain; A,
+// not adjacent to C, by its push time, and never replaces C.
 func TestLatePushesNewestFirstNeverReplaceTheNewest(t *testing.T) {
 	e := newEnv("staging")
-	c := e.accept(mainPush("c", testSha(3), testSha(2), "api"), t0)
-	for _, late := range []*Intent{mainPush("b", testSha(2), testSha(1), "api"), mainPush("a", testSha(1), testSha(0), "api")} {
-		res := e.accept(late, t0)
+	c := testAccept(e, pushedAt(mainPush("c", testSha(3), testSha(2), "api"), 3), t0)
+	for _, late := range []*Intent{pushedAt(mainPush("b", testSha(2), testSha(1), "api"), 2), pushedAt(mainPush("a", testSha(1), testSha(0), "api"), 1)} {
+		res := testAccept(e, late, t0)
 		if res.Stale["api"] != c.Generation {
 			t.Fatalf("late push %s: %+v; want it held back behind generation %d", late.ID, res, c.Generation)
 		}
@@ -567,4 +620,14 @@ func TestLatePushesNewestFirstNeverReplaceTheNewest(t *testing.T) {
 	if m := e.Scopes["api"].Mailbox; m.Sha != testSha(3) || m.Generation != c.Generation {
 		t.Fatalf("mailbox %+v; want C still pending", m)
 	}
+}
+
+// testAccept accepts an intent on a document whose outbox is never emptied, so that the outbox
+// alone knows the intents seen; it fails the test on bad input.
+func testAccept(e *Env, in *Intent, now time.Time) *AcceptResult {
+	res, err := e.accept(in, e.pendingAccept(in.ID), nil, now)
+	if err != nil {
+		panic(err)
+	}
+	return res
 }

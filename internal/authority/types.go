@@ -2,13 +2,22 @@ package authority
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
-// Store is the port every adapter implements: single-document reads and conditional writes, plus the
-// sparse index of environments with pending work. Adapters make one attempt per call; retries on
-// conflict live in Authority. Every write is one document, so a store needs no transactions.
+// Store is the port every adapter implements: single-document reads and conditional writes, the
+// sparse index of environments with pending work, and immutable records kept beside the documents.
+// Adapters make one attempt per call; retries on conflict live in Authority. Every conditional write
+// is one document, so a store needs no transactions: records are copied out of a document's outbox
+// after the write that put them there (docs/design.md, "The outbox").
 type Store interface {
+	Documents
+	Records
+}
+
+// Documents are the mutable items: an environment's hot state, a named lease.
+type Documents interface {
 	// Get returns the document stored under key, or an error matching ErrNotFound.
 	Get(ctx context.Context, key string) (*Doc, error)
 	// Put stores doc iff the stored revision equals doc.Rev (0: nothing stored yet) and returns the
@@ -18,6 +27,31 @@ type Store interface {
 	Put(ctx context.Context, doc *Doc) (int64, error)
 	// Pending lists the environments whose last stored document had Pending set.
 	Pending(ctx context.Context) ([]string, error)
+}
+
+// Records are immutable items: timeline events and accepted intents, each kept for the retention.
+type Records interface {
+	// PutRecords stores records as their own items. A record never changes once written (the outbox
+	// holds it fixed until then), so storing one again is harmless and PutRecords may be repeated.
+	PutRecords(ctx context.Context, recs []Record) error
+	// GetRecords returns the records stored under keys, read strongly consistently, in any order.
+	// A key with nothing stored is left out. Records past their expiry may be returned (a store's
+	// expiry can lag); the Authority ignores them.
+	GetRecords(ctx context.Context, keys []string) ([]Record, error)
+}
+
+// Expirer is what a store without a time to live of its own (bolt) offers to delete the records past
+// their expiry; the recovery sweep calls it.
+type Expirer interface {
+	DeleteExpired(ctx context.Context, now time.Time) (int, error)
+}
+
+// Record is one immutable item: a timeline event or an accepted intent.
+type Record struct {
+	Key       string        `json:"key"`
+	ExpiresAt time.Time     `json:"expires_at"`
+	Event     *Event        `json:"event,omitempty"`
+	Intent    *IntentRecord `json:"intent,omitempty"`
 }
 
 // Clock tells the time; tests inject a fake one so that expiry needs no sleeping.
@@ -34,11 +68,21 @@ type Doc struct {
 	Lease   *NamedLease `json:"lease,omitempty"`
 }
 
-// Document keys.
+// Document and record keys. Environment names hold no '#', so a key names one item.
 const (
-	envKeyPrefix   = "env#"
-	leaseKeyPrefix = "lease#"
+	envKeyPrefix    = "env#"
+	leaseKeyPrefix  = "lease#"
+	eventKeyPrefix  = "event#"
+	intentKeyPrefix = "intent#"
 )
+
+// EventKey is the record key of an environment's event number seq.
+func EventKey(env string, seq int64) string {
+	return fmt.Sprintf("%s%s#%019d", eventKeyPrefix, env, seq)
+}
+
+// IntentKey is the record key of an intent accepted in an environment.
+func IntentKey(env, id string) string { return intentKeyPrefix + env + "#" + id }
 
 // EnvKey is the document key of an environment.
 func EnvKey(env string) string { return envKeyPrefix + env }
@@ -46,17 +90,26 @@ func EnvKey(env string) string { return envKeyPrefix + env }
 // LeaseKey is the document key of a named lease.
 func LeaseKey(name string) string { return leaseKeyPrefix + name }
 
-// Env is an environment's authoritative state: counters, per-scope mailbox, owner, live state and
-// lease, the intents it has seen and its recent timeline. It is stored as one document so that
-// every transition is one conditional write.
+// Env is an environment's authoritative state: counters, and per scope the mailbox, owner, live
+// state, lease and last failure. It is stored as one small document (the hot item) so that every
+// transition is one conditional write; its size is bounded by its scopes, not by its history.
+//
+// Events and intent records are their own records. A transition appends them to the outbox of the
+// document it writes; they are copied out as records after that write, and leave the outbox in a
+// later write, once their copies landed.
 type Env struct {
-	Name     string                  `json:"name"`
-	Desired  int64                   `json:"desired"`
-	Observed int64                   `json:"observed"`
-	Scopes   map[string]*Scope       `json:"scopes,omitempty"`
-	Intents  map[string]IntentRecord `json:"intents,omitempty"`
-	Events   []Event                 `json:"events,omitempty"`
-	EventSeq int64                   `json:"event_seq"`
+	Name     string            `json:"name"`
+	Desired  int64             `json:"desired"`
+	Observed int64             `json:"observed"`
+	Scopes   map[string]*Scope `json:"scopes,omitempty"`
+	EventSeq int64             `json:"event_seq"`         // the newest event's number
+	Outbox   []Event           `json:"outbox,omitempty"`  // events not yet known to be records
+	Accepts  []IntentRecord    `json:"accepts,omitempty"` // intents not yet known to be records
+	// Last identifies the newest event, so that a poller's repeated refusal is recorded once.
+	Last string `json:"last,omitempty"`
+
+	// Events is not stored: Status fills it with the newest events, for rendering.
+	Events []Event `json:"events,omitempty"`
 }
 
 // Scope is one separately deployed part of an environment.
@@ -75,7 +128,7 @@ type Ref struct {
 	Sha        string    `json:"sha"`
 	Ref        string    `json:"ref,omitempty"`
 	Before     string    `json:"before,omitempty"`
-	Lineage    []string  `json:"lineage,omitempty"` // shas this commit is known to build on, nearest first
+	Order      Order     `json:"order,omitzero"`
 	Source     string    `json:"source,omitempty"`
 	Actor      string    `json:"actor,omitempty"`
 	IntentID   string    `json:"intent_id"`
@@ -91,7 +144,8 @@ type Live struct {
 	Generation int64     `json:"generation"`
 	Run        string    `json:"run,omitempty"`
 	Token      int64     `json:"token"`
-	Lineage    []string  `json:"lineage,omitempty"`
+	Before     string    `json:"before,omitempty"`
+	Order      Order     `json:"order,omitzero"`
 	At         time.Time `json:"at"`
 }
 
@@ -119,9 +173,14 @@ type Failure struct {
 	At          time.Time `json:"at"`
 }
 
-// IntentRecord remembers an accepted intent so that a re-delivery returns its generation.
+// IntentRecord remembers an accepted intent for the retention, so that a re-delivery returns its
+// generation and changes nothing, and the same id with another commit or scopes is refused.
 type IntentRecord struct {
-	Generation int64 `json:"generation"`
+	ID         string    `json:"id"`
+	Generation int64     `json:"generation"`
+	Sha        string    `json:"sha,omitempty"` // empty for records migrated from the first layout
+	Scopes     []string  `json:"scopes,omitempty"`
+	At         time.Time `json:"at"`
 }
 
 // NamedLease is a lease on a resource outside any environment (a remote refresh, say), with its own
@@ -165,4 +224,13 @@ type Event struct {
 	Holder     string    `json:"holder,omitempty"`
 	Token      int64     `json:"token,omitempty"`
 	Message    string    `json:"message"`
+}
+
+// Order is what GitHub tells about when a commit was pushed, so that the intents of one branch are
+// ordered by facts, whatever order they arrive in: the push's repository.pushed_at, the head
+// commit's timestamp, and whether the push was forced. Zero fields are unknown.
+type Order struct {
+	PushedAt    time.Time `json:"pushed_at,omitzero"`
+	CommittedAt time.Time `json:"committed_at,omitzero"`
+	Forced      bool      `json:"forced,omitempty"`
 }

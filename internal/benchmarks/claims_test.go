@@ -75,8 +75,16 @@ func verifyClaims(ctx context.Context, a *authority.Authority, env string, resul
 	if e.Desired != int64(n) {
 		return fmt.Errorf("desired generation %d after %d intents", e.Desired, n)
 	}
+	ids := make([]string, len(results))
+	for i := range results {
+		ids[i] = intentID(env, i)
+	}
+	intents, err := a.Intents(ctx, env, ids)
+	if err != nil {
+		return err
+	}
 	for i, r := range results {
-		rec, ok := e.Intents[intentID(env, i)]
+		rec, ok := intents[intentID(env, i)]
 		if !ok || rec.Generation != r.Generation {
 			return fmt.Errorf("client %d: intent recorded as %+v (found %v), told generation %d", i, rec, ok, r.Generation)
 		}
@@ -87,7 +95,11 @@ func verifyClaims(ctx context.Context, a *authority.Authority, env string, resul
 	}
 	superseded := map[int64]bool{}
 	accepted := 0
-	for _, ev := range e.Events {
+	page, err := a.History(ctx, env, 0, 10*n)
+	if err != nil {
+		return err
+	}
+	for _, ev := range page.Events {
 		switch ev.Kind {
 		case authority.EventSuperseded:
 			superseded[ev.Generation] = true

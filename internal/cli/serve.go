@@ -135,6 +135,7 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 			"webhooks are taken and state is kept, but nothing is published to GitHub; dispatches and replies are logged and skipped")
 	} else {
 		o.Dispatcher = &app.GitHubDispatcher{Installations: inst}
+		o.Commits = &app.GitHubCommits{Installations: inst}
 		o.Conversation = &app.GitHubConversation{Installations: inst}
 		o.Reviewer = &app.GitHubReviewer{Installations: inst}
 		from := ss.config

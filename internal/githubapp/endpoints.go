@@ -26,9 +26,11 @@ func Endpoints() []Endpoint {
 		{http.MethodPost, "/repos/{owner}/{repo}/actions/runs/{run_id}/deployment_protection_rule"},
 		{http.MethodGet, "/repos/{owner}/{repo}/collaborators/{username}/permission"},
 		{http.MethodGet, "/repos/{owner}/{repo}/contents/{path}"},
+		{http.MethodGet, "/repos/{owner}/{repo}/compare/{basehead}"},
 		{http.MethodPost, "/app/installations/{installation_id}/access_tokens"},
 		{http.MethodGet, "/repos/{owner}/{repo}/installation"},
 		{http.MethodPost, "/repos/{owner}/{repo}/deployments"},
 		{http.MethodPost, "/repos/{owner}/{repo}/deployments/{deployment_id}/statuses"},
+		{http.MethodPost, "/app-manifests/{code}/conversions"},
 	}
 }

@@ -7,9 +7,15 @@
 // processes are serialised by the operating system; a process that finds the file locked retries
 // for a bounded time and then reports that another process holds it.
 //
-// Buckets: "docs" maps a document key to the JSON of the document, its revision included; "pending"
-// holds the names of the environments whose last stored document had Pending set (kept in the same
-// transaction as the write); "meta" holds the schema version.
+// Buckets: "docs" maps a document key to its stored form (authority.EncodeDoc), its revision
+// included; "pending" holds the names of the environments whose last stored document had Pending set
+// (kept in the same transaction as the write); "records" maps a record key (an event, an accepted
+// intent) to its JSON, and "expiry" orders the record keys by expiry so that expired records are
+// deleted as new ones are written; "meta" holds the schema version.
+//
+// Schema 2 stores environments in their compact form beside records of their history. A file of
+// schema 1 is read as it is and upgraded by its first write (the records buckets created, the
+// version raised), after which a latestwins of schema 1 refuses it instead of misreading it.
 package bolt
 
 import (
@@ -37,8 +43,8 @@ import (
 	"github.com/latestwins/latestwins/internal/authority"
 )
 
-// SchemaVersion is the layout this package reads and writes.
-const SchemaVersion = 1
+// SchemaVersion is the layout this package writes; it reads 1 and 2.
+const SchemaVersion = 2
 
 // DefaultOpenTimeout bounds the wait for a file another process holds.
 const DefaultOpenTimeout = 5 * time.Second
@@ -53,6 +59,8 @@ var (
 	bucketDocs    = []byte("docs")
 	bucketPending = []byte("pending")
 	bucketMeta    = []byte("meta")
+	bucketRecords = []byte("records")
+	bucketExpiry  = []byte("expiry")
 	keySchema     = []byte("schema")
 )
 
@@ -244,10 +252,11 @@ func migrate(tx *bbolt.Tx) error {
 			return err
 		}
 	}
-	if checkSchema(tx) == nil {
+	if checkSchema(tx) == nil && tx.Bucket(bucketRecords) != nil && tx.Bucket(bucketExpiry) != nil &&
+		string(tx.Bucket(bucketMeta).Get(keySchema)) == strconv.Itoa(SchemaVersion) {
 		return errNoChange
 	}
-	for _, name := range [][]byte{bucketDocs, bucketPending, bucketMeta} {
+	for _, name := range [][]byte{bucketDocs, bucketPending, bucketMeta, bucketRecords, bucketExpiry} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return fmt.Errorf("create bucket %s: %w", name, err)
 		}
@@ -307,11 +316,9 @@ func (s *Store) Get(ctx context.Context, key string) (*authority.Doc, error) {
 		if b == nil {
 			return authority.ErrNotFound
 		}
-		d = new(authority.Doc)
-		if err := json.Unmarshal(b, d); err != nil {
-			return fmt.Errorf("decode: %w", err)
-		}
-		return nil
+		var err error
+		d, err = authority.DecodeDoc(b)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", key, err)
@@ -330,7 +337,7 @@ func (s *Store) Put(ctx context.Context, doc *authority.Doc) (int64, error) {
 	}
 	next := *doc
 	next.Rev = doc.Rev + 1
-	b, err := json.Marshal(&next)
+	b, err := authority.EncodeDoc(&next)
 	if err != nil {
 		return 0, fmt.Errorf("put %s: encode: %w", doc.Key, err)
 	}
@@ -461,7 +468,9 @@ func (s *Store) write(ctx context.Context, migrating, inPlace bool, fn func(*bbo
 			}
 		}()
 		if !migrating {
-			err = checkSchema(tx)
+			if err = checkSchema(tx); err == nil {
+				err = upgrade(tx)
+			}
 		}
 		if err == nil {
 			err = fn(tx)

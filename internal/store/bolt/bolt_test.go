@@ -50,14 +50,14 @@ func envDoc(name string, desired int64) *authority.Doc {
 			Name: name, Desired: desired, Observed: desired - 1, EventSeq: 2,
 			Scopes: map[string]*authority.Scope{
 				"api": {
-					Mailbox: &authority.Ref{Generation: desired, Sha: "c0ffee", Ref: "refs/heads/main", IntentID: "d-1", At: t0, Lineage: []string{"b0b"}},
+					Mailbox: &authority.Ref{Generation: desired, Sha: "c0ffee", Ref: "refs/heads/main", IntentID: "d-1", At: t0, Before: "b0b"},
 					Owner:   desired,
 					Lease:   authority.Lease{Holder: "run-9", Purpose: "deploy", Generation: desired, Token: 4, AcquiredAt: t0, ExpiresAt: t0.Add(2 * time.Minute)},
 				},
 				"web": {Live: &authority.Live{Sha: "b0b", Generation: desired - 1, Token: 3, At: t0}},
 			},
-			Intents: map[string]authority.IntentRecord{"d-1": {Generation: desired}},
-			Events: []authority.Event{
+			Accepts: []authority.IntentRecord{{ID: "d-1", Generation: desired, Sha: "c0ffee", Scopes: []string{"api"}, At: t0}},
+			Outbox: []authority.Event{
 				{Seq: 1, At: t0, Kind: authority.EventAccepted, Scope: "api", Generation: desired, Sha: "c0ffee", Message: "accepted"},
 				{Seq: 2, At: t0, Kind: authority.EventClaimed, Scope: "api", Generation: desired, Message: "claimed"},
 			},
@@ -243,8 +243,8 @@ func TestMigrate(t *testing.T) {
 		ctx := t.Context()
 		path := dbPath(t)
 		s := open(t, path)
-		if v := rawSchema(t, path); v != "1" {
-			t.Fatalf("schema after Open = %q, want 1", v)
+		if v := rawSchema(t, path); v != "2" {
+			t.Fatalf("schema after Open = %q, want 2", v)
 		}
 		if _, err := s.Put(ctx, envDoc("staging", 1)); err != nil {
 			t.Fatalf("Put: %v", err)
@@ -261,8 +261,8 @@ func TestMigrate(t *testing.T) {
 		if p, err := s.Pending(ctx); err != nil || !slices.Equal(p, []string{"staging"}) {
 			t.Fatalf("Pending after migrating again = %v, %v", p, err)
 		}
-		if v := rawSchema(t, path); v != "1" {
-			t.Fatalf("schema = %q, want 1", v)
+		if v := rawSchema(t, path); v != "2" {
+			t.Fatalf("schema = %q, want 2", v)
 		}
 	})
 
@@ -281,8 +281,8 @@ func TestMigrate(t *testing.T) {
 		if _, err := s.Put(ctx, envDoc("staging", 1)); err != nil {
 			t.Fatalf("Put: %v", err)
 		}
-		if v := rawSchema(t, path); v != "1" {
-			t.Fatalf("schema = %q, want 1", v)
+		if v := rawSchema(t, path); v != "2" {
+			t.Fatalf("schema = %q, want 2", v)
 		}
 	})
 
@@ -294,12 +294,12 @@ func TestMigrate(t *testing.T) {
 		if _, err := s.Put(ctx, envDoc("staging", 1)); err != nil {
 			t.Fatalf("Put: %v", err)
 		}
-		rawUpdate(t, path, func(tx *bbolt.Tx) error { return tx.Bucket([]byte("meta")).Put([]byte("schema"), []byte("2")) })
+		rawUpdate(t, path, func(tx *bbolt.Tx) error { return tx.Bucket([]byte("meta")).Put([]byte("schema"), []byte("3")) })
 
 		checkErr := func(op string, err error) {
 			t.Helper()
-			if !errors.Is(err, bolt.ErrNewerSchema) || !strings.Contains(err.Error(), "schema version 2") || !strings.Contains(err.Error(), "upgrade latestwins") {
-				t.Errorf("%s on a schema 2 file: err = %v, want ErrNewerSchema naming version 2 and the fix", op, err)
+			if !errors.Is(err, bolt.ErrNewerSchema) || !strings.Contains(err.Error(), "schema version 3") || !strings.Contains(err.Error(), "upgrade latestwins") {
+				t.Errorf("%s on a schema 3 file: err = %v, want ErrNewerSchema naming version 3 and the fix", op, err)
 			}
 		}
 		checkErr("Migrate", s.Migrate(ctx))
@@ -311,10 +311,73 @@ func TestMigrate(t *testing.T) {
 		checkErr("Put", err)
 		_, err = s.Pending(ctx)
 		checkErr("Pending", err)
-		if v := rawSchema(t, path); v != "2" {
-			t.Fatalf("schema = %q after refusals, want 2 kept", v)
+		if v := rawSchema(t, path); v != "3" {
+			t.Fatalf("schema = %q after refusals, want 3 kept", v)
 		}
 	})
+}
+
+// TestFirstLayoutFile: a file of schema 1 holding an environment of the first layout (its timeline
+// and intent ids inside) is read as it is; the first write raises the schema, and the next ones move
+// the timeline and the intents into records: nothing is lost, a re-delivery is still a repeat, and a
+// latestwins of schema 1 now refuses the file instead of misreading it.
+func TestFirstLayoutFile(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := dbPath(t)
+	ts := t0.Format(time.RFC3339Nano)
+	legacy := `{"key":"env#staging","rev":4,"pending":true,"env":{"name":"staging","desired":2,"observed":1,` +
+		`"scopes":{"api":{"mailbox":{"generation":2,"sha":"` + strings.Repeat("b", 40) + `","ref":"refs/heads/main","lineage":["x"],"intent_id":"d-2","at":"` + ts + `"},` +
+		`"owner":2,"lease":{"token":1},"active_at":"` + ts + `"}},"intents":{"d-1":{"generation":1},"d-2":{"generation":2}},` +
+		`"events":[{"seq":1,"at":"` + ts + `","kind":"accepted","scope":"api","generation":1,"message":"Accepted aaaaaaa"},` +
+		`{"seq":2,"at":"` + ts + `","kind":"accepted","scope":"api","generation":2,"message":"Accepted bbbbbbb"}],"event_seq":2}}`
+	rawUpdate(t, path, func(tx *bbolt.Tx) error {
+		for _, name := range []string{"docs", "pending", "meta"} {
+			if _, err := tx.CreateBucket([]byte(name)); err != nil {
+				return err
+			}
+		}
+		if err := tx.Bucket([]byte("meta")).Put([]byte("schema"), []byte("1")); err != nil {
+			return err
+		}
+		if err := tx.Bucket([]byte("pending")).Put([]byte("staging"), nil); err != nil {
+			return err
+		}
+		return tx.Bucket([]byte("docs")).Put([]byte("env#staging"), []byte(legacy))
+	})
+	s, err := bolt.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	clock := storetest.NewClock(t0.Add(time.Hour))
+	a := authority.New(s, authority.WithClock(clock))
+	if res, err := a.Accept(ctx, authority.Intent{ID: "d-1", Environment: "staging", Scopes: []string{"api"}, Sha: strings.Repeat("a", 40)}, false); err != nil || !res.Duplicate || res.Generation != 1 {
+		t.Fatalf("re-delivery of an intent of the first layout: %+v, %v", res, err)
+	}
+	for i := 3; i <= 4; i++ {
+		if _, err := a.Accept(ctx, authority.Intent{ID: fmt.Sprintf("d-%d", i), Environment: "staging", Scopes: []string{"api"}, Sha: strings.Repeat(fmt.Sprint(i), 40)}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v := rawSchema(t, path); v != "2" {
+		t.Fatalf("schema after writes = %q, want 2", v)
+	}
+	page, err := a.History(ctx, "staging", 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Events) < 4 || page.Events[0].Message != "Accepted aaaaaaa" || page.Events[1].Message != "Accepted bbbbbbb" {
+		t.Fatalf("timeline after the move: %+v", page.Events)
+	}
+	d, err := s.Get(ctx, authority.EnvKey("staging"))
+	if err != nil || len(d.Env.Outbox) > 3 || len(d.Env.Accepts) > 1 {
+		t.Fatalf("document after the move: %+v, %v; want the first layout's events and intents moved out", d, err)
+	}
+	if res, err := authority.New(s, authority.WithClock(clock)).Accept(ctx, authority.Intent{ID: "d-2", Environment: "staging", Scopes: []string{"api"},
+		Sha: strings.Repeat("b", 40)}, false); err != nil || !res.Duplicate || res.Generation != 2 {
+		t.Fatalf("re-delivery of d-2 after the move: %+v, %v", res, err)
+	}
 }
 
 func TestOpenBadPaths(t *testing.T) {
@@ -845,17 +908,18 @@ func TestTwoProcessesIncrement(t *testing.T) {
 
 // --- benchmarks -----------------------------------------------------------------------------------
 
-// fullDoc is an environment document at the domain's caps: 200 timeline events, 256 intents.
+// fullDoc is an environment document at its largest in practice: an outbox of 100 events the store
+// has not yet taken as records, and 64 intents waiting likewise.
 func fullDoc() *authority.Doc {
 	d := envDoc("staging", 300)
-	d.Env.Events = d.Env.Events[:0]
-	for i := range 200 {
-		d.Env.Events = append(d.Env.Events, authority.Event{Seq: int64(i + 1), At: t0, Kind: authority.EventDeployed, Scope: "api",
+	d.Env.Outbox = d.Env.Outbox[:0]
+	for i := range 100 {
+		d.Env.Outbox = append(d.Env.Outbox, authority.Event{Seq: int64(i + 1), At: t0, Kind: authority.EventDeployed, Scope: "api",
 			Generation: int64(i + 1), Sha: fmt.Sprintf("%040x", i), Holder: "run-12345678-1", Token: int64(i),
 			Message: "Deployed c0ffee to staging/api (generation 12, run 12345678)"})
 	}
-	for i := range 256 {
-		d.Env.Intents[fmt.Sprintf("delivery-%08d-aaaa-bbbb-cccc", i)] = authority.IntentRecord{Generation: int64(i + 1)}
+	for i := range 64 {
+		d.Env.Accepts = append(d.Env.Accepts, authority.IntentRecord{ID: fmt.Sprintf("delivery-%08d-aaaa-bbbb-cccc", i), Generation: int64(i + 1), At: t0})
 	}
 	return d
 }

@@ -1,9 +1,11 @@
 package dynamo
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -15,6 +17,9 @@ import (
 // table reads well in the console and stays independent of a second set of tags.
 func jsonTags(o *attributevalue.EncoderOptions)   { o.TagKey = "json" }
 func jsonTagsIn(o *attributevalue.DecoderOptions) { o.TagKey = "json" }
+
+// movedMarker is what the first layout's attribute holds on items of schema 2.
+const movedMarker = "stored in the attribute hot by a newer latestwins (schema 2): upgrade latestwins"
 
 // encodeItem lays out doc as it is stored at revision h.rev, written by h.wids[0].
 func encodeItem(doc *authority.Doc, h history) (map[string]types.AttributeValue, error) {
@@ -29,11 +34,14 @@ func encodeItem(doc *authority.Doc, h history) (map[string]types.AttributeValue,
 		attrWIDs: &types.AttributeValueMemberL{Value: wids},
 	}
 	if doc.Env != nil {
-		av, err := attributevalue.MarshalWithOptions(doc.Env, jsonTags)
+		b, err := authority.EncodeEnv(doc.Env)
 		if err != nil {
 			return nil, fmt.Errorf("encode environment of %s: %w", doc.Key, err)
 		}
-		item[attrEnv] = av
+		item[attrHot] = &types.AttributeValueMemberS{Value: string(b)}
+		// The first layout's attribute, as a string: a latestwins of that layout fails to decode it
+		// and stops, instead of reading no state and writing a fresh environment over this one.
+		item[attrEnv] = &types.AttributeValueMemberS{Value: movedMarker}
 	}
 	if doc.Lease != nil {
 		av, err := attributevalue.MarshalWithOptions(doc.Lease, jsonTags)
@@ -60,11 +68,23 @@ func decodeItem(item map[string]types.AttributeValue) (*authority.Doc, history, 
 	}
 	doc := &authority.Doc{Key: pk.Value, Rev: h.rev}
 	_, doc.Pending = item[attrPending]
-	if av, ok := item[attrEnv]; ok {
-		doc.Env = &authority.Env{}
-		if err := attributevalue.UnmarshalWithOptions(av, doc.Env, jsonTagsIn); err != nil {
+	switch av := item[attrHot].(type) {
+	case *types.AttributeValueMemberS:
+		e, err := authority.DecodeEnv([]byte(av.Value))
+		if err != nil {
 			return nil, history{}, fmt.Errorf("decode environment of %s: %w", pk.Value, err)
 		}
+		doc.Env = e
+	case nil:
+		if av, ok := item[attrEnv]; ok { // the first layout: a map named after the json tags
+			e, err := decodeFirstLayout(av)
+			if err != nil {
+				return nil, history{}, fmt.Errorf("decode environment of %s: %w", pk.Value, err)
+			}
+			doc.Env = e
+		}
+	default:
+		return nil, history{}, fmt.Errorf("attribute %q of %s is not a string", attrHot, pk.Value)
 	}
 	if av, ok := item[attrLease]; ok {
 		doc.Lease = &authority.NamedLease{}
@@ -103,4 +123,73 @@ func decodeHistory(item map[string]types.AttributeValue) (history, error) {
 
 func number(n int64) *types.AttributeValueMemberN {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+// decodeFirstLayout reads an environment the first layout stored as a map attribute, through the
+// JSON it mirrors.
+func decodeFirstLayout(av types.AttributeValue) (*authority.Env, error) {
+	var m map[string]any
+	if err := attributevalue.UnmarshalWithOptions(av, &m, jsonTagsIn); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return authority.DecodeEnv(b)
+}
+
+// encodeRecord lays out a record as its own item: the event or intent as a map named after the
+// domain's json tags (readable in the console), and its expiry for the table's time to live.
+func encodeRecord(r *authority.Record) (map[string]types.AttributeValue, error) {
+	item := map[string]types.AttributeValue{
+		attrPK:       &types.AttributeValueMemberS{Value: r.Key},
+		TTLAttribute: number(r.ExpiresAt.Unix()),
+		attrExpires:  &types.AttributeValueMemberS{Value: r.ExpiresAt.UTC().Format(time.RFC3339Nano)},
+	}
+	switch {
+	case r.Event != nil:
+		av, err := attributevalue.MarshalWithOptions(r.Event, jsonTags)
+		if err != nil {
+			return nil, fmt.Errorf("encode record %s: %w", r.Key, err)
+		}
+		item[attrEvent] = av
+	case r.Intent != nil:
+		av, err := attributevalue.MarshalWithOptions(r.Intent, jsonTags)
+		if err != nil {
+			return nil, fmt.Errorf("encode record %s: %w", r.Key, err)
+		}
+		item[attrIntent] = av
+	default:
+		return nil, fmt.Errorf("encode record %s: neither an event nor an intent", r.Key)
+	}
+	return item, nil
+}
+
+// decodeRecord reads a record item; ok is false for an item that is not a record.
+func decodeRecord(item map[string]types.AttributeValue) (authority.Record, bool, error) {
+	pk, _ := item[attrPK].(*types.AttributeValueMemberS)
+	exp, _ := item[attrExpires].(*types.AttributeValueMemberS)
+	if pk == nil || exp == nil {
+		return authority.Record{}, false, nil
+	}
+	r := authority.Record{Key: pk.Value}
+	t, err := time.Parse(time.RFC3339Nano, exp.Value)
+	if err != nil {
+		return r, false, fmt.Errorf("record %s: attribute %q: %w", pk.Value, attrExpires, err)
+	}
+	r.ExpiresAt = t
+	if av, ok := item[attrEvent]; ok {
+		r.Event = &authority.Event{}
+		if err := attributevalue.UnmarshalWithOptions(av, r.Event, jsonTagsIn); err != nil {
+			return r, false, fmt.Errorf("decode record %s: %w", pk.Value, err)
+		}
+	}
+	if av, ok := item[attrIntent]; ok {
+		r.Intent = &authority.IntentRecord{}
+		if err := attributevalue.UnmarshalWithOptions(av, r.Intent, jsonTagsIn); err != nil {
+			return r, false, fmt.Errorf("decode record %s: %w", pk.Value, err)
+		}
+	}
+	return r, r.Event != nil || r.Intent != nil, nil
 }

@@ -32,7 +32,11 @@ const (
 	attrRev     = "rev"     // N: the document's revision, 1 for the first write
 	attrWID     = "wid"     // S: the random id of the write that stored this revision
 	attrWIDs    = "wids"    // L of S: ids of the newest writes, newest first (wid included)
-	attrEnv     = "env"     // M: authority.Env
+	attrEnv     = "env"     // M: authority.Env as the first layout stored it (read, never written)
+	attrHot     = "hot"     // S: an environment's state in its compact stored form (authority.EncodeEnv)
+	attrEvent   = "event"   // M: a record's authority.Event
+	attrIntent  = "intent"  // M: a record's authority.IntentRecord
+	attrExpires = "expires" // S: a record's expiry, exact (TTLAttribute has whole seconds)
 	attrLease   = "lease"   // M: authority.NamedLease
 	attrPending = "pending" // S: pendingValue while the environment has pending work, absent otherwise
 
@@ -60,6 +64,14 @@ type API interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+}
+
+// Scanner lists a table's items; *dynamodb.Client satisfies it. Only latestwins migrate scans (see
+// Environments), so the App's role need not allow it.
+type Scanner interface {
+	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 }
 
 var (
@@ -142,7 +154,7 @@ func (s *Store) Get(ctx context.Context, key string) (*authority.Doc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", key, err)
 	}
-	if item == nil {
+	if _, record := item[attrExpires]; item == nil || record {
 		return nil, fmt.Errorf("get %s: %w", key, authority.ErrNotFound)
 	}
 	doc, h, err := decodeItem(item)
@@ -375,4 +387,39 @@ func newWriteID() (string, error) {
 		return "", fmt.Errorf("write id: %w", err)
 	}
 	return hex.EncodeToString(b[:]), nil
+}
+
+// Environments lists every environment in the table with a Scan: for latestwins migrate only,
+// never on a request path (the sweep uses the pending index).
+func (s *Store) Environments(ctx context.Context) ([]string, error) {
+	scanner, ok := s.api.(Scanner)
+	if w, unwraps := s.api.(interface{ Unwrap() API }); !ok && unwraps {
+		scanner, ok = w.Unwrap().(Scanner)
+	}
+	if !ok {
+		return nil, fmt.Errorf("list the environments of table %s: the client given to the store cannot scan (pass a *dynamodb.Client)", s.table)
+	}
+	p := dynamodb.NewScanPaginator(scanner, &dynamodb.ScanInput{
+		TableName:                 aws.String(s.table),
+		ProjectionExpression:      aws.String("#pk"),
+		FilterExpression:          aws.String("begins_with(#pk, :env)"),
+		ExpressionAttributeNames:  map[string]string{"#pk": attrPK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":env": &types.AttributeValueMemberS{Value: envPrefix}},
+	})
+	var out []string
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("scan table %s: %w", s.table, err)
+		}
+		for _, item := range page.Items {
+			if pk, ok := item[attrPK].(*types.AttributeValueMemberS); ok {
+				if name, ok := strings.CutPrefix(pk.Value, envPrefix); ok {
+					out = append(out, name)
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }

@@ -118,8 +118,8 @@ func TestRoundTripAndItemLayout(t *testing.T) {
 		}
 	}
 
-	// The stored item is readable: native maps named after the json tags, the keys and the index
-	// attribute at the top.
+	// The stored item: the keys, revision and index attribute at the top, the state in its compact
+	// stored form.
 	out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table),
 		Key: map[string]types.AttributeValue{attrPK: &types.AttributeValueMemberS{Value: authority.EnvKey("preview/pr-803")}}})
 	if err != nil {
@@ -136,16 +136,16 @@ func TestRoundTripAndItemLayout(t *testing.T) {
 	if p, ok := item[attrPending].(*types.AttributeValueMemberS); !ok || p.Value != pendingValue {
 		t.Errorf("pending = %#v, want S %q on an environment with pending work", item[attrPending], pendingValue)
 	}
-	env, ok := item[attrEnv].(*types.AttributeValueMemberM)
+	hot, ok := item[attrHot].(*types.AttributeValueMemberS)
 	if !ok {
-		t.Fatalf("env = %T, want a map", item[attrEnv])
+		t.Fatalf("hot = %T, want the compact state as a string", item[attrHot])
 	}
-	if seq, ok := env.Value["event_seq"].(*types.AttributeValueMemberN); !ok || seq.Value == "0" {
-		t.Errorf("env.event_seq = %#v, want a non-zero number", env.Value["event_seq"])
+	e, err := authority.DecodeEnv([]byte(hot.Value))
+	if err != nil || e.EventSeq == 0 || e.Scopes["api"] == nil || e.Scopes["web"] == nil {
+		t.Errorf("hot decodes to %+v (%v); want a timeline counter and api and web", e, err)
 	}
-	scopes, _ := env.Value["scopes"].(*types.AttributeValueMemberM)
-	if scopes == nil || scopes.Value["api"] == nil || scopes.Value["web"] == nil {
-		t.Errorf("env.scopes = %#v, want a map holding api and web", env.Value["scopes"])
+	if marker, ok := item[attrEnv].(*types.AttributeValueMemberS); !ok || !strings.Contains(marker.Value, "upgrade latestwins") {
+		t.Errorf("env = %#v; want a string that makes a latestwins of the first layout fail to decode the item", item[attrEnv])
 	}
 	if _, ok := item[attrLease]; ok {
 		t.Errorf("an environment document carries a lease attribute")

@@ -37,7 +37,7 @@ const (
 	// meant to go away (delivery dedupe records), never on documents.
 	TTLAttribute = "expires_at_epoch"
 	// SchemaVersion is the table layout this package writes and reads.
-	SchemaVersion int64 = 1
+	SchemaVersion int64 = 2
 
 	schemaKey   = "meta#schema"
 	attrVersion = "version"

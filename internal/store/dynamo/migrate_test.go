@@ -86,7 +86,7 @@ func TestMigrateTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &MigrateReport{Table: table, Created: true, TTL: TTLUnsupported, TTLDetail: "UnknownOperationException", SchemaVersion: 1, SchemaWritten: true}
+	want := &MigrateReport{Table: table, Created: true, TTL: TTLUnsupported, TTLDetail: "UnknownOperationException", SchemaVersion: 2, SchemaWritten: true}
 	if diff := cmp.Diff(want, first); diff != "" {
 		t.Fatalf("first migrate (-want +got):\n%s", diff)
 	}
@@ -114,7 +114,7 @@ func TestMigrateTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = &MigrateReport{Table: table, TTL: TTLUnsupported, TTLDetail: "UnknownOperationException", SchemaVersion: 1}
+	want = &MigrateReport{Table: table, TTL: TTLUnsupported, TTLDetail: "UnknownOperationException", SchemaVersion: 2}
 	if diff := cmp.Diff(want, second); diff != "" {
 		t.Fatalf("second migrate (-want +got):\n%s", diff)
 	}
@@ -128,10 +128,10 @@ func TestMigrateTwice(t *testing.T) {
 	if p, err := s.Pending(ctx); err != nil || !cmp.Equal(p, []string{"staging"}) {
 		t.Fatalf("pending after the second migrate: %v, %v", p, err)
 	}
-	if v := schemaVersion(t, client, table); v != "1" {
-		t.Fatalf("schema version %s, want 1", v)
+	if v := schemaVersion(t, client, table); v != "2" {
+		t.Fatalf("schema version %s, want 2", v)
 	}
-	if got := second.String(); !strings.Contains(got, "up to date") || !strings.Contains(got, "schema version 1") {
+	if got := second.String(); !strings.Contains(got, "up to date") || !strings.Contains(got, "schema version 2") {
 		t.Errorf("report reads %q", got)
 	}
 }
@@ -140,7 +140,7 @@ func TestMigrateNeverLowersTheSchemaVersion(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	client, table := migrated(t)
-	for _, tc := range []struct{ stored, want string }{{"7", "7"}, {"0", "1"}} {
+	for _, tc := range []struct{ stored, want string }{{"7", "7"}, {"0", "2"}, {"1", "2"}} {
 		if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
 			attrPK: &types.AttributeValueMemberS{Value: schemaKey}, attrVersion: &types.AttributeValueMemberN{Value: tc.stored}}}); err != nil {
 			t.Fatal(err)
@@ -248,7 +248,7 @@ func TestMigrateAddsTheIndex(t *testing.T) {
 		if err != nil {
 			t.Fatalf("provisioned %v: %v", provisioned, err)
 		}
-		if rep.Created || !rep.IndexAdded || rep.SchemaVersion != 1 {
+		if rep.Created || !rep.IndexAdded || rep.SchemaVersion != 2 {
 			t.Fatalf("provisioned %v: report %+v; want the index added to the existing table", provisioned, rep)
 		}
 		req := online.requested

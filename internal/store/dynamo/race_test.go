@@ -198,9 +198,30 @@ func TestAcceptRaceOverFlakyStore(t *testing.T) {
 	if env.Desired != int64(total) || len(gens) != total {
 		t.Fatalf("desired generation %d after %d accepted intents (%d answered)", env.Desired, total, len(gens))
 	}
+	// Every intent is remembered with the generation it was answered: in the document's outbox, or
+	// as its own record.
+	stored := map[string]int64{}
+	doc, err := New(client, table).Get(ctx, authority.EnvKey("staging"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range doc.Env.Accepts {
+		stored[in.ID] = in.Generation
+	}
+	var keys []string
+	for id := range gens {
+		keys = append(keys, authority.IntentKey("staging", id))
+	}
+	recs, err := New(client, table).GetRecords(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		stored[r.Intent.ID] = r.Intent.Generation
+	}
 	for id, g := range gens {
-		if rec, ok := env.Intents[id]; !ok || rec.Generation != g {
-			t.Fatalf("intent %s: stored %+v (present %v); it was answered generation %d", id, rec, ok, g)
+		if got, ok := stored[id]; !ok || got != g {
+			t.Fatalf("intent %s: stored generation %d (present %v); it was answered generation %d", id, got, ok, g)
 		}
 	}
 	// The newest intent holds the shared scope's mailbox; each racer's own scope holds its last one.
@@ -226,8 +247,12 @@ func TestAcceptRaceOverFlakyStore(t *testing.T) {
 		}
 	})
 	for _, id := range ids[:4] {
+		var i, j int
+		if _, err := fmt.Sscanf(id, "delivery-%d-%d", &i, &j); err != nil {
+			t.Fatal(err)
+		}
 		res, err := authority.New(New(f, table), authority.WithClock(clock)).Accept(ctx, authority.Intent{ID: id, Environment: "staging",
-			Scopes: []string{"api"}, Sha: "ffff"}, false)
+			Scopes: []string{"api", fmt.Sprintf("svc-%d", i)}, Sha: fmt.Sprintf("%040x", i*1000+j)}, false)
 		if err != nil || !res.Duplicate || res.Generation != gens[id] {
 			t.Fatalf("re-delivered %s: %+v, %v; want a duplicate with generation %d", id, res, err, gens[id])
 		}

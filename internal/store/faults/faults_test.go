@@ -232,13 +232,21 @@ func raceAccepts(t *testing.T, n *network, rounds int) *findings {
 		if e.Desired != racers*each {
 			f.violation(round, "desired generation %d after %d distinct intents: an intent was lost or counted twice", e.Desired, racers*each)
 		}
+		ids := make([]string, 0, len(reported))
+		for id := range reported {
+			ids = append(ids, id)
+		}
+		intents, err := n.check.Intents(ctx, env, ids)
+		if err != nil {
+			t.Fatalf("round %d: read the intents of %s: %v", round, env, err)
+		}
 		byGen := map[int64]string{}
 		for id, gen := range reported {
 			if other, dup := byGen[gen]; dup {
 				f.violation(round, "generation %d was given to both %s and %s", gen, other, id)
 			}
 			byGen[gen] = id
-			if rec, ok := e.Intents[id]; !ok || rec.Generation != gen {
+			if rec, ok := intents[id]; !ok || rec.Generation != gen {
 				f.violation(round, "intent %s was told generation %d; the table has %+v (found: %v)", id, gen, rec, ok)
 			}
 		}

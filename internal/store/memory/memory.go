@@ -1,4 +1,4 @@
-// Package memory is an in-process Store: a mutex and a map. It backs unit tests and the conformance
+// Package memory is an in-process Store: a mutex and maps. It backs unit tests and the conformance
 // suite's reference run; it keeps nothing across processes.
 package memory
 
@@ -13,19 +13,21 @@ import (
 	"github.com/latestwins/latestwins/internal/authority"
 )
 
-// Store keeps documents as JSON so that callers never share memory with it.
+// Store keeps documents and records in their stored forms, so that callers never share memory with
+// it.
 type Store struct {
 	mu      sync.Mutex
 	docs    map[string][]byte
 	revs    map[string]int64
 	pending map[string]bool
+	records map[string][]byte
 }
 
 var _ authority.Store = (*Store)(nil)
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{docs: map[string][]byte{}, revs: map[string]int64{}, pending: map[string]bool{}}
+	return &Store{docs: map[string][]byte{}, revs: map[string]int64{}, pending: map[string]bool{}, records: map[string][]byte{}}
 }
 
 // Get implements authority.Store.
@@ -39,11 +41,11 @@ func (s *Store) Get(ctx context.Context, key string) (*authority.Doc, error) {
 	if !ok {
 		return nil, fmt.Errorf("get %s: %w", key, authority.ErrNotFound)
 	}
-	var d authority.Doc
-	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", key, err)
+	d, err := authority.DecodeDoc(b)
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", key, err)
 	}
-	return &d, nil
+	return d, nil
 }
 
 // Put implements authority.Store.
@@ -53,7 +55,7 @@ func (s *Store) Put(ctx context.Context, doc *authority.Doc) (int64, error) {
 	}
 	next := *doc
 	next.Rev = doc.Rev + 1
-	b, err := json.Marshal(&next)
+	b, err := authority.EncodeDoc(&next)
 	if err != nil {
 		return 0, fmt.Errorf("encode %s: %w", doc.Key, err)
 	}
@@ -86,4 +88,54 @@ func (s *Store) Pending(ctx context.Context) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// PutRecords implements authority.Store.
+func (s *Store) PutRecords(ctx context.Context, recs []authority.Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	enc := make(map[string][]byte, len(recs))
+	for i := range recs {
+		b, err := json.Marshal(&recs[i])
+		if err != nil {
+			return fmt.Errorf("encode record %s: %w", recs[i].Key, err)
+		}
+		enc[recs[i].Key] = b
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, b := range enc {
+		s.records[k] = b
+	}
+	return nil
+}
+
+// GetRecords implements authority.Store.
+func (s *Store) GetRecords(ctx context.Context, keys []string) ([]authority.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	found := make([][]byte, 0, len(keys))
+	for _, k := range keys {
+		if b, ok := s.records[k]; ok {
+			found = append(found, b)
+		}
+	}
+	s.mu.Unlock()
+	out := make([]authority.Record, len(found))
+	for i, b := range found {
+		if err := json.Unmarshal(b, &out[i]); err != nil {
+			return nil, fmt.Errorf("decode record: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// Len tells how many documents and records the store holds (tests check nothing is duplicated).
+func (s *Store) Len() (docs, records int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.docs), len(s.records)
 }

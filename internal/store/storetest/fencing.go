@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -18,6 +19,7 @@ func fencingCases() []testCase {
 		{"StaleTokenRefused", testStaleToken},
 		{"HolderNameReusedAcrossGenerations", testHolderReused},
 		{"RegrantFencesTheOlderGrant", testRegrant},
+		{"UnlockOnceForARequest", testUnlockOnce},
 	}
 }
 
@@ -224,5 +226,32 @@ func testStaleToken(t *testing.T, h *harness) {
 		if l := h.scope("staging", s).Live; l == nil || l.Token != cur.Tokens[s] || l.Sha != sha("a", 1) {
 			t.Fatalf("%s live %+v; want %s with token %d", s, l, sha("a", 1), cur.Tokens[s])
 		}
+	}
+}
+
+// testUnlockOnce: an unlock made for a request (a comment command's delivery) is carried out once;
+// the same request again, after a newer pass took the lease and hundreds of other writes, frees
+// nothing.
+func testUnlockOnce(t *testing.T, h *harness) {
+	a := h.process()
+	gen := h.accept(a, push("staging", "run-1", sha("a", 1), "api"), true).Generation
+	h.gate(a, "staging", gen, "run-1/1", "api")
+	if _, err := a.Unlock(h.ctx, "staging/api", "stuck", "octocat", authority.UnlockOnce("delivery-7")); err != nil {
+		t.Fatalf("unlock: %v", err)
+	}
+	for i := range rounds(120, 30) {
+		h.accept(a, push("staging", fmt.Sprintf("other-%d", i), sha("o", i), "web"), false)
+	}
+	cur := h.gate(h.process(), "staging", gen, "run-1/2", "api")
+	_, err := h.process().Unlock(h.ctx, "staging/api", "stuck", "octocat", authority.UnlockOnce("delivery-7"))
+	if !errors.Is(err, authority.ErrRepeated) {
+		t.Fatalf("the same unlock request again: %v; want ErrRepeated", err)
+	}
+	if l := h.scope("staging", "api").Lease; l.Holder != cur.Holder || l.Token != cur.Tokens["api"] {
+		t.Fatalf("lease %+v after a repeated unlock request; want the newer grant kept", l)
+	}
+	// Another request unlocks.
+	if _, err := a.Unlock(h.ctx, "staging/api", "stuck again", "octocat", authority.UnlockOnce("delivery-8")); err != nil {
+		t.Fatalf("another unlock request: %v", err)
 	}
 }

@@ -2,9 +2,9 @@ package storetest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +28,8 @@ func portCases() []testCase {
 		{"PendingIndex", testPortPendingIndex},
 		{"Canceled", testPortCanceled},
 		{"LargeDocument", testPortLargeDocument},
+		{"Records", testPortRecords},
+		{"FirstLayout", testPortFirstLayout},
 	}
 }
 
@@ -110,28 +112,28 @@ func testPortRevisions(t *testing.T, h *harness) {
 // that needs escaping in any encoding.
 func fullEnvDoc(key, name string, now time.Time) *authority.Doc {
 	return &authority.Doc{Key: key, Pending: true, Env: &authority.Env{
-		Name: name, Desired: 9, Observed: 6, EventSeq: 12,
+		Name: name, Desired: 9, Observed: 6, EventSeq: 12, Last: "1x2y3z",
 		Scopes: map[string]*authority.Scope{
 			"api": {
 				Mailbox: &authority.Ref{Generation: 9, Sha: sha("a", 9), Ref: "refs/heads/main", Before: sha("a", 8),
-					Lineage: []string{sha("a", 8), sha("a", 7)}, Source: "example/api", Actor: "octocat",
-					IntentID: "3f6a1c2e-delivery-9", Attempt: 2, At: now},
+					Order:  authority.Order{PushedAt: now.Truncate(time.Second), CommittedAt: now.Add(-time.Hour), Forced: true},
+					Source: "example/api", Actor: "octocat", IntentID: "3f6a1c2e-delivery-9", Origin: "github:1/example/api#main", Attempt: 2, At: now},
 				Owner: 8,
 				Live: &authority.Live{Sha: sha("a", 6), Ref: "refs/heads/main", Generation: 6, Run: "1234567/2", Token: 41,
-					Lineage: []string{sha("a", 5)}, At: now.Add(-time.Minute)},
+					Before: sha("a", 5), Order: authority.Order{PushedAt: now.Add(-time.Hour).Truncate(time.Second)}, At: now.Add(-time.Minute)},
 				Lease: authority.Lease{Holder: "1234568/1", Purpose: "deploy", Generation: 8, Token: 42,
-					AcquiredAt: now.Add(-time.Second), ExpiresAt: now.Add(testTTL)},
+					AcquiredAt: now.Add(-time.Second), ExpiresAt: now.Add(testTTL), Sha: sha("a", 8), Ref: "refs/heads/main"},
 				Failure: &authority.Failure{Generation: 7, Sha: sha("a", 7), Message: "exit status 1: «déploiement» échoué ✗ \"quoted\" <b>&amp;</b>\nsecond line\ttab",
 					Attempt: 3, MaxAttempts: 3, At: now.Add(-2 * time.Minute)},
 				ActiveAt: now,
 			},
 			"web": {Owner: 5, Lease: authority.Lease{Token: 3}, ActiveAt: now.Add(-time.Hour)}, // a released lease keeps its token
 		},
-		Intents: map[string]authority.IntentRecord{
-			"3f6a1c2e-delivery-9": {Generation: 9},
-			"run 77/attempt 1":    {Generation: 5},
+		Accepts: []authority.IntentRecord{
+			{ID: "3f6a1c2e-delivery-9", Generation: 9, Sha: sha("a", 9), Scopes: []string{"api"}, At: now},
+			{ID: "run 77/attempt 1", Generation: 5, At: now.Add(-time.Hour)},
 		},
-		Events: []authority.Event{
+		Outbox: []authority.Event{
 			{Seq: 11, At: now.Add(-time.Second), Kind: authority.EventTookOver, Scope: "api", Generation: 8, Holder: "1234568/1", Token: 42,
 				Message: "Recovered an interrupted operation (Interrupted: deploy) held by 1234567/2, generation 6"},
 			{Seq: 12, At: now, Kind: authority.EventAccepted, Scope: "api", Generation: 9, Sha: sha("a", 9), Message: "Accepted a000000 from example/api by octocat — «ok» ✓"},
@@ -159,7 +161,7 @@ func testPortRoundTrip(t *testing.T, h *harness) {
 
 	// A second revision replaces the whole document: nothing of the first one survives.
 	next := &authority.Doc{Key: env.Key, Rev: 1, Env: &authority.Env{Name: "preview/pr-803", Desired: 10, Observed: 10,
-		Scopes: map[string]*authority.Scope{"web": {Owner: 10}}, Intents: map[string]authority.IntentRecord{"x": {Generation: 10}}, EventSeq: 12}}
+		Scopes: map[string]*authority.Scope{"web": {Owner: 10}}, Accepts: []authority.IntentRecord{{ID: "x", Generation: 10, At: now}}, EventSeq: 12}}
 	h.put(next, 2)
 	next.Rev = 2
 	h.wantDoc(next)
@@ -175,8 +177,8 @@ func testPortIsolation(t *testing.T, h *harness) {
 	doc.Env.Desired = 1000
 	doc.Env.Scopes["api"].Mailbox.Sha = "changed"
 	doc.Env.Scopes["api"].Lease.Holder = "changed"
-	doc.Env.Events[0].Message = "changed"
-	doc.Env.Intents["new"] = authority.IntentRecord{Generation: 1000}
+	doc.Env.Outbox[0].Message = "changed"
+	doc.Env.Accepts[0].Scopes[0] = "changed"
 	want := fullEnvDoc(key, "isolation", now)
 	want.Rev = 1
 	h.wantDoc(want)
@@ -185,9 +187,10 @@ func testPortIsolation(t *testing.T, h *harness) {
 	got := h.doc(key)
 	got.Rev = 1000
 	got.Env.Scopes["api"].Live.Sha = "changed"
-	got.Env.Scopes["api"].Mailbox.Lineage[0] = "changed"
+	got.Env.Scopes["api"].Mailbox.Order.Forced = false
+	got.Env.Accepts[0].Scopes[0] = "changed"
 	delete(got.Env.Scopes, "web")
-	got.Env.Events = got.Env.Events[:1]
+	got.Env.Outbox = got.Env.Outbox[:1]
 	h.wantDoc(want)
 }
 
@@ -342,45 +345,145 @@ func testPortCanceled(t *testing.T, h *harness) {
 	}
 }
 
-// testPortLargeDocument stores a heavy environment document, over 250 KB as JSON: the timeline full
-// of long messages, hundreds of remembered intents, the most scopes an environment may have, each
+// testPortLargeDocument stores a heavy environment document, over 200 KB: a full outbox of long
+// messages (the store refused records for a while), the most scopes an environment may have, each
 // with a pending and a live commit and a failure. Stores must keep it whole.
 func testPortLargeDocument(t *testing.T, h *harness) {
 	now := h.clock.Now()
 	const name = "large"
-	e := &authority.Env{Name: name, Desired: 5000, Observed: 4000, EventSeq: 9000,
-		Scopes: map[string]*authority.Scope{}, Intents: map[string]authority.IntentRecord{}}
+	e := &authority.Env{Name: name, Desired: 5000, Observed: 4000, EventSeq: 9000, Scopes: map[string]*authority.Scope{}}
 	for i := range 256 {
-		e.Intents[fmt.Sprintf("%08x-1d2e-4f3a-9b8c-%012x", i, i)] = authority.IntentRecord{Generation: int64(4744 + i)}
+		e.Accepts = append(e.Accepts, authority.IntentRecord{ID: fmt.Sprintf("%08x-1d2e-4f3a-9b8c-%012x", i, i), Generation: int64(4744 + i),
+			Sha: sha("i", i), Scopes: []string{"api"}, At: now})
 	}
-	for i := range 200 {
-		e.Events = append(e.Events, authority.Event{Seq: int64(8801 + i), At: now, Kind: authority.EventFailed, Scope: "api",
-			Generation: int64(4800 + i), Sha: sha("f", i), Message: fmt.Sprintf("Attempt 1 of 3 failed; will retry: %s…", strings.Repeat("é", 232))})
+	for i := range 256 {
+		e.Outbox = append(e.Outbox, authority.Event{Seq: int64(8745 + i), At: now, Kind: authority.EventFailed, Scope: "api",
+			Generation: int64(4800 + i), Sha: sha("f", i), Message: fmt.Sprintf("Attempt 1 of 3 failed; will retry: %s…", strings.Repeat("é", 148))})
 	}
 	for i := range authority.MaxScopes {
-		lineage := make([]string, 8)
-		for j := range lineage {
-			lineage[j] = sha("l", i*100+j)
-		}
 		e.Scopes[fmt.Sprintf("scope-%02d", i)] = &authority.Scope{
-			Mailbox: &authority.Ref{Generation: 4001 + int64(i), Sha: sha("m", i), Ref: "refs/heads/main", Before: lineage[0], Lineage: lineage,
+			Mailbox: &authority.Ref{Generation: 4001 + int64(i), Sha: sha("m", i), Ref: "refs/heads/main", Before: sha("l", i),
 				Source: "example/service-" + fmt.Sprint(i), Actor: "octocat", IntentID: fmt.Sprintf("%08x-1d2e-4f3a-9b8c-%012x", i, i), At: now},
 			Owner:    4000,
-			Live:     &authority.Live{Sha: sha("v", i), Ref: "refs/heads/main", Generation: 4000, Run: "1234567890/1", Token: int64(i), Lineage: lineage, At: now},
+			Live:     &authority.Live{Sha: sha("v", i), Ref: "refs/heads/main", Generation: 4000, Run: "1234567890/1", Token: int64(i), At: now},
 			Lease:    authority.Lease{Token: int64(i)},
-			Failure:  &authority.Failure{Generation: 3999, Sha: sha("x", i), Message: strings.Repeat("ü", 250), Attempt: 3, MaxAttempts: 3, At: now},
+			Failure:  &authority.Failure{Generation: 3999, Sha: sha("x", i), Message: strings.Repeat("ü", 150), Attempt: 3, MaxAttempts: 3, At: now},
 			ActiveAt: now,
 		}
 	}
 	doc := &authority.Doc{Key: authority.EnvKey(name), Pending: true, Env: e}
-	b, err := json.Marshal(doc)
-	if err != nil || len(b) < 250_000 {
-		t.Fatalf("the large document is %d bytes of JSON (%v); the test wants it above 250 KB", len(b), err)
+	b, err := authority.EncodeEnv(e)
+	if err != nil || len(b) < 200_000 {
+		t.Fatalf("the large document is %d bytes (%v); the test wants it above 200 KB", len(b), err)
 	}
-	t.Logf("large document: %d bytes of JSON", len(b))
+	t.Logf("large document: %d bytes", len(b))
 	h.put(doc, 1)
 	doc.Rev = 1
 	h.wantDoc(doc)
 	doc.Env.Desired++
 	h.put(doc, 2)
+}
+
+// testPortRecords: records are stored whole, found by key with a consistent read, missing keys are
+// left out, and storing one again changes nothing.
+func testPortRecords(t *testing.T, h *harness) {
+	now := h.clock.Now()
+	ev := authority.Event{Seq: 7, At: now, Kind: authority.EventUnlocked, Scope: "api", Generation: 3, Holder: "run 9/1", Token: 4,
+		Message: "Unlocked by octocat: «stuck» ✗ \"quoted\" <b>&amp;</b>\nsecond line"}
+	in := authority.IntentRecord{ID: "delivery 72d3162e-cc78-11e3-81ab ✓", Generation: 3, Sha: sha("a", 3), Scopes: []string{"api", "web"}, At: now}
+	recs := []authority.Record{
+		{Key: authority.EventKey("preview/pr-7", 7), ExpiresAt: now.Add(time.Hour), Event: &ev},
+		{Key: authority.IntentKey("preview/pr-7", in.ID), ExpiresAt: now.Add(2 * time.Hour), Intent: &in},
+	}
+	for range 2 {
+		if err := h.store.PutRecords(h.ctx, recs); err != nil {
+			t.Fatalf("put records: %v", err)
+		}
+	}
+	keys := []string{recs[1].Key, "event#preview/pr-7#missing", recs[0].Key, authority.EventKey("preview/pr-8", 7)}
+	got, err := h.store.GetRecords(h.ctx, keys)
+	if err != nil {
+		t.Fatalf("get records: %v", err)
+	}
+	slices.SortFunc(got, func(a, b authority.Record) int { return strings.Compare(a.Key, b.Key) })
+	if diff := cmp.Diff(recs, got); diff != "" {
+		t.Fatalf("records (-stored +read):\n%s", diff)
+	}
+	if got, err := h.store.GetRecords(h.ctx, []string{"event#nothing#1"}); err != nil || len(got) != 0 {
+		t.Fatalf("get of a missing record: %+v, %v; want nothing", got, err)
+	}
+	// Records never show up as documents, nor documents as records.
+	if _, err := h.store.Get(h.ctx, recs[0].Key); !errors.Is(err, authority.ErrNotFound) {
+		t.Fatalf("a record read as a document: %v", err)
+	}
+	h.put(counterDoc(authority.EnvKey("pr-9"), 0, 1), 1)
+	if got, err := h.store.GetRecords(h.ctx, []string{authority.EnvKey("pr-9")}); err != nil || len(got) != 0 {
+		t.Fatalf("a document read as a record: %+v, %v", got, err)
+	}
+	// Many at once: a page of history.
+	var many []authority.Record
+	var manyKeys []string
+	for i := range 150 {
+		e := authority.Event{Seq: int64(i + 1), At: now, Kind: authority.EventAccepted, Message: strings.Repeat("m", 200)}
+		many = append(many, authority.Record{Key: authority.EventKey("many", e.Seq), ExpiresAt: now.Add(time.Hour), Event: &e})
+		manyKeys = append(manyKeys, many[i].Key)
+	}
+	if err := h.store.PutRecords(h.ctx, many); err != nil {
+		t.Fatalf("put 150 records: %v", err)
+	}
+	for chunk := range slices.Chunk(manyKeys, 100) {
+		got, err := h.store.GetRecords(h.ctx, chunk)
+		if err != nil || len(got) != len(chunk) {
+			t.Fatalf("get %d records: %d, %v", len(chunk), len(got), err)
+		}
+	}
+}
+
+// testPortFirstLayout: a document written by the first layout (the timeline and intent ids inside
+// the environment) is read with its events and intents in the outbox; the next write stores them as
+// records and leaves the document small, and the timeline and the intent ids are all still there.
+func testPortFirstLayout(t *testing.T, h *harness) {
+	now := h.clock.Now()
+	raw := firstLayoutDoc(now)
+	d, err := authority.DecodeDoc(raw)
+	if err != nil {
+		t.Fatalf("decode a first-layout document: %v", err)
+	}
+	if len(d.Env.Outbox) != 3 || len(d.Env.Accepts) != 2 || d.Env.Scopes["api"].Mailbox.Sha != sha("a", 9) {
+		t.Fatalf("first-layout document read as %+v", d.Env)
+	}
+	h.put(d, 1)
+	a := h.process()
+	// An old intent id is still a repeat; an accept writes, moving the outbox to records.
+	if res := h.accept(a, push("staging", "delivery-9", sha("a", 9), "api"), false); !res.Duplicate || res.Generation != 9 {
+		t.Fatalf("re-delivery of an intent of the first layout: %+v", res)
+	}
+	h.accept(a, push("staging", "delivery-10", sha("a", 10), "api"), false)
+	h.accept(a, push("staging", "delivery-11", sha("a", 11), "api"), false)
+	e := h.env("staging")
+	if len(e.Accepts) > 1 || len(e.Outbox) > 4 {
+		t.Fatalf("after two writes the outbox still holds %d events and %d intents", len(e.Outbox), len(e.Accepts))
+	}
+	if len(e.Events) < 3 || e.Events[0].Seq != 10 || e.Events[0].Message != "first" {
+		t.Fatalf("timeline %+v; want the first layout's events first", e.Events)
+	}
+	for i := 1; i < len(e.Events); i++ {
+		if e.Events[i].Seq != e.Events[i-1].Seq+1 {
+			t.Fatalf("timeline numbers %d after %d", e.Events[i].Seq, e.Events[i-1].Seq)
+		}
+	}
+	if res := h.accept(h.process(), push("staging", "run 77/attempt 1", sha("a", 5), "web"), false); !res.Duplicate || res.Generation != 5 {
+		t.Fatalf("re-delivery of the other first-layout intent after the move: %+v", res)
+	}
+}
+
+// firstLayoutDoc is a stored document of the first layout, as memory and bolt kept it.
+func firstLayoutDoc(now time.Time) []byte {
+	ts := now.UTC().Format(time.RFC3339Nano)
+	return []byte(`{"key":"env#staging","rev":0,"pending":true,"env":{"name":"staging","desired":9,"observed":8,` +
+		`"scopes":{"api":{"mailbox":{"generation":9,"sha":"` + sha("a", 9) + `","ref":"refs/heads/main","lineage":["x"],"intent_id":"delivery-9","at":"` + ts + `"},` +
+		`"owner":8,"lease":{"token":4},"active_at":"` + ts + `"},"web":{"owner":5,"lease":{"token":2},"active_at":"` + ts + `"}},` +
+		`"intents":{"delivery-9":{"generation":9},"run 77/attempt 1":{"generation":5}},` +
+		`"events":[{"seq":10,"at":"` + ts + `","kind":"accepted","message":"first"},{"seq":11,"at":"` + ts + `","kind":"claimed","message":"second"},` +
+		`{"seq":12,"at":"` + ts + `","kind":"accepted","scope":"api","generation":9,"message":"third"}],"event_seq":12}}`)
 }

@@ -48,6 +48,7 @@ func Run(t *testing.T, newStore func(t *testing.T) authority.Store) {
 		{"Outcomes", outcomeCases()},
 		{"Selectivity", selectivityCases()},
 		{"OutOfOrder", outOfOrderCases()},
+		{"Outbox", outboxCases()},
 		{"Pending", pendingCases()},
 		{"Sweep", sweepCases()},
 		{"InputErrors", inputCases()},
@@ -133,14 +134,36 @@ func (h *harness) process() *authority.Authority {
 	return authority.New(h.store, authority.WithClock(h.clock), authority.WithSkew(h.skew))
 }
 
-// env reads an environment's stored state straight from the store.
+// env reads an environment's stored state straight from the store, with its whole timeline (the
+// outbox and the event records, through History) in Events.
 func (h *harness) env(name string) *authority.Env {
 	h.t.Helper()
 	d := h.doc(authority.EnvKey(name))
 	if d.Env == nil {
 		h.t.Fatalf("document %s holds no environment", d.Key)
 	}
+	d.Env.Events = h.history(name)
 	return d.Env
+}
+
+// history reads an environment's whole timeline, oldest first, page by page, without counting the
+// requests.
+func (h *harness) history(name string) []authority.Event {
+	h.t.Helper()
+	a := authority.New(h.store.inner, authority.WithClock(h.clock), authority.WithSkew(h.skew))
+	var all []authority.Event
+	before := int64(0)
+	for {
+		page, err := a.History(h.ctx, name, before, 500)
+		if err != nil {
+			h.t.Fatalf("history of %s: %v", name, err)
+		}
+		all = append(page.Events, all...)
+		if page.Before == 0 {
+			return all
+		}
+		before = page.Before
+	}
 }
 
 // doc reads a stored document straight from the store.
@@ -244,6 +267,8 @@ type countingStore struct {
 	gets     atomic.Int64
 	puts     atomic.Int64
 	pendings atomic.Int64
+	recPuts  atomic.Int64
+	recGets  atomic.Int64
 }
 
 var _ authority.Store = (*countingStore)(nil)
@@ -261,6 +286,16 @@ func (s *countingStore) Put(ctx context.Context, doc *authority.Doc) (int64, err
 func (s *countingStore) Pending(ctx context.Context) ([]string, error) {
 	s.pendings.Add(1)
 	return s.inner.Pending(ctx)
+}
+
+func (s *countingStore) PutRecords(ctx context.Context, recs []authority.Record) error {
+	s.recPuts.Add(1)
+	return s.inner.PutRecords(ctx, recs)
+}
+
+func (s *countingStore) GetRecords(ctx context.Context, keys []string) ([]authority.Record, error) {
+	s.recGets.Add(1)
+	return s.inner.GetRecords(ctx, keys)
 }
 
 // requests returns the number of requests so far.

@@ -41,15 +41,21 @@ var mutants = []mutant{
 	{"sticky-pending", func() authority.Store { return &stickyPending{Store: memory.New(), seen: map[string]bool{}} },
 		"^(Port|Pending|Mailbox)$/^(PendingIndex|ListsWhileWorkIsPending|Concurrent64)$",
 		[]string{"Port/PendingIndex", "Pending/ListsWhileWorkIsPending", "Mailbox/Concurrent64"}},
-	{"shared-documents", func() authority.Store { return &sharedDocs{docs: map[string]*authority.Doc{}} },
+	{"shared-documents", func() authority.Store { return &sharedDocs{docs: map[string]*authority.Doc{}, records: *memory.New()} },
 		"^Port$/^(Isolation|Revisions)$",
 		[]string{"Port/Isolation"}},
 	{"second-precision-times", func() authority.Store { return &rewriting{Store: memory.New(), rewrite: truncateTimes} },
 		"^Port$/^(RoundTrip|Revisions)$",
 		[]string{"Port/RoundTrip"}},
-	{"drops-lineage", func() authority.Store { return &rewriting{Store: memory.New(), rewrite: dropLineage} },
-		"^(Port|OutOfOrder)$/^(RoundTrip|LateDeliveries|BehindLive)$",
-		[]string{"Port/RoundTrip", "OutOfOrder/LateDeliveries", "OutOfOrder/BehindLive"}},
+	{"drops-order", func() authority.Store { return &rewriting{Store: memory.New(), rewrite: dropOrder} },
+		"^(Port|OutOfOrder)$/^(RoundTrip|LateDeliveries|BehindLive|EveryArrivalOrder)$",
+		[]string{"Port/RoundTrip", "OutOfOrder/LateDeliveries", "OutOfOrder/BehindLive", "OutOfOrder/EveryArrivalOrder"}},
+	{"loses-records", func() authority.Store { return &losesRecords{Store: memory.New()} },
+		"^(Port|OutOfOrder|Outbox)$/^(Records|RedeliveryAfterThousandsOfIntents|EveryEventOnce)$",
+		[]string{"Port/Records", "OutOfOrder/RedeliveryAfterThousandsOfIntents", "Outbox/EveryEventOnce"}},
+	{"lagging-record-reads", func() authority.Store { return &laggingRecords{Store: memory.New()} },
+		"^Outbox$/^(RedeliveryRightAfterTheMove|ConcurrentRedeliveries)$",
+		[]string{"Outbox/RedeliveryRightAfterTheMove"}},
 	{"ignores-cancel", func() authority.Store { return &ignoresCancel{memory.New()} },
 		"^Port$/^(Canceled|Revisions)$",
 		[]string{"Port/Canceled"}},
@@ -118,6 +124,14 @@ func (s *lastWriteWins) Put(ctx context.Context, doc *authority.Doc) (int64, err
 
 func (s *lastWriteWins) Pending(ctx context.Context) ([]string, error) { return s.inner.Pending(ctx) }
 
+func (s *lastWriteWins) PutRecords(ctx context.Context, recs []authority.Record) error {
+	return s.inner.PutRecords(ctx, recs)
+}
+
+func (s *lastWriteWins) GetRecords(ctx context.Context, keys []string) ([]authority.Record, error) {
+	return s.inner.GetRecords(ctx, keys)
+}
+
 // checkThenWrite checks the revision, then writes in a second step: a compare-and-swap that is
 // not atomic, as an adapter that reads before an unconditional write would be.
 type checkThenWrite struct {
@@ -153,6 +167,14 @@ func (s *checkThenWrite) Put(ctx context.Context, doc *authority.Doc) (int64, er
 
 func (s *checkThenWrite) Pending(ctx context.Context) ([]string, error) { return s.inner.Pending(ctx) }
 
+func (s *checkThenWrite) PutRecords(ctx context.Context, recs []authority.Record) error {
+	return s.inner.PutRecords(ctx, recs)
+}
+
+func (s *checkThenWrite) GetRecords(ctx context.Context, keys []string) ([]authority.Record, error) {
+	return s.inner.GetRecords(ctx, keys)
+}
+
 // stickyPending never drops an environment from its pending index.
 type stickyPending struct {
 	*memory.Store
@@ -180,8 +202,17 @@ func (s *stickyPending) Pending(ctx context.Context) ([]string, error) {
 
 // sharedDocs keeps the caller's documents themselves, and hands them out again.
 type sharedDocs struct {
-	mu   sync.Mutex
-	docs map[string]*authority.Doc
+	mu      sync.Mutex
+	docs    map[string]*authority.Doc
+	records memory.Store
+}
+
+func (s *sharedDocs) PutRecords(ctx context.Context, recs []authority.Record) error {
+	return s.records.PutRecords(ctx, recs)
+}
+
+func (s *sharedDocs) GetRecords(ctx context.Context, keys []string) ([]authority.Record, error) {
+	return s.records.GetRecords(ctx, keys)
 }
 
 func (s *sharedDocs) Get(ctx context.Context, key string) (*authority.Doc, error) {
@@ -246,26 +277,62 @@ func truncateTimes(d *authority.Doc) *authority.Doc {
 				sc.Live.At = sc.Live.At.Truncate(time.Second)
 			}
 		}
-		for i := range c.Env.Events {
-			c.Env.Events[i].At = c.Env.Events[i].At.Truncate(time.Second)
+		for i := range c.Env.Outbox {
+			c.Env.Outbox[i].At = c.Env.Outbox[i].At.Truncate(time.Second)
 		}
 	}
 	return c
 }
 
-func dropLineage(d *authority.Doc) *authority.Doc {
+func dropOrder(d *authority.Doc) *authority.Doc {
 	c := copyDoc(d)
 	if c.Env != nil {
 		for _, sc := range c.Env.Scopes {
 			if sc.Mailbox != nil {
-				sc.Mailbox.Lineage = nil
+				sc.Mailbox.Order, sc.Mailbox.Before = authority.Order{}, ""
 			}
 			if sc.Live != nil {
-				sc.Live.Lineage = nil
+				sc.Live.Order, sc.Live.Before = authority.Order{}, ""
 			}
 		}
 	}
 	return c
+}
+
+// losesRecords acknowledges records without storing them.
+type losesRecords struct{ *memory.Store }
+
+func (s *losesRecords) PutRecords(ctx context.Context, recs []authority.Record) error {
+	return ctx.Err()
+}
+
+// laggingRecords reads records as an eventually consistent read would: those of the newest two
+// PutRecords calls are not seen yet.
+type laggingRecords struct {
+	*memory.Store
+	mu     sync.Mutex
+	recent [2]map[string]bool
+}
+
+func (s *laggingRecords) PutRecords(ctx context.Context, recs []authority.Record) error {
+	if err := s.Store.PutRecords(ctx, recs); err != nil {
+		return err
+	}
+	keys := map[string]bool{}
+	for _, r := range recs {
+		keys[r.Key] = true
+	}
+	s.mu.Lock()
+	s.recent[0], s.recent[1] = s.recent[1], keys
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *laggingRecords) GetRecords(ctx context.Context, keys []string) ([]authority.Record, error) {
+	recs, err := s.Store.GetRecords(ctx, keys)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.DeleteFunc(recs, func(r authority.Record) bool { return s.recent[0][r.Key] || s.recent[1][r.Key] }), err
 }
 
 // copyDoc deep-copies a document through a memory store, so that rewrites never touch the caller's.
@@ -297,6 +364,14 @@ func (s *ignoresCancel) Put(ctx context.Context, doc *authority.Doc) (int64, err
 
 func (s *ignoresCancel) Pending(ctx context.Context) ([]string, error) {
 	return s.inner.Pending(context.WithoutCancel(ctx))
+}
+
+func (s *ignoresCancel) PutRecords(ctx context.Context, recs []authority.Record) error {
+	return s.inner.PutRecords(context.WithoutCancel(ctx), recs)
+}
+
+func (s *ignoresCancel) GetRecords(ctx context.Context, keys []string) ([]authority.Record, error) {
+	return s.inner.GetRecords(context.WithoutCancel(ctx), keys)
 }
 
 // losesWrites acknowledges every n-th write without storing it: an ambiguous write resolved wrongly.

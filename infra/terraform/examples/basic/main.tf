@@ -1,0 +1,51 @@
+# The smallest root module: the App from a release's Lambda zip, with secrets that already exist in
+# SSM Parameter Store (latestwins app create prints the commands that put them there).
+#
+#   curl -fsSLO https://github.com/latestwins/latestwins/releases/download/v1.0.0/latestwins-lambda-arm64.zip
+#   terraform init && terraform apply -var app_id=123456
+#
+# Then set the App's webhook URL to the webhook_url output (latestwins app create --url sets it when
+# the stack exists first).
+
+terraform {
+  required_version = ">= 1.6"
+
+  required_providers {
+    aws = {
+      source  = "hashicorp/aws"
+      version = ">= 6.18, < 7.0"
+    }
+  }
+}
+
+provider "aws" {
+  region = var.region
+}
+
+variable "region" {
+  description = "The AWS region of the App."
+  type        = string
+  default     = "us-east-1"
+}
+
+variable "app_id" {
+  description = "The GitHub App's numeric id."
+  type        = string
+}
+
+module "latestwins" {
+  source = "../.."
+
+  app_id       = var.app_id
+  package_file = "${path.root}/latestwins-lambda-arm64.zip"
+}
+
+output "webhook_url" {
+  description = "Set it as the GitHub App's webhook URL."
+  value       = module.latestwins.webhook_url
+}
+
+output "store_url" {
+  description = "The store input of workflows that use a store rather than the App's API."
+  value       = module.latestwins.store_url
+}

@@ -1,0 +1,251 @@
+# latestwins, the GitHub App on AWS Lambda: the same stack as infra/latestwins.yaml (CloudFormation).
+# infra/terraform_test.go reads these files and checks them against the code: the table against the
+# one `latestwins migrate` creates, the role's actions against the calls the store makes.
+
+data "aws_partition" "current" {}
+data "aws_region" "current" {}
+data "aws_caller_identity" "current" {}
+
+locals {
+  region    = data.aws_region.current.region
+  account   = data.aws_caller_identity.current.account_id
+  partition = data.aws_partition.current.partition
+  parameter_arns = [
+    "arn:${local.partition}:ssm:${local.region}:${local.account}:parameter${var.webhook_secret_parameter}",
+    "arn:${local.partition}:ssm:${local.region}:${local.account}:parameter${var.app_private_key_parameter}",
+  ]
+}
+
+# The table exactly as `latestwins migrate` (internal/store/dynamo.Migrate) creates it.
+resource "aws_dynamodb_table" "state" {
+  name         = var.table_name
+  billing_mode = "PAY_PER_REQUEST"
+  hash_key     = "pk"
+
+  attribute {
+    name = "pk"
+    type = "S"
+  }
+
+  attribute {
+    name = "pending"
+    type = "S"
+  }
+
+  # The sparse index of environments with pending work, which the sweep queries (never a scan).
+  global_secondary_index {
+    name            = "pending"
+    hash_key        = "pending"
+    range_key       = "pk"
+    projection_type = "KEYS_ONLY"
+  }
+
+  ttl {
+    attribute_name = "expires_at_epoch"
+    enabled        = true
+  }
+
+  point_in_time_recovery {
+    enabled = true
+  }
+
+  server_side_encryption {
+    enabled = true
+  }
+
+  tags = var.tags
+
+  # The state of every environment: never destroyed with the stack.
+  lifecycle {
+    prevent_destroy = true
+  }
+}
+
+resource "aws_ssm_parameter" "webhook_secret" {
+  count       = var.webhook_secret == null ? 0 : 1
+  name        = var.webhook_secret_parameter
+  description = "latestwins: the GitHub App's webhook secret"
+  type        = "SecureString"
+  value       = var.webhook_secret
+  tags        = var.tags
+}
+
+resource "aws_ssm_parameter" "app_private_key" {
+  count       = var.app_private_key == null ? 0 : 1
+  name        = var.app_private_key_parameter
+  description = "latestwins: the GitHub App's private key (PEM)"
+  type        = "SecureString"
+  tier        = "Advanced" # a PEM key with its header is near the 4 KB limit of the standard tier
+  value       = var.app_private_key
+  tags        = var.tags
+}
+
+resource "aws_cloudwatch_log_group" "function" {
+  name              = "/aws/lambda/${var.name}"
+  retention_in_days = var.log_retention_days
+  tags              = var.tags
+}
+
+data "aws_iam_policy_document" "assume" {
+  statement {
+    effect  = "Allow"
+    actions = ["sts:AssumeRole"]
+
+    principals {
+      type        = "Service"
+      identifiers = ["lambda.amazonaws.com"]
+    }
+  }
+}
+
+data "aws_iam_policy_document" "function" {
+  # Documents are read with GetItem and written with one conditional PutItem each; the sweep queries
+  # the pending index. Nothing else: no Scan, no DeleteItem, no table admin.
+  statement {
+    sid     = "Table"
+    effect  = "Allow"
+    actions = ["dynamodb:BatchGetItem", "dynamodb:BatchWriteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"]
+    resources = [
+      aws_dynamodb_table.state.arn,
+      "${aws_dynamodb_table.state.arn}/index/pending",
+    ]
+  }
+
+  statement {
+    sid       = "Secrets"
+    effect    = "Allow"
+    actions   = ["ssm:GetParameter"]
+    resources = local.parameter_arns
+  }
+
+  # SecureString values are decrypted by SSM on the function's behalf, and only that way.
+  statement {
+    sid       = "DecryptSecretsThroughSSM"
+    effect    = "Allow"
+    actions   = ["kms:Decrypt"]
+    resources = ["arn:${local.partition}:kms:${local.region}:${local.account}:key/*"]
+
+    condition {
+      test     = "StringEquals"
+      variable = "kms:ViaService"
+      values   = ["ssm.${local.region}.amazonaws.com"]
+    }
+  }
+
+  statement {
+    sid       = "Logs"
+    effect    = "Allow"
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+    resources = ["${aws_cloudwatch_log_group.function.arn}:*"]
+  }
+}
+
+resource "aws_iam_role" "function" {
+  name               = var.name
+  assume_role_policy = data.aws_iam_policy_document.assume.json
+  tags               = var.tags
+}
+
+resource "aws_iam_role_policy" "function" {
+  name   = "latestwins"
+  role   = aws_iam_role.function.id
+  policy = data.aws_iam_policy_document.function.json
+}
+
+resource "aws_lambda_function" "app" {
+  function_name = var.name
+  description   = "latestwins, the GitHub App (webhooks, status page, recovery sweep)"
+  role          = aws_iam_role.function.arn
+  runtime       = "provided.al2023"
+  architectures = ["arm64"]
+  handler       = "bootstrap"
+  memory_size   = 256
+  # A webhook is answered within GitHub's 10 seconds; the sweep may take longer. The function stops
+  # its work half a second before its deadline to answer.
+  timeout = 30
+
+  filename         = var.package_file
+  source_code_hash = var.package_file == null ? null : filebase64sha256(var.package_file)
+  s3_bucket        = var.code_bucket
+  s3_key           = var.code_key
+
+  logging_config {
+    log_format = "JSON"
+    log_group  = aws_cloudwatch_log_group.function.name
+  }
+
+  environment {
+    variables = {
+      LATESTWINS_STORE                         = "dynamodb://${aws_dynamodb_table.state.name}?region=${local.region}"
+      LATESTWINS_WEBHOOK_SECRET_SSM_PARAMETER  = var.webhook_secret_parameter
+      LATESTWINS_APP_PRIVATE_KEY_SSM_PARAMETER = var.app_private_key_parameter
+      LATESTWINS_APP_ID                        = var.app_id
+      LATESTWINS_GITHUB_API_URL                = var.github_api_url
+      LATESTWINS_SWEEP_STALL                   = var.sweep_stall
+    }
+  }
+
+  tags = var.tags
+
+  lifecycle {
+    precondition {
+      condition     = (var.package_file != null) != (var.code_bucket != null && var.code_key != null)
+      error_message = "Give the function's zip either as package_file or as code_bucket and code_key, not both."
+    }
+  }
+
+  # The function reads its secrets at cold start: they exist before it does.
+  depends_on = [aws_iam_role_policy.function, aws_ssm_parameter.webhook_secret, aws_ssm_parameter.app_private_key]
+}
+
+# Webhooks and the status page. No IAM auth: GitHub cannot sign requests with AWS credentials; the
+# webhook signature (X-Hub-Signature-256) and, for the API, GitHub's OIDC tokens authenticate.
+resource "aws_lambda_function_url" "app" {
+  function_name      = aws_lambda_function.app.function_name
+  authorization_type = "NONE"
+}
+
+resource "aws_lambda_permission" "url_invoke_url" {
+  statement_id           = "FunctionUrlInvokeUrl"
+  function_name          = aws_lambda_function.app.function_name
+  action                 = "lambda:InvokeFunctionUrl"
+  principal              = "*"
+  function_url_auth_type = "NONE"
+}
+
+resource "aws_lambda_permission" "url_invoke_function" {
+  statement_id             = "FunctionUrlInvokeFunction"
+  function_name            = aws_lambda_function.app.function_name
+  action                   = "lambda:InvokeFunction"
+  principal                = "*"
+  invoked_via_function_url = true
+}
+
+resource "aws_cloudwatch_event_rule" "sweep" {
+  name                = "${var.name}-sweep"
+  description         = "latestwins recovery sweep"
+  schedule_expression = var.sweep_schedule_expression
+  state               = "ENABLED"
+  tags                = var.tags
+}
+
+resource "aws_cloudwatch_event_target" "sweep" {
+  rule      = aws_cloudwatch_event_rule.sweep.name
+  target_id = "sweep"
+  arn       = aws_lambda_function.app.arn
+}
+
+resource "aws_lambda_permission" "sweep" {
+  statement_id  = "SweepInvoke"
+  function_name = aws_lambda_function.app.function_name
+  action        = "lambda:InvokeFunction"
+  principal     = "events.amazonaws.com"
+  source_arn    = aws_cloudwatch_event_rule.sweep.arn
+}
+
+# A failed sweep is not retried: the next scheduled one retries, and a failed re-drive costs no attempt.
+resource "aws_lambda_function_event_invoke_config" "sweep" {
+  function_name          = aws_lambda_function.app.function_name
+  qualifier              = "$LATEST"
+  maximum_retry_attempts = 0
+}

@@ -1,0 +1,120 @@
+variable "name" {
+  description = "Name of the function, its role and its log group (/aws/lambda/NAME)."
+  type        = string
+  default     = "latestwins"
+}
+
+variable "table_name" {
+  description = "The DynamoDB table; the function's store URL becomes dynamodb://TABLE?region=REGION."
+  type        = string
+  default     = "latestwins"
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_.-]{3,255}$", var.table_name))
+    error_message = "A DynamoDB table name is 3 to 255 letters, digits, '_', '.' or '-'."
+  }
+}
+
+variable "package_file" {
+  description = "Path of the function's zip (latestwins-lambda-arm64.zip from a release, or scripts/build-lambda's). Give this, or code_bucket and code_key."
+  type        = string
+  default     = null
+}
+
+variable "code_bucket" {
+  description = "S3 bucket holding the function's zip, instead of package_file."
+  type        = string
+  default     = null
+}
+
+variable "code_key" {
+  description = "S3 key of the function's zip in code_bucket. Give each build its own key: the code is updated when the key changes."
+  type        = string
+  default     = null
+}
+
+variable "app_id" {
+  description = "The GitHub App's numeric id (latestwins app create prints it)."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[0-9]+$", var.app_id))
+    error_message = "The App id is a number."
+  }
+}
+
+variable "webhook_secret_parameter" {
+  description = "Name of the SecureString SSM parameter holding the App's webhook secret (starts with /)."
+  type        = string
+  default     = "/latestwins/webhook-secret"
+
+  validation {
+    condition     = can(regex("^/[A-Za-z0-9_.\\-/]+$", var.webhook_secret_parameter))
+    error_message = "An SSM parameter name here starts with / and holds letters, digits, '_', '.', '-' and '/'."
+  }
+}
+
+variable "app_private_key_parameter" {
+  description = "Name of the SecureString SSM parameter holding the App's private key, PEM (starts with /)."
+  type        = string
+  default     = "/latestwins/app-private-key"
+
+  validation {
+    condition     = can(regex("^/[A-Za-z0-9_.\\-/]+$", var.app_private_key_parameter))
+    error_message = "An SSM parameter name here starts with / and holds letters, digits, '_', '.' and '-' and '/'."
+  }
+}
+
+variable "webhook_secret" {
+  description = "The webhook secret. When set, the module creates the webhook secret parameter with it (the value is then also in the Terraform state); when null, the parameter must exist already."
+  type        = string
+  default     = null
+  sensitive   = true
+}
+
+variable "app_private_key" {
+  description = "The App's private key, PEM. When set, the module creates the private key parameter with it (the value is then also in the Terraform state); when null, the parameter must exist already."
+  type        = string
+  default     = null
+  sensitive   = true
+}
+
+variable "github_api_url" {
+  description = "GitHub's REST API (GitHub Enterprise Server: https://HOST/api/v3/)."
+  type        = string
+  default     = "https://api.github.com/"
+}
+
+variable "sweep_schedule_expression" {
+  description = "How often the recovery sweep runs (an EventBridge schedule expression)."
+  type        = string
+  default     = "rate(5 minutes)"
+}
+
+variable "sweep_stall" {
+  description = "How long pending work may sit idle with no live lease before the sweep re-drives it."
+  type        = string
+  default     = "10m"
+
+  validation {
+    condition     = can(regex("^[0-9]+(s|m|h)$", var.sweep_stall))
+    error_message = "A duration such as 90s, 10m or 1h."
+  }
+}
+
+variable "log_retention_days" {
+  description = "Days the function's logs are kept."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = contains([1, 3, 5, 7, 14, 30, 60, 90, 180, 365], var.log_retention_days)
+    error_message = "One of 1, 3, 5, 7, 14, 30, 60, 90, 180 or 365."
+  }
+}
+
+variable "tags" {
+  description = "Tags for every resource that takes them."
+  type        = map(string)
+  default     = {}
+}

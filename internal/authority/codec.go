@@ -1,0 +1,307 @@
+package authority
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// The stored form of an environment is compact JSON with short names and times as Unix
+// nanoseconds: the document every transition writes stays small (docs/design.md has the budget),
+// while the JSON the API and `status --json` speak keeps its readable names. Version 2 is this form;
+// a document without a version is the first layout (timeline and intent ids inside the document),
+// which DecodeEnv reads by moving its events and intents into the outbox, so that the next write
+// stores them as records and drops them.
+const storedVersion = 2
+
+type storedEnv struct {
+	V int                     `json:"v"`
+	N string                  `json:"n"`
+	D int64                   `json:"d"`
+	O int64                   `json:"o"`
+	Q int64                   `json:"q,omitempty"`
+	L string                  `json:"l,omitempty"`
+	S map[string]*storedScope `json:"s,omitempty"`
+	X []storedEvent           `json:"x,omitempty"`
+	A []storedIntent          `json:"a,omitempty"`
+}
+
+type storedScope struct {
+	M *storedRef     `json:"m,omitempty"`
+	O int64          `json:"o,omitempty"`
+	L *storedLive    `json:"l,omitempty"`
+	K *storedLease   `json:"k,omitempty"`
+	F *storedFailure `json:"f,omitempty"`
+	T int64          `json:"t,omitempty"`
+}
+
+type storedOrder struct {
+	P int64 `json:"p,omitempty"`
+	C int64 `json:"c,omitempty"`
+	F bool  `json:"f,omitempty"`
+}
+
+type storedRef struct {
+	G  int64        `json:"g"`
+	S  string       `json:"s"`
+	R  string       `json:"r,omitempty"`
+	B  string       `json:"b,omitempty"`
+	Or *storedOrder `json:"or,omitempty"`
+	Sr string       `json:"sr,omitempty"`
+	Ac string       `json:"ac,omitempty"`
+	I  string       `json:"i"`
+	Og string       `json:"og,omitempty"`
+	N  int          `json:"n,omitempty"`
+	T  int64        `json:"t,omitempty"`
+}
+
+type storedLive struct {
+	S  string       `json:"s"`
+	R  string       `json:"r,omitempty"`
+	G  int64        `json:"g"`
+	U  string       `json:"u,omitempty"`
+	K  int64        `json:"k,omitempty"`
+	B  string       `json:"b,omitempty"`
+	Or *storedOrder `json:"or,omitempty"`
+	T  int64        `json:"t,omitempty"`
+}
+
+type storedLease struct {
+	H string `json:"h,omitempty"`
+	P string `json:"p,omitempty"`
+	G int64  `json:"g,omitempty"`
+	K int64  `json:"k"`
+	A int64  `json:"a,omitempty"`
+	E int64  `json:"e,omitempty"`
+	S string `json:"s,omitempty"`
+	R string `json:"r,omitempty"`
+}
+
+type storedFailure struct {
+	G int64  `json:"g"`
+	S string `json:"s"`
+	M string `json:"m"`
+	A int    `json:"a,omitempty"`
+	X int    `json:"x,omitempty"`
+	T int64  `json:"t,omitempty"`
+}
+
+type storedEvent struct {
+	Q int64  `json:"q"`
+	T int64  `json:"t"`
+	K string `json:"k"`
+	S string `json:"s,omitempty"`
+	G int64  `json:"g,omitempty"`
+	H string `json:"h,omitempty"`
+	C string `json:"c,omitempty"`
+	N int64  `json:"n,omitempty"`
+	M string `json:"m"`
+}
+
+type storedIntent struct {
+	I string   `json:"i"`
+	G int64    `json:"g"`
+	H string   `json:"h,omitempty"`
+	S []string `json:"s,omitempty"`
+	T int64    `json:"t"`
+}
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+func encodeOrder(o Order) *storedOrder {
+	if o == (Order{}) {
+		return nil
+	}
+	return &storedOrder{P: nanos(o.PushedAt), C: nanos(o.CommittedAt), F: o.Forced}
+}
+
+func decodeOrder(o *storedOrder) Order {
+	if o == nil {
+		return Order{}
+	}
+	return Order{PushedAt: fromNanos(o.P), CommittedAt: fromNanos(o.C), Forced: o.F}
+}
+
+// EncodeEnv returns the stored form of an environment's state. Events (what Status reads for
+// rendering) is not part of it.
+func EncodeEnv(e *Env) ([]byte, error) {
+	s := storedEnv{V: storedVersion, N: e.Name, D: e.Desired, O: e.Observed, Q: e.EventSeq, L: e.Last}
+	if len(e.Scopes) > 0 {
+		s.S = make(map[string]*storedScope, len(e.Scopes))
+	}
+	for name, sc := range e.Scopes {
+		ss := &storedScope{O: sc.Owner, T: nanos(sc.ActiveAt)}
+		if m := sc.Mailbox; m != nil {
+			ss.M = &storedRef{G: m.Generation, S: m.Sha, R: m.Ref, B: m.Before, Or: encodeOrder(m.Order), Sr: m.Source, Ac: m.Actor,
+				I: m.IntentID, Og: m.Origin, N: m.Attempt, T: nanos(m.At)}
+		}
+		if l := sc.Live; l != nil {
+			ss.L = &storedLive{S: l.Sha, R: l.Ref, G: l.Generation, U: l.Run, K: l.Token, B: l.Before, Or: encodeOrder(l.Order), T: nanos(l.At)}
+		}
+		if l := sc.Lease; l != (Lease{}) {
+			ss.K = &storedLease{H: l.Holder, P: l.Purpose, G: l.Generation, K: l.Token, A: nanos(l.AcquiredAt), E: nanos(l.ExpiresAt), S: l.Sha, R: l.Ref}
+		}
+		if f := sc.Failure; f != nil {
+			ss.F = &storedFailure{G: f.Generation, S: f.Sha, M: f.Message, A: f.Attempt, X: f.MaxAttempts, T: nanos(f.At)}
+		}
+		s.S[name] = ss
+	}
+	for _, ev := range e.Outbox {
+		s.X = append(s.X, storedEvent{Q: ev.Seq, T: nanos(ev.At), K: string(ev.Kind), S: ev.Scope, G: ev.Generation, H: ev.Sha, C: ev.Holder, N: ev.Token, M: ev.Message})
+	}
+	for _, in := range e.Accepts {
+		s.A = append(s.A, storedIntent{I: in.ID, G: in.Generation, H: in.Sha, S: in.Scopes, T: nanos(in.At)})
+	}
+	return json.Marshal(&s)
+}
+
+// DecodeEnv reads an environment's stored form, in this layout or the first one.
+func DecodeEnv(b []byte) (*Env, error) {
+	var probe struct {
+		V int `json:"v"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return nil, fmt.Errorf("decode environment: %w", err)
+	}
+	switch probe.V {
+	case 0:
+		return decodeFirstLayout(b)
+	case storedVersion:
+	default:
+		return nil, fmt.Errorf("decode environment: stored layout %d is newer than this build's %d: upgrade latestwins", probe.V, storedVersion)
+	}
+	var s storedEnv
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("decode environment: %w", err)
+	}
+	e := &Env{Name: s.N, Desired: s.D, Observed: s.O, EventSeq: s.Q, Last: s.L}
+	if len(s.S) > 0 {
+		e.Scopes = make(map[string]*Scope, len(s.S))
+	}
+	for name, ss := range s.S {
+		sc := &Scope{Owner: ss.O, ActiveAt: fromNanos(ss.T)}
+		if m := ss.M; m != nil {
+			sc.Mailbox = &Ref{Generation: m.G, Sha: m.S, Ref: m.R, Before: m.B, Order: decodeOrder(m.Or), Source: m.Sr, Actor: m.Ac,
+				IntentID: m.I, Origin: m.Og, Attempt: m.N, At: fromNanos(m.T)}
+		}
+		if l := ss.L; l != nil {
+			sc.Live = &Live{Sha: l.S, Ref: l.R, Generation: l.G, Run: l.U, Token: l.K, Before: l.B, Order: decodeOrder(l.Or), At: fromNanos(l.T)}
+		}
+		if k := ss.K; k != nil {
+			sc.Lease = Lease{Holder: k.H, Purpose: k.P, Generation: k.G, Token: k.K, AcquiredAt: fromNanos(k.A), ExpiresAt: fromNanos(k.E), Sha: k.S, Ref: k.R}
+		}
+		if f := ss.F; f != nil {
+			sc.Failure = &Failure{Generation: f.G, Sha: f.S, Message: f.M, Attempt: f.A, MaxAttempts: f.X, At: fromNanos(f.T)}
+		}
+		e.Scopes[name] = sc
+	}
+	for _, x := range s.X {
+		e.Outbox = append(e.Outbox, Event{Seq: x.Q, At: fromNanos(x.T), Kind: EventKind(x.K), Scope: x.S, Generation: x.G, Sha: x.H, Holder: x.C, Token: x.N, Message: x.M})
+	}
+	for _, a := range s.A {
+		e.Accepts = append(e.Accepts, IntentRecord{ID: a.I, Generation: a.G, Sha: a.H, Scopes: a.S, At: fromNanos(a.T)})
+	}
+	return e, nil
+}
+
+// firstLayout is an environment as the first layout stored it: the state with its newest events and
+// the ids of the intents of its newest generations inside.
+type firstLayout struct {
+	Name     string `json:"name"`
+	Desired  int64  `json:"desired"`
+	Observed int64  `json:"observed"`
+	Scopes   map[string]*struct {
+		Mailbox  *Ref      `json:"mailbox,omitempty"`
+		Owner    int64     `json:"owner"`
+		Live     *Live     `json:"live,omitempty"`
+		Lease    Lease     `json:"lease"`
+		Failure  *Failure  `json:"failure,omitempty"`
+		ActiveAt time.Time `json:"active_at"`
+	} `json:"scopes,omitempty"`
+	Intents map[string]struct {
+		Generation int64 `json:"generation"`
+	} `json:"intents,omitempty"`
+	Events   []Event `json:"events,omitempty"`
+	EventSeq int64   `json:"event_seq"`
+}
+
+// decodeFirstLayout reads a document of the first layout. Its events and intent ids go to the
+// outbox: the next write stores them as records (the intents with the time of the newest event, as
+// the first layout kept none), and a later one drops them from the document.
+func decodeFirstLayout(b []byte) (*Env, error) {
+	var f firstLayout
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("decode environment of the first layout: %w", err)
+	}
+	e := &Env{Name: f.Name, Desired: f.Desired, Observed: f.Observed, EventSeq: f.EventSeq}
+	if len(f.Scopes) > 0 {
+		e.Scopes = make(map[string]*Scope, len(f.Scopes))
+	}
+	for name, s := range f.Scopes {
+		e.Scopes[name] = &Scope{Mailbox: s.Mailbox, Owner: s.Owner, Live: s.Live, Lease: s.Lease, Failure: s.Failure, ActiveAt: s.ActiveAt}
+	}
+	e.Outbox = slices.Clone(f.Events)
+	var last time.Time
+	if n := len(f.Events); n > 0 {
+		last = f.Events[n-1].At
+		e.Last = eventMark(f.Events[n-1])
+	}
+	for _, id := range sortedKeys(f.Intents) {
+		e.Accepts = append(e.Accepts, IntentRecord{ID: id, Generation: f.Intents[id].Generation, At: last})
+	}
+	return e, nil
+}
+
+// storedDoc is a whole document as the stores that keep one blob per key (memory, bolt) hold it.
+type storedDoc struct {
+	Key     string          `json:"key"`
+	Rev     int64           `json:"rev"`
+	Pending bool            `json:"pending,omitempty"`
+	Env     json.RawMessage `json:"env,omitempty"`
+	Lease   *NamedLease     `json:"lease,omitempty"`
+}
+
+// EncodeDoc returns a document's stored form as one blob.
+func EncodeDoc(d *Doc) ([]byte, error) {
+	s := storedDoc{Key: d.Key, Rev: d.Rev, Pending: d.Pending, Lease: d.Lease}
+	if d.Env != nil {
+		b, err := EncodeEnv(d.Env)
+		if err != nil {
+			return nil, err
+		}
+		s.Env = b
+	}
+	return json.Marshal(&s)
+}
+
+// DecodeDoc reads a blob EncodeDoc wrote, or one of the first layout.
+func DecodeDoc(b []byte) (*Doc, error) {
+	var s storedDoc
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("decode document: %w", err)
+	}
+	d := &Doc{Key: s.Key, Rev: s.Rev, Pending: s.Pending, Lease: s.Lease}
+	if len(s.Env) > 0 && !bytes.Equal(s.Env, []byte("null")) {
+		e, err := DecodeEnv(s.Env)
+		if err != nil {
+			return nil, fmt.Errorf("decode document %s: %w", s.Key, err)
+		}
+		d.Env = e
+	}
+	return d, nil
+}

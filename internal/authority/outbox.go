@@ -1,0 +1,237 @@
+package authority
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+)
+
+// DefaultRetention is how long events and intent ids are kept: a re-delivered webhook or a re-run
+// of a workflow run within it is recognised as a repeat.
+const DefaultRetention = 90 * 24 * time.Hour
+
+// maxRecordsPerRead bounds the keys of one GetRecords call.
+const maxRecordsPerRead = 100
+
+// storedMark is what this process knows to be stored as records of one environment's outbox:
+// every event up to seq, and the intents named.
+type storedMark struct {
+	seq     int64
+	intents map[string]bool
+}
+
+// records turns what e's outbox holds into records, expiring after the retention.
+func (a *Authority) records(e *Env) []Record {
+	recs := make([]Record, 0, len(e.Outbox)+len(e.Accepts))
+	for i := range e.Outbox {
+		ev := e.Outbox[i]
+		recs = append(recs, Record{Key: EventKey(e.Name, ev.Seq), ExpiresAt: ev.At.Add(a.retention), Event: &ev})
+	}
+	for i := range e.Accepts {
+		in := e.Accepts[i]
+		recs = append(recs, Record{Key: IntentKey(e.Name, in.ID), ExpiresAt: in.At.Add(a.retention), Intent: &in})
+	}
+	return recs
+}
+
+// archive stores d's outbox as records, unless this process already did, and remembers it did.
+func (a *Authority) archive(ctx context.Context, d *Doc) error {
+	e := d.Env
+	if e == nil || (len(e.Outbox) == 0 && len(e.Accepts) == 0) {
+		return nil
+	}
+	a.mu.Lock()
+	m := a.stored[d.Key]
+	known := m != nil
+	if known {
+		for _, ev := range e.Outbox {
+			known = known && ev.Seq <= m.seq
+		}
+		for _, in := range e.Accepts {
+			known = known && m.intents[in.ID]
+		}
+	}
+	a.mu.Unlock()
+	if known {
+		return nil
+	}
+	if err := a.store.PutRecords(ctx, a.records(e)); err != nil {
+		return fmt.Errorf("store the records of %s: %w", d.Key, err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	m = a.stored[d.Key]
+	if m == nil {
+		if len(a.stored) >= maxRemembered {
+			for k := range a.stored { // forget one: it costs one repeated PutRecords, never a loss
+				delete(a.stored, k)
+				break
+			}
+		}
+		m = &storedMark{intents: map[string]bool{}}
+		a.stored[d.Key] = m
+	}
+	for _, ev := range e.Outbox {
+		m.seq = max(m.seq, ev.Seq)
+	}
+	for _, in := range e.Accepts {
+		m.intents[in.ID] = true
+	}
+	return nil
+}
+
+// trim drops from e's outbox what this process knows to be stored as records.
+func (a *Authority) trim(key string, e *Env) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	m := a.stored[key]
+	if m == nil {
+		return
+	}
+	e.Outbox = slices.DeleteFunc(e.Outbox, func(ev Event) bool { return ev.Seq <= m.seq })
+	e.Accepts = slices.DeleteFunc(e.Accepts, func(in IntentRecord) bool { return m.intents[in.ID] })
+	// Only ids still in an outbox need remembering.
+	for id := range m.intents {
+		if !slices.ContainsFunc(e.Accepts, func(in IntentRecord) bool { return in.ID == id }) {
+			delete(m.intents, id)
+		}
+	}
+}
+
+// HistoryPage is one page of an environment's timeline, oldest first.
+type HistoryPage struct {
+	Events []Event `json:"events"`
+	// Before is the value to pass for the next, older page; 0 when this page reaches the oldest
+	// event kept.
+	Before int64 `json:"before,omitempty"`
+	// Newest is the number of the environment's newest event.
+	Newest int64 `json:"newest"`
+}
+
+// History returns up to limit events of env's timeline numbered below before (0: the newest),
+// oldest first: the whole timeline within the retention, page by page.
+func (a *Authority) History(ctx context.Context, env string, before int64, limit int) (*HistoryPage, error) {
+	if err := ValidateEnvironment(env); err != nil {
+		return nil, err
+	}
+	if limit < 1 {
+		return nil, &InputError{Field: "limit", Value: fmt.Sprint(limit), Fix: "ask for at least one event"}
+	}
+	if before < 0 {
+		return nil, &InputError{Field: "before", Value: fmt.Sprint(before), Fix: "give an event number from an earlier page, or 0 for the newest"}
+	}
+	d, err := a.load(ctx, EnvKey(env))
+	if err != nil {
+		return nil, fmt.Errorf("history of %s: %w", env, err)
+	}
+	if d.Env == nil {
+		return nil, &InputError{Field: "environment", Value: env, Fix: "unknown environment: nothing was ever accepted for it; check the name"}
+	}
+	page, err := a.timeline(ctx, d.Env, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("history of %s: %w", env, err)
+	}
+	return page, nil
+}
+
+// timeline reads the events numbered from before-limit to before-1 (before 0: the newest), from the
+// outbox and the records.
+func (a *Authority) timeline(ctx context.Context, e *Env, before int64, limit int) (*HistoryPage, error) {
+	to := e.EventSeq
+	if before > 0 {
+		to = min(to, before-1)
+	}
+	from := max(1, to-int64(limit)+1)
+	page := &HistoryPage{Events: []Event{}, Newest: e.EventSeq}
+	if to < 1 {
+		return page, nil
+	}
+	have := map[int64]bool{}
+	for _, ev := range e.Outbox {
+		if ev.Seq >= from && ev.Seq <= to {
+			page.Events = append(page.Events, ev)
+			have[ev.Seq] = true
+		}
+	}
+	var keys []string
+	for seq := from; seq <= to; seq++ {
+		if !have[seq] {
+			keys = append(keys, EventKey(e.Name, seq))
+		}
+	}
+	now := a.clock.Now()
+	for chunk := range slices.Chunk(keys, maxRecordsPerRead) {
+		recs, err := a.store.GetRecords(ctx, chunk)
+		if err != nil {
+			return nil, fmt.Errorf("read events: %w", err)
+		}
+		for _, r := range recs {
+			if r.Event != nil && now.Before(r.ExpiresAt) && !have[r.Event.Seq] {
+				page.Events = append(page.Events, *r.Event)
+				have[r.Event.Seq] = true
+			}
+		}
+	}
+	sort.Slice(page.Events, func(i, j int) bool { return page.Events[i].Seq < page.Events[j].Seq })
+	if from > 1 {
+		page.Before = from
+	}
+	return page, nil
+}
+
+// Compact empties an environment's outbox: its events and intents are stored as records, and the
+// document is written without them (in the current layout, whatever layout it was read in). It
+// reports whether it wrote. latestwins migrate runs it on every environment; running it again
+// changes nothing.
+func (a *Authority) Compact(ctx context.Context, env string) (bool, error) {
+	if err := ValidateEnvironment(env); err != nil {
+		return false, err
+	}
+	wrote := false
+	_, err := a.update(ctx, EnvKey(env), func(d *Doc, _ time.Time) (bool, error) {
+		wrote = d.Env != nil && (len(d.Env.Outbox) > 0 || len(d.Env.Accepts) > 0)
+		return wrote, nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("compact %s: %w", env, err)
+	}
+	return wrote, nil
+}
+
+// Intents returns the records of those of ids that env remembers within the retention: from the
+// document's outbox, then from the records (in that order, as Accept reads them).
+func (a *Authority) Intents(ctx context.Context, env string, ids []string) (map[string]IntentRecord, error) {
+	if err := ValidateEnvironment(env); err != nil {
+		return nil, err
+	}
+	d, err := a.load(ctx, EnvKey(env))
+	if err != nil {
+		return nil, fmt.Errorf("intents of %s: %w", env, err)
+	}
+	out := map[string]IntentRecord{}
+	var keys []string
+	for _, id := range ids {
+		if d.Env != nil {
+			if r := d.Env.pendingAccept(id); r != nil {
+				out[id] = *r
+				continue
+			}
+		}
+		keys = append(keys, IntentKey(env, id))
+	}
+	now := a.clock.Now()
+	for chunk := range slices.Chunk(keys, maxRecordsPerRead) {
+		recs, err := a.store.GetRecords(ctx, chunk)
+		if err != nil {
+			return nil, fmt.Errorf("intents of %s: %w", env, err)
+		}
+		for _, r := range recs {
+			if r.Intent != nil && now.Before(r.ExpiresAt) {
+				out[r.Intent.ID] = *r.Intent
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,304 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/latestwins/latestwins/internal/authority"
+)
+
+// The outbox: events and intent ids are appended to the environment's document in the write that
+// makes them, copied out as records after it, and dropped from the document only by a later write.
+// Whatever fails or stops between those steps, nothing is lost and nothing is duplicated; the
+// document stays small; the timeline pages through everything.
+func outboxCases() []testCase {
+	return []testCase{
+		{"EveryEventOnce", testEveryEventOnce},
+		{"RecordsRefusedForAWhile", testRecordsRefused},
+		{"CrashAtEveryStep", testCrashAtEveryStep},
+		{"RedeliveryRightAfterTheMove", testRedeliveryAfterMove},
+		{"ConcurrentRedeliveries", testConcurrentRedeliveries},
+		{"HistoryPages", testHistoryPages},
+	}
+}
+
+// wantTimeline fails the test unless env's whole timeline is events 1..newest, each exactly once.
+func wantTimeline(t *testing.T, h *harness, env string) []authority.Event {
+	t.Helper()
+	e := h.env(env)
+	for i, ev := range e.Events {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("timeline of %s: event %d at position %d (of %d, newest %d); want every event once, in order", env, ev.Seq, i+1, len(e.Events), e.EventSeq)
+		}
+	}
+	if int64(len(e.Events)) != e.EventSeq {
+		t.Fatalf("timeline of %s holds %d events; want %d", env, len(e.Events), e.EventSeq)
+	}
+	return e.Events
+}
+
+// testEveryEventOnce: passes through many processes leave every event exactly once, and the
+// document's outbox holds only the newest transition's events.
+func testEveryEventOnce(t *testing.T, h *harness) {
+	for i := range rounds(40, 12) {
+		a := h.process()
+		res := h.accept(a, push("staging", fmt.Sprintf("run-%d", i), sha("e", i), "api"), true)
+		g := h.gate(h.process(), "staging", res.Generation, fmt.Sprintf("run-%d/1", i), "api")
+		h.complete(h.process(), g, authority.OutcomeSuccess, fmt.Sprintf("run-%d", i))
+	}
+	events := wantTimeline(t, h, "staging")
+	if n := len(h.doc(authority.EnvKey("staging")).Env.Outbox); n > 4 {
+		t.Fatalf("the document's outbox holds %d events after %d passes; want only the newest write's", n, len(events))
+	}
+}
+
+// failingRecords refuses records while failing is set, as a store that cannot take them would.
+type failingRecords struct {
+	authority.Store
+	failing atomic.Bool
+}
+
+var errRecordsDown = errors.New("records unavailable")
+
+func (s *failingRecords) PutRecords(ctx context.Context, recs []authority.Record) error {
+	if s.failing.Load() {
+		return errRecordsDown
+	}
+	return s.Store.PutRecords(ctx, recs)
+}
+
+// testRecordsRefused: while the store refuses records, transitions still succeed and their events
+// wait in the outbox; once it takes records again, the next write moves them all, and the timeline
+// is whole.
+func testRecordsRefused(t *testing.T, h *harness) {
+	f := &failingRecords{Store: h.store}
+	proc := func() *authority.Authority {
+		return authority.New(f, authority.WithClock(h.clock), authority.WithSkew(h.skew))
+	}
+	h.accept(proc(), push("staging", "run-0", sha("f", 0), "api"), false)
+	f.failing.Store(true)
+	for i := 1; i <= 5; i++ {
+		if _, err := proc().Accept(h.ctx, push("staging", fmt.Sprintf("run-%d", i), sha("f", i), "api"), false); err != nil {
+			t.Fatalf("accept while records are refused: %v", err)
+		}
+	}
+	if n := len(h.doc(authority.EnvKey("staging")).Env.Outbox); n < 10 {
+		t.Fatalf("outbox holds %d events while records are refused; want them all kept", n)
+	}
+	// Records refused: the duplicate check still finds an intent in the outbox.
+	if res, err := proc().Accept(h.ctx, push("staging", "run-3", sha("f", 3), "api"), false); err != nil || !res.Duplicate {
+		t.Fatalf("re-delivery while records are refused: %+v, %v", res, err)
+	}
+	f.failing.Store(false)
+	h.accept(proc(), push("staging", "run-6", sha("f", 6), "api"), false)
+	if n := len(h.doc(authority.EnvKey("staging")).Env.Outbox); n > 3 {
+		t.Fatalf("outbox holds %d events after records are taken again; want only the newest write's", n)
+	}
+	wantTimeline(t, h, "staging")
+	for i := range 7 {
+		if res := h.accept(h.process(), push("staging", fmt.Sprintf("run-%d", i), sha("f", i), "api"), false); !res.Duplicate {
+			t.Fatalf("run-%d again: %+v; want a repeat", i, res)
+		}
+	}
+}
+
+// stoppingStore ends its process at step n of a pass: every store request after it fails, as if
+// the process were killed there.
+type stoppingStore struct {
+	authority.Store
+	mu    sync.Mutex
+	steps int
+	stop  int
+}
+
+var errStopped = errors.New("process stopped")
+
+func (s *stoppingStore) step() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.steps++
+	if s.stop > 0 && s.steps >= s.stop {
+		return errStopped
+	}
+	return nil
+}
+
+func (s *stoppingStore) Get(ctx context.Context, key string) (*authority.Doc, error) {
+	if err := s.step(); err != nil {
+		return nil, err
+	}
+	return s.Store.Get(ctx, key)
+}
+
+func (s *stoppingStore) Put(ctx context.Context, doc *authority.Doc) (int64, error) {
+	if err := s.step(); err != nil {
+		return 0, err
+	}
+	return s.Store.Put(ctx, doc)
+}
+
+func (s *stoppingStore) PutRecords(ctx context.Context, recs []authority.Record) error {
+	if err := s.step(); err != nil {
+		return err
+	}
+	return s.Store.PutRecords(ctx, recs)
+}
+
+func (s *stoppingStore) GetRecords(ctx context.Context, keys []string) ([]authority.Record, error) {
+	if err := s.step(); err != nil {
+		return nil, err
+	}
+	return s.Store.GetRecords(ctx, keys)
+}
+
+// testCrashAtEveryStep: a pass (accept and claim, gate, complete) stopped at each of its store
+// requests in turn, then retried by a new process, leaves every event once, every intent once,
+// and the pass done.
+func testCrashAtEveryStep(t *testing.T, h *harness) {
+	// Count the steps of an uninterrupted pass on a fresh environment.
+	count := &stoppingStore{Store: h.store}
+	runPass(h, count, "count", 0)
+	total := count.steps
+	if total < 3 {
+		t.Fatalf("a pass made %d store requests; want at least 3", total)
+	}
+	for stop := 1; stop <= total; stop++ {
+		env := fmt.Sprintf("crash-%02d", stop)
+		s := &stoppingStore{Store: h.store, stop: stop}
+		if err := runPass(h, s, env, 0); err == nil {
+			continue // the pass finished before the stop
+		}
+		// A new process retries the same pass from the start.
+		if err := runPass(h, &stoppingStore{Store: h.store}, env, 0); err != nil && !errors.Is(err, authority.ErrSuperseded) {
+			t.Fatalf("retry after a stop at request %d of %d: %v", stop, total, err)
+		}
+		events := wantTimeline(t, h, env)
+		e := h.env(env)
+		if e.Desired != 1 || e.Scopes["api"].Live == nil || e.Scopes["api"].Live.Generation != 1 {
+			t.Fatalf("stopped at request %d: %d/%d, live %+v; want the pass deployed at generation 1", stop, e.Observed, e.Desired, e.Scopes["api"].Live)
+		}
+		if n := countEvents(e, authority.EventAccepted, func(authority.Event) bool { return true }); n != 1 {
+			t.Fatalf("stopped at request %d: %d accepted events in %+v; want 1", stop, n, events)
+		}
+	}
+}
+
+// runPass runs one whole pass of env through store: accept and claim, gate deploy, complete.
+func runPass(h *harness, s authority.Store, env string, _ int) error {
+	a := authority.New(s, authority.WithClock(h.clock), authority.WithSkew(h.skew))
+	res, err := a.Accept(h.ctx, push(env, "run-1", sha("k", 1), "api"), true)
+	if err != nil {
+		return err
+	}
+	if res.Claim == nil || len(res.Claim.Claimed) == 0 {
+		if _, err := a.Claim(h.ctx, env, res.Generation, []string{"api"}); err != nil {
+			return err
+		}
+	}
+	g, err := a.Gate(h.ctx, authority.GateRequest{Environment: env, Generation: res.Generation, Scopes: []string{"api"}, Phase: "deploy", Holder: "run-1/1", LeaseTTL: testTTL})
+	if err != nil {
+		return err
+	}
+	_, err = a.Complete(h.ctx, authority.Completion{Environment: env, Generation: res.Generation, Scopes: []string{"api"}, Holder: g.Holder,
+		Tokens: g.Tokens, Outcome: authority.OutcomeSuccess, Attempt: 1, MaxAttempts: 3})
+	return err
+}
+
+// testRedeliveryAfterMove: an intent re-delivered right after its record landed and it left the
+// document is still a repeat: the document is read before the record.
+func testRedeliveryAfterMove(t *testing.T, h *harness) {
+	a := h.process()
+	for i := range rounds(20, 8) {
+		id := fmt.Sprintf("delivery-%d", i)
+		first := h.accept(a, push("staging", id, sha("m", i), "api"), false)
+		h.accept(a, push("staging", id+"-next", sha("n", i), "web"), false) // moves id out of the document
+		res := h.accept(h.process(), push("staging", id, sha("m", i), "api"), false)
+		if !res.Duplicate || res.Generation != first.Generation {
+			t.Fatalf("%s re-delivered right after it left the document: %+v; want a repeat of generation %d", id, res, first.Generation)
+		}
+	}
+}
+
+// testConcurrentRedeliveries: the same delivery arriving at 16 processes at once, while other
+// intents are accepted and moved to records, gets one generation.
+func testConcurrentRedeliveries(t *testing.T, h *harness) {
+	for round := range rounds(8, 3) {
+		env := fmt.Sprintf("redeliver-%d", round)
+		h.accept(h.process(), push(env, "warm", sha("w", 0), "web"), false)
+		var gens sync.Map
+		var wg sync.WaitGroup
+		begin := make(chan struct{})
+		for i := range 16 {
+			wg.Go(func() {
+				<-begin
+				p := h.process()
+				if i%4 == 0 { // others move intents out of the document meanwhile
+					h.accept(p, push(env, fmt.Sprintf("other-%d", i), sha("o", i), "web"), false)
+				}
+				res, err := p.Accept(h.ctx, push(env, "the-delivery", sha("d", round), "api"), false)
+				if err != nil {
+					t.Errorf("accept: %v", err)
+					return
+				}
+				gens.Store(res.Generation, true)
+			})
+		}
+		close(begin)
+		wg.Wait()
+		n := 0
+		gens.Range(func(any, any) bool { n++; return true })
+		if n != 1 {
+			t.Fatalf("round %d: the same delivery got %d generations; want one", round, n)
+		}
+		wantTimeline(t, h, env)
+	}
+}
+
+// testHistoryPages: the timeline pages from the newest back to the first event, across the outbox
+// and the records, with --before and --limit semantics.
+func testHistoryPages(t *testing.T, h *harness) {
+	a := h.process()
+	for i := range rounds(60, 25) {
+		h.accept(a, push("staging", fmt.Sprintf("run-%d", i), sha("h", i), "api"), false)
+	}
+	e := h.env("staging")
+	newest := e.EventSeq
+	var seen []int64
+	before := int64(0)
+	for pages := 0; ; pages++ {
+		page, err := h.process().History(h.ctx, "staging", before, 7)
+		if err != nil {
+			t.Fatalf("history before %d: %v", before, err)
+		}
+		if page.Newest != newest || len(page.Events) > 7 || (page.Before != 0 && len(page.Events) != 7) {
+			t.Fatalf("page before %d: %d events, next %d, newest %d", before, len(page.Events), page.Before, page.Newest)
+		}
+		for i := len(page.Events) - 1; i >= 0; i-- {
+			seen = append(seen, page.Events[i].Seq)
+		}
+		if page.Before == 0 {
+			break
+		}
+		before = page.Before
+	}
+	for i, seq := range seen {
+		if seq != newest-int64(i) {
+			t.Fatalf("paging newest first went %v; want %d down to 1, each once", seen, newest)
+		}
+	}
+	if int64(len(seen)) != newest {
+		t.Fatalf("paging saw %d events; want %d", len(seen), newest)
+	}
+	for _, bad := range []struct {
+		before int64
+		limit  int
+	}{{-1, 10}, {0, 0}} {
+		if _, err := a.History(h.ctx, "staging", bad.before, bad.limit); !errors.Is(err, authority.ErrInvalidInput) {
+			t.Fatalf("history before %d limit %d: %v; want bad input", bad.before, bad.limit, err)
+		}
+	}
+}
