@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/latestwins/latestwins/internal/store/dynamo"
 	"github.com/latestwins/latestwins/internal/testutil"
 	"github.com/latestwins/latestwins/internal/testutil/dynalitetest"
+	"github.com/latestwins/latestwins/internal/testutil/syncbuf"
 	"github.com/latestwins/latestwins/lambda"
 )
 
@@ -82,15 +84,20 @@ func startEmulator(t *testing.T, rie, bootstrap string, env []string) string {
 		cmd := exec.Command(rie, "--runtime-interface-emulator-address", addr,
 			"--runtime-api-address", fmt.Sprintf("127.0.0.1:%d", freePort(t)), bootstrap)
 		cmd.Env = env
-		var logs bytes.Buffer
+		var logs syncbuf.Buffer
 		cmd.Stdout, cmd.Stderr = &logs, &logs
+		// The emulator starts the function as its child: both go in a process group of their own and
+		// are killed together, and Wait stops waiting for the output pipes a leftover child could
+		// hold open.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.WaitDelay = 5 * time.Second
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("start %s: %v", rie, err)
 		}
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
 		stop := func() {
-			_ = cmd.Process.Kill()
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-exited
 		}
 		if lastErr = waitListening(addr, exited); lastErr == nil {

@@ -13,6 +13,7 @@ import (
 // stateReader reads an environment's state, and the clock to render it with.
 type stateReader interface {
 	Status(ctx context.Context, env string) (*authority.Env, error)
+	History(ctx context.Context, env string, before int64, limit int) (*authority.HistoryPage, error)
 	Now() time.Time
 }
 

@@ -57,6 +57,10 @@ type settings struct {
 	sha         string
 	ref         string
 	before      string
+	pushedAt    string
+	committedAt string
+	forced      bool
+	beforeSeq   int64
 	source      string
 	actor       string
 	intentID    string

@@ -51,23 +51,61 @@ func migrateStore(ctx context.Context, c *cmdEnv) error {
 		return err
 	}
 	defer closeFn()
+	var report any
 	switch s := st.(type) {
 	case *bolt.Store:
 		if err := s.Migrate(ctx); err != nil {
 			return err
 		}
-		c.printf("bolt store %s is at schema version 1\n", s.Path())
+		report = map[string]any{"path": s.Path(), "schema_version": bolt.SchemaVersion}
+		if !c.s.jsonOut {
+			c.printf("bolt store %s is at schema version %d\n", s.Path(), bolt.SchemaVersion)
+		}
 	case *dynamo.Store:
 		rep, err := s.Migrate(ctx)
 		if err != nil {
 			return err
 		}
-		if c.s.jsonOut {
-			return c.printJSON(rep)
+		report = rep
+		if !c.s.jsonOut {
+			c.printf("%s\n", rep)
 		}
-		c.printf("%s\n", rep)
 	default:
 		c.printf("%s needs no migration\n", c.s.store)
+		return nil
 	}
+	moved, total, err := compactAll(ctx, authority.New(st, authority.WithLogger(c.log)), st)
+	if err != nil {
+		return err
+	}
+	if c.s.jsonOut {
+		return c.printJSON(map[string]any{"store": report, "environments": total, "moved": moved})
+	}
+	c.printf("%d environments; %d had history in their document, now kept as records\n", total, moved)
 	return nil
+}
+
+// compactAll moves what every environment's document still holds of its history (a document of the
+// first layout, or an outbox a crash left) into records. Run again, it finds nothing to move.
+func compactAll(ctx context.Context, a *authority.Authority, st authority.Store) (moved, total int, err error) {
+	lister, ok := st.(interface {
+		Environments(ctx context.Context) ([]string, error)
+	})
+	if !ok {
+		return 0, 0, nil
+	}
+	envs, err := lister.Environments(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, env := range envs {
+		wrote, err := a.Compact(ctx, env)
+		if err != nil {
+			return moved, len(envs), err
+		}
+		if wrote {
+			moved++
+		}
+	}
+	return moved, len(envs), nil
 }

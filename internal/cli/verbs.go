@@ -2,9 +2,12 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +26,76 @@ func (c *cmdEnv) intentFlags() {
 	c.str(&c.s.actor, "actor", "", "who asked (default $GITHUB_ACTOR)")
 	c.str(&c.s.intentID, "intent-id", "", "unique id of the intent; a repeat returns the same generation (default: the GitHub run)")
 	c.boolean(&c.s.redeploy, "redeploy", false, "deploy this commit even if a newer one of its branch was seen")
+	c.str(&c.s.pushedAt, "pushed-at", "", "when the commit was pushed (the push's repository.pushed_at: RFC 3339 or Unix seconds); orders late intents (default: from a push event's payload)")
+	c.str(&c.s.committedAt, "committed-at", "", "the commit's time (head_commit.timestamp: RFC 3339 or Unix seconds); orders pushes of the same second")
+	c.boolean(&c.s.forced, "forced", false, "the push was forced: newer than a push of the same second")
+}
+
+// order reads the ordering facts of the intent (--pushed-at, --committed-at, --forced).
+func (c *cmdEnv) order() (authority.Order, error) {
+	o := authority.Order{Forced: c.s.forced}
+	for _, f := range []struct {
+		name, raw string
+		to        *time.Time
+	}{{"pushed-at", c.s.pushedAt, &o.PushedAt}, {"committed-at", c.s.committedAt, &o.CommittedAt}} {
+		if f.raw == "" {
+			continue
+		}
+		t, err := parseInstant(f.raw)
+		if err != nil {
+			return o, c.badSetting(f.name, f.raw, "give a time as RFC 3339 (2026-11-30T12:00:00Z) or Unix seconds (1764504000)")
+		}
+		*f.to = t
+	}
+	return o, nil
+}
+
+// parseInstant reads RFC 3339 or Unix seconds.
+func parseInstant(s string) (time.Time, error) {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil && n > 0 {
+		return time.Unix(n, 0).UTC(), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	return t.UTC(), err
+}
+
+// eventDefaults fills what a GitHub Actions push event tells about the commit being claimed, when
+// it is the event's own commit: its parent and the ordering facts of the push.
+func (c *cmdEnv) eventDefaults() {
+	g := c.io.Getenv
+	if g("GITHUB_EVENT_NAME") != "push" || g("GITHUB_EVENT_PATH") == "" {
+		return
+	}
+	b, err := os.ReadFile(g("GITHUB_EVENT_PATH"))
+	if err != nil {
+		return
+	}
+	var p struct {
+		After      string `json:"after"`
+		Before     string `json:"before"`
+		Forced     bool   `json:"forced"`
+		Repository struct {
+			PushedAt json.RawMessage `json:"pushed_at"`
+		} `json:"repository"`
+		HeadCommit struct {
+			Timestamp string `json:"timestamp"`
+		} `json:"head_commit"`
+	}
+	if json.Unmarshal(b, &p) != nil || p.After == "" || p.After != c.s.sha {
+		return
+	}
+	if c.s.before == "" && p.Before != "" && strings.Trim(p.Before, "0") != "" {
+		c.s.before = p.Before
+	}
+	if c.s.pushedAt == "" {
+		c.s.pushedAt = strings.Trim(string(p.Repository.PushedAt), `"`)
+	}
+	if c.s.committedAt == "" {
+		c.s.committedAt = p.HeadCommit.Timestamp
+	}
+	if !c.s.forced {
+		c.s.forced = p.Forced
+	}
 }
 
 func (c *cmdEnv) stateFlag() {
@@ -33,6 +106,7 @@ func (c *cmdEnv) stateFlag() {
 // far as it can be checked before anything is opened.
 func (c *cmdEnv) intent() (authority.Intent, error) {
 	c.githubDefaults()
+	c.eventDefaults()
 	if err := c.requireEnvironment(); err != nil {
 		return authority.Intent{}, err
 	}
@@ -48,8 +122,12 @@ func (c *cmdEnv) intent() (authority.Intent, error) {
 	if c.s.source == "" {
 		c.s.source = "cli"
 	}
+	order, err := c.order()
+	if err != nil {
+		return authority.Intent{}, err
+	}
 	return authority.Intent{ID: c.s.intentID, Environment: c.s.environment, Scopes: splitList(c.s.scopes), Sha: c.s.sha,
-		Ref: c.s.ref, Before: c.s.before, Source: c.s.source, Actor: c.s.actor, Redeploy: c.s.redeploy}, nil
+		Ref: c.s.ref, Before: c.s.before, Order: order, Source: c.s.source, Actor: c.s.actor, Redeploy: c.s.redeploy}, nil
 }
 
 // requireScopes checks that scopes are named, and their names.
@@ -390,19 +468,54 @@ func runHistory(ctx context.Context, c *cmdEnv, args []string) error {
 	c.interspersed = true
 	c.str(&c.s.environment, "environment", "", "environment (or the first argument)")
 	c.apiFlags()
-	c.intVar(&c.s.limit, "limit", 50, 0, "how many of the newest events (0: all kept)")
-	e, err := c.readEnv(ctx, args)
+	c.intVar(&c.s.limit, "limit", 50, 0, "how many events, the newest first (0: every event kept)")
+	c.int64Var(&c.s.beforeSeq, "before", 0, 0, "only events numbered below this: the next page after one that said so (0: the newest)")
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	if err := c.envArg(); err != nil {
+		return err
+	}
+	c.mode = storeReadOnly
+	if err := c.connect(ctx); err != nil {
+		return err
+	}
+	defer c.done()
+	page, err := c.history(ctx)
 	if err != nil {
 		return err
 	}
-	events := e.Events
-	if c.s.limit > 0 && len(events) > c.s.limit {
-		events = events[len(events)-c.s.limit:]
-	}
 	if c.s.jsonOut {
-		return c.printJSON(events)
+		return c.printJSON(page)
 	}
-	return report.TimelineText(c.io.Stdout, events)
+	if err := report.TimelineText(c.io.Stdout, page.Events); err != nil {
+		return err
+	}
+	if page.Before > 0 {
+		c.progress("older events: latestwins history %s --before %d", c.s.environment, page.Before)
+	}
+	return nil
+}
+
+// history reads the page of events the flags ask for; --limit 0 reads every page.
+func (c *cmdEnv) history(ctx context.Context) (*authority.HistoryPage, error) {
+	const pageSize = 1000
+	if c.s.limit > 0 {
+		return c.view.History(ctx, c.s.environment, c.s.beforeSeq, c.s.limit)
+	}
+	all := &authority.HistoryPage{Events: []authority.Event{}}
+	before := c.s.beforeSeq
+	for {
+		page, err := c.view.History(ctx, c.s.environment, before, pageSize)
+		if err != nil {
+			return nil, err
+		}
+		all.Events, all.Newest = append(page.Events, all.Events...), page.Newest
+		if page.Before == 0 {
+			return all, nil
+		}
+		before = page.Before
+	}
 }
 
 // envArg takes the environment from the first positional argument when given.

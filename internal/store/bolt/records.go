@@ -147,3 +147,20 @@ func (s *Store) GetRecords(ctx context.Context, keys []string) ([]authority.Reco
 	}
 	return out, nil
 }
+
+// Environments lists every environment in the file, for latestwins migrate.
+func (s *Store) Environments(ctx context.Context) ([]string, error) {
+	var out []string
+	err := s.read(ctx, func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketDocs).Cursor()
+		prefix := []byte(authority.EnvKey(""))
+		for k, _ := c.Seek(prefix); k != nil && len(k) >= len(prefix) && string(k[:len(prefix)]) == string(prefix); k, _ = c.Next() {
+			out = append(out, string(k[len(prefix):]))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list environments: %w", err)
+	}
+	return out, nil
+}
