@@ -494,7 +494,7 @@ func TestBadInputSaysWhatToFix(t *testing.T) {
 		{"unknown policy", map[string]string{"environment": "e", "run": "true", "on-superseded": "ignore"}, "use skip, fail or cancel"},
 		{"run without run", map[string]string{"environment": "e", "scopes": "api"}, "give the command to run"},
 		{"bad lease-ttl", map[string]string{"environment": "e", "run": "true", "lease-ttl": "soon"}, "give a duration"},
-		{"short lease-ttl", map[string]string{"environment": "e", "run": "true", "lease-ttl": "1s"}, "at least 3s"},
+		{"short lease-ttl", map[string]string{"environment": "e", "run": "true", "lease-ttl": "1s"}, "from 5s to 24h0m0s"},
 		{"bad max-attempts", map[string]string{"environment": "e", "run": "true", "max-attempts": "0"}, "1 or more"},
 		{"bad comment", map[string]string{"environment": "e", "run": "true", "comment": "maybe"}, "use true or false"},
 		{"api-url and store", map[string]string{"environment": "e", "run": "true", "api-url": "https://latestwins.example"}, "not both"},

@@ -88,8 +88,9 @@ func readInputs(a *githubactions.Action) (*inputs, error) {
 	if in.leaseTTL, err = duration(get("lease-ttl", "2m"), "lease-ttl"); err != nil {
 		return nil, err
 	}
-	if in.leaseTTL < 3*time.Second {
-		return nil, &authority.InputError{Field: "lease-ttl", Value: in.leaseTTL.String(), Fix: "use a lease TTL of at least 3s (default 2m)"}
+	if in.leaseTTL < authority.MinLeaseTTL || in.leaseTTL > authority.MaxLeaseTTL {
+		return nil, &authority.InputError{Field: "lease-ttl", Value: in.leaseTTL.String(),
+			Fix: fmt.Sprintf("use a lease TTL from %s to %s (default 2m)", authority.MinLeaseTTL, authority.MaxLeaseTTL)}
 	}
 	if in.wait, err = duration(get("wait", "10m"), "wait"); err != nil {
 		return nil, err

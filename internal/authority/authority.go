@@ -13,6 +13,14 @@ import (
 	"time"
 )
 
+// Bounds of a lease's TTL that the command line and the Action accept. A shorter lease cannot be
+// renewed reliably (every third of it, through a store or the App's API); a longer one keeps a dead
+// pass's scope locked for longer than a day.
+const (
+	MinLeaseTTL = 5 * time.Second
+	MaxLeaseTTL = 24 * time.Hour
+)
+
 // Defaults for leases.
 const (
 	DefaultLeaseTTL = 2 * time.Minute

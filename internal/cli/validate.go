@@ -10,12 +10,10 @@ import (
 	"github.com/latestwins/latestwins/internal/pass"
 )
 
-// Bounds of a lease's TTL, the one place they are written. A shorter lease cannot be renewed
-// reliably (every third of it, through a store or the App's API); a longer one keeps a dead pass's
-// scope locked for longer than a day.
+// Bounds of a lease's TTL (authority.MinLeaseTTL, authority.MaxLeaseTTL).
 const (
-	MinLeaseTTL = 5 * time.Second
-	MaxLeaseTTL = 24 * time.Hour
+	MinLeaseTTL = authority.MinLeaseTTL
+	MaxLeaseTTL = authority.MaxLeaseTTL
 )
 
 // checkLeaseTTL keeps --lease-ttl within MinLeaseTTL..MaxLeaseTTL.

@@ -286,7 +286,7 @@ func (c *cmdEnv) gate(ctx context.Context) (*authority.Grant, error) {
 	req := authority.GateRequest{Environment: c.s.environment, Generation: c.s.generation, Scopes: splitList(c.s.scopes),
 		Phase: c.s.phase, Holder: c.s.holder, LeaseTTL: ttl}
 	return pass.Gate(ctx, c.pass, req, c.s.wait, func(held *authority.HeldError, pause, left time.Duration) {
-		c.progress("waiting: %s is locked by %s (%s, generation %d); retrying in %s (%s left to wait)",
+		c.progress("waiting: %s is locked by %s (%s, generation %d); free within %s at the latest, asking again meanwhile (%s left to wait)",
 			held.Resource, held.Holder, held.Purpose, held.Generation, pause.Round(time.Second), left.Round(time.Second))
 	})
 }
