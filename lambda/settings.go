@@ -75,6 +75,9 @@ func LoadSettings(ctx context.Context, getenv func(string) string, params Parame
 		errs = append(errs, fmt.Errorf("%s is not set: give the store URL, %s", EnvStore, storeExample))
 	} else if strings.HasPrefix(s.Store, "bolt://") {
 		errs = append(errs, fmt.Errorf("%s=%s: a bolt file does not survive a Lambda instance; use %s", EnvStore, s.Store, storeExample))
+	} else if strings.HasPrefix(s.Store, "memory://") {
+		errs = append(errs, fmt.Errorf("%s=%s: every Lambda instance would keep its own state, and latest-wins would silently stop working; use %s",
+			EnvStore, s.Store, storeExample))
 	}
 	secret, err := secretSetting(ctx, getenv, params, EnvWebhookSecret, EnvWebhookSecretSSM)
 	switch {

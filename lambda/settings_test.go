@@ -88,6 +88,8 @@ func TestLoadSettings(t *testing.T) {
 			wantErr: []string{"a bolt file does not survive", "no webhook secret", lambda.EnvAppID + `="abc"`, lambda.EnvSweepStall + `="soon"`,
 				lambda.EnvMaxAttempts + `="0"`, lambda.EnvMaxBody + `="-1"`, lambda.EnvGitHubAPIURL + `="ftp://x"`}},
 		{name: "no store", env: map[string]string{lambda.EnvWebhookSecret: "s"}, wantErr: []string{lambda.EnvStore + " is not set"}},
+		{name: "memory store refused at cold start", env: map[string]string{lambda.EnvStore: "memory://", lambda.EnvWebhookSecret: "s"},
+			wantErr: []string{lambda.EnvStore + "=memory://", "every Lambda instance would keep its own state", "dynamodb://"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
