@@ -220,11 +220,11 @@ func (f *fixture) scope(env, scope string) *scopeView {
 func (f *fixture) history(env string) []authority.Event {
 	f.tb.Helper()
 	r := f.must(0, "history", env, "--json", "--limit", "0")
-	var events []authority.Event
-	if err := json.Unmarshal([]byte(r.stdout), &events); err != nil {
-		f.tb.Fatalf("history --json is not JSON: %v\n%s", err, r.stdout)
+	var page authority.HistoryPage
+	if err := json.Unmarshal([]byte(r.stdout), &page); err != nil || page.Before != 0 {
+		f.tb.Fatalf("history --json --limit 0 is not one whole page: %v\n%s", err, r.stdout)
 	}
-	return events
+	return page.Events
 }
 
 func eventsOf(events []authority.Event, kind authority.EventKind) []authority.Event {

@@ -153,7 +153,7 @@ func killedDeploy(t *testing.T, f *fixture) string {
 func checkWaitedAndTookOver(t *testing.T, stderr, oldHolder string, oldGen int64) {
 	t.Helper()
 	waiting := regexp.MustCompile(`waiting: prod/api is locked by ` + regexp.QuoteMeta(oldHolder) +
-		fmt.Sprintf(` \(deploy, generation %d\); retrying in [1-9][0-9]*s`, oldGen))
+		fmt.Sprintf(` \(deploy, generation %d\); free within [1-9][0-9]*s at the latest`, oldGen))
 	if !waiting.MatchString(stderr) {
 		t.Errorf("stderr shows no waiting progress with retry_after:\n%s", stderr)
 	}
