@@ -45,6 +45,27 @@ func (e *RefreshingError) Error() string {
 // Is matches ErrRefreshInProgress.
 func (e *RefreshingError) Is(target error) bool { return target == ErrRefreshInProgress }
 
+// ErrConfigUnavailable is the category of *UnavailableConfigError: retryable.
+var ErrConfigUnavailable = errors.New("configuration unavailable from GitHub")
+
+// UnavailableConfigError says that GitHub did not give the repository's configuration: it could not
+// be reached, it failed, or it refused the read (a rate limit, say). Nothing was decided from it: the
+// delivery can be retried once GitHub answers.
+type UnavailableConfigError struct {
+	Repo RepoRef
+	Ref  string
+	Err  error
+}
+
+func (e *UnavailableConfigError) Error() string {
+	return fmt.Sprintf("GitHub did not give %s (retry once it answers): %v", config.Path, e.Err)
+}
+
+// Is matches ErrConfigUnavailable.
+func (e *UnavailableConfigError) Is(target error) bool { return target == ErrConfigUnavailable }
+
+func (e *UnavailableConfigError) Unwrap() error { return e.Err }
+
 // MissingConfigError says that a repository has no .github/latestwins.yml. It is bad configuration
 // (errors.Is(err, authority.ErrInvalidInput)): nothing is accepted until the file is added.
 type MissingConfigError struct {
@@ -73,9 +94,14 @@ func orDefaultBranch(ref string) string {
 // GitHubConfig is a ConfigSource reading each repository's .github/latestwins.yml from GitHub, as
 // the installation of the delivery. The result for a repository at a ref (a configuration, a missing
 // file or an invalid one) is kept for TTL; expired results are dropped as new ones are stored, so the
-// cache holds at most the refs read within one TTL. Refreshes are deduplicated across every process sharing the store
-// (spec guarantee 10): a refresh takes the named lease config-refresh/OWNER/REPO, and a refresh that
-// finds it held makes no GitHub call but returns the cached copy with a *RefreshingError.
+// cache holds at most the refs read within one TTL.
+//
+// Reads are deduplicated (spec guarantee 10) without refusing anyone. Within a process, callers
+// asking for the same installation, repository and ref while a read is in flight wait for that read
+// and share its result. Across the processes sharing the store, a read takes the named lease
+// config-refresh/OWNER/REPO; a process that finds it held uses its own cached copy of that ref, with
+// a *RefreshingError, instead of calling GitHub. A process with no copy of that ref reads it itself:
+// there is no cache shared between processes to wait for, and the delivery must not be turned away.
 type GitHubConfig struct {
 	installations Installations
 	auth          *authority.Authority
@@ -84,8 +110,12 @@ type GitHubConfig struct {
 	id            string
 	seq           atomic.Int64
 
-	mu    sync.Mutex
-	cache map[configKey]cachedConfig
+	mu      sync.Mutex
+	cache   map[configKey]cachedConfig
+	flights map[flightKey]*flight
+
+	// joined, when set, is called by each caller that waits for a read already in flight.
+	joined func()
 }
 
 // configKey names one cached read: the repository (lower case) and the ref it was read at.
@@ -95,6 +125,20 @@ type cachedConfig struct {
 	cfg *config.Config
 	err error // a terminal error (missing or invalid file), cached like a configuration
 	at  time.Time
+}
+
+// flightKey names one read in flight: the cached read it makes, as an installation.
+type flightKey struct {
+	installation int64
+	configKey
+}
+
+// flight is one read shared by the callers that asked for it while it ran. cfg and err are set
+// before done is closed.
+type flight struct {
+	done chan struct{}
+	cfg  *config.Config
+	err  error
 }
 
 var _ ConfigSource = (*GitHubConfig)(nil)
@@ -116,52 +160,92 @@ func NewGitHubConfig(installations Installations, auth *authority.Authority, ttl
 		return nil, fmt.Errorf("app: holder id: %w", err)
 	}
 	return &GitHubConfig{installations: installations, auth: auth, ttl: ttl, log: log,
-		id: "config-" + hex.EncodeToString(b[:]), cache: map[configKey]cachedConfig{}}, nil
+		id: "config-" + hex.EncodeToString(b[:]), cache: map[configKey]cachedConfig{}, flights: map[flightKey]*flight{}}, nil
 }
 
 // Config returns the repository's configuration at ref: the cached copy of that ref while it is
-// fresh, else one read of the file at ref. Errors are left for the caller to prefix with the
-// repository and ref. Refreshes of one repository, at any ref, share one lease (a lease per commit
-// would leave a record in the store for every commit ever read): a refresh that finds it held has
-// only this ref's cached copy to offer.
+// fresh, else the result of one read of the file at ref, shared with every caller asking for it
+// meanwhile. The wait for it ends with ctx; the read itself goes on for the others, bounded by the
+// refresh lease. Errors are left for the caller to prefix with the repository and ref. A read that
+// GitHub did not answer is a *UnavailableConfigError.
 func (g *GitHubConfig) Config(ctx context.Context, installation int64, repo RepoRef, ref string) (*config.Config, error) {
-	key := configKey{repo: strings.ToLower(repo.String()), ref: ref}
-	cached, ok := g.cached(key)
-	if ok && g.auth.Now().Sub(cached.at) < g.ttl {
-		return cached.cfg, cached.err
+	key := flightKey{installation: installation, configKey: configKey{repo: strings.ToLower(repo.String()), ref: ref}}
+	now := g.auth.Now()
+	g.mu.Lock()
+	if c, ok := g.cache[key.configKey]; ok && now.Sub(c.at) < g.ttl {
+		g.mu.Unlock()
+		return c.cfg, c.err
 	}
+	f, waiting := g.flights[key]
+	if !waiting {
+		f = &flight{done: make(chan struct{})}
+		g.flights[key] = f
+		// The read outlives a caller that stops waiting: the others still want its result.
+		go g.fly(context.WithoutCancel(ctx), key, repo, f)
+	}
+	joined := g.joined
+	g.mu.Unlock()
+	if waiting && joined != nil {
+		joined()
+	}
+	select {
+	case <-f.done:
+		return f.cfg, f.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for the read of %s in flight: %w", config.Path, context.Cause(ctx))
+	}
+}
+
+// fly makes the read of f and hands its result to the callers waiting for it. What it read is
+// cached in the same critical section that ends the flight, so a later caller finds either the
+// flight or the result, never neither.
+func (g *GitHubConfig) fly(ctx context.Context, key flightKey, repo RepoRef, f *flight) {
+	ctx, cancel := context.WithTimeout(ctx, configRefreshLease)
+	defer cancel()
+	cfg, keep, err := g.refresh(ctx, key, repo)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if keep {
+		g.storeLocked(key.configKey, cachedConfig{cfg: cfg, err: err, at: g.auth.Now()})
+	}
+	delete(g.flights, key)
+	f.cfg, f.err = cfg, err
+	close(f.done)
+}
+
+// refresh reads the configuration under the repository's refresh lease. Refreshes of one
+// repository, at any ref, share one lease (a lease per commit would leave a record in the store for
+// every commit ever read). When another holder has it, this ref's cached configuration is the
+// answer, with a *RefreshingError; without one, the file is read all the same. keep says whether
+// the result is worth caching: a configuration or a terminal error read now.
+func (g *GitHubConfig) refresh(ctx context.Context, key flightKey, repo RepoRef) (cfg *config.Config, keep bool, err error) {
 	holder := fmt.Sprintf("%s-%d", g.id, g.seq.Add(1))
 	lease, err := g.auth.Acquire(ctx, "config-refresh/"+key.repo, holder, "config refresh", configRefreshLease)
 	var held *authority.HeldError
-	if errors.As(err, &held) {
-		refreshing := &RefreshingError{Repo: repo, Holder: held.Holder, RetryAfter: held.RetryAfter}
-		g.log.InfoContext(ctx, "configuration refresh in progress elsewhere", "repo", repo.String(), "holder", held.Holder, "cached", ok)
-		if ok && cached.cfg != nil {
-			return cached.cfg, refreshing
+	switch {
+	case errors.As(err, &held):
+		if stale, ok := g.cached(key.configKey); ok && stale.cfg != nil {
+			g.log.InfoContext(ctx, "configuration refresh in progress elsewhere: using the cached copy",
+				"repo", repo.String(), "ref", key.ref, "holder", held.Holder)
+			return stale.cfg, false, &RefreshingError{Repo: repo, Holder: held.Holder, RetryAfter: held.RetryAfter}
 		}
-		if ok {
-			return nil, cached.err
-		}
-		return nil, refreshing
+		g.log.InfoContext(ctx, "configuration refresh in progress elsewhere, no copy of this ref here: reading it",
+			"repo", repo.String(), "ref", key.ref, "holder", held.Holder)
+	case err != nil:
+		return nil, false, err
+	default:
+		defer func() {
+			// Released even when the read ran out of time: the lease is not left to expire.
+			if err := g.auth.ReleaseNamed(context.WithoutCancel(ctx), lease); err != nil {
+				g.log.WarnContext(ctx, "release configuration refresh lease", "repo", repo.String(), "err", err)
+			}
+		}()
 	}
-	if err != nil {
-		return nil, err
+	cfg, err = g.read(ctx, key.installation, repo, key.ref)
+	if err != nil && !errors.Is(err, authority.ErrInvalidInput) {
+		return nil, false, &UnavailableConfigError{Repo: repo, Ref: key.ref, Err: err}
 	}
-	defer func() {
-		if err := g.auth.ReleaseNamed(context.WithoutCancel(ctx), lease); err != nil {
-			g.log.WarnContext(ctx, "release configuration refresh lease", "repo", repo.String(), "err", err)
-		}
-	}()
-	cfg, err := g.read(ctx, installation, repo, ref)
-	var terminal bool
-	if err != nil {
-		terminal = errors.Is(err, authority.ErrInvalidInput)
-		if !terminal {
-			return nil, err // transient (GitHub unreachable, rate limited): not cached
-		}
-	}
-	g.store(key, cachedConfig{cfg: cfg, err: err, at: g.auth.Now()})
-	return cfg, err
+	return cfg, true, err
 }
 
 // Installation finds the App's installation on repo, for requests that name none (the API's OIDC
@@ -182,10 +266,8 @@ func (g *GitHubConfig) cached(key configKey) (cachedConfig, bool) {
 	return c, ok
 }
 
-// store keeps c under key and drops the expired entries of other keys.
-func (g *GitHubConfig) store(key configKey, c cachedConfig) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+// storeLocked keeps c under key and drops the expired entries of other keys. g.mu is held.
+func (g *GitHubConfig) storeLocked(key configKey, c cachedConfig) {
 	for k, old := range g.cache {
 		if c.at.Sub(old.at) >= g.ttl {
 			delete(g.cache, k)

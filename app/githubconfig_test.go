@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +23,8 @@ import (
 
 var helloWorld = RepoRef{Owner: "Codertocat", Name: "Hello-World"}
 
-// holdingTransport holds the first request until release is closed, after saying so on entered.
+// holdingTransport holds the first request until release is closed or the request's context ends,
+// after saying so on entered.
 type holdingTransport struct {
 	entered chan struct{}
 	release chan struct{}
@@ -37,7 +37,11 @@ func (h *holdingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	default:
 		close(h.first)
 		close(h.entered)
-		<-h.release
+		select {
+		case <-h.release:
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		}
 	}
 	return http.DefaultTransport.RoundTrip(r)
 }
@@ -79,22 +83,30 @@ func TestGitHubConfigReadsOncePerTTL(t *testing.T) {
 	}
 }
 
-// Spec guarantee 10: two overlapping refreshes of one repository make one GitHub call; the second
-// returns the cached copy with a retryable "refresh in progress".
-func TestGitHubConfigOverlappingRefreshesCallGitHubOnce(t *testing.T) {
-	t.Parallel()
-	gh := githubtest.New(t)
-	stubConfig(t, gh, commentConfig).Times(2) // the first read, then one refresh
+// newHeldClient is a client on the fake whose first request waits, once it has said so on entered,
+// until release is closed.
+func newHeldClient(t *testing.T, gh *githubtest.Server) (*githubapp.Client, *holdingTransport) {
+	t.Helper()
 	hold := &holdingTransport{entered: make(chan struct{}), release: make(chan struct{}), first: make(chan struct{})}
 	base, err := url.Parse(gh.URL + "/")
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain := githubapp.New(gh.Client)
 	held := github.NewClient(&http.Client{Transport: hold})
 	held.BaseURL, held.UploadURL = base, base
-	inst := &fixedInstallations{c: plain}
+	return githubapp.New(held), hold
+}
+
+// Spec guarantee 10, within a process: a refresh overlapping another of the same repository and
+// ref makes no GitHub call of its own but waits for the one in flight and gets its fresh copy.
+func TestGitHubConfigOverlappingRefreshesCallGitHubOnce(t *testing.T) {
+	t.Parallel()
+	gh := githubtest.New(t)
+	stubConfig(t, gh, commentConfig).Times(2) // the first read, then one refresh
+	inst := &fixedInstallations{c: githubapp.New(gh.Client)}
 	src, _, clock := newConfigSource(t, inst)
+	joined := make(chan struct{}, 1)
+	src.joined = func() { joined <- struct{}{} }
 	ctx := context.Background()
 
 	first, err := src.Config(ctx, 1, helloWorld, "")
@@ -102,55 +114,153 @@ func TestGitHubConfigOverlappingRefreshesCallGitHubOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Advance(2 * time.Minute) // the copy is stale: the next two reads both want a refresh
-	inst.c = githubapp.New(held)
+	held, hold := newHeldClient(t, gh)
+	inst.c = held
 
 	type answer struct {
 		cfg *config.Config
 		err error
 	}
-	slow := make(chan answer, 1)
-	go func() {
+	answers := make(chan answer, 2)
+	ask := func() {
 		cfg, err := src.Config(ctx, 1, helloWorld, "")
-		slow <- answer{cfg, err}
-	}()
-	<-hold.entered // the first refresh is at GitHub, holding config-refresh/codertocat/hello-world
-
-	cfg, err := src.Config(ctx, 1, helloWorld, "")
-	var refreshing *RefreshingError
-	if !errors.As(err, &refreshing) || !errors.Is(err, ErrRefreshInProgress) || refreshing.RetryAfter < time.Second {
-		t.Errorf("overlapping refresh: error %v, want a *RefreshingError with a retry-after", err)
+		answers <- answer{cfg, err}
 	}
-	if cfg != first {
-		t.Errorf("overlapping refresh returned %p, want the cached copy %p", cfg, first)
+	go ask()
+	<-hold.entered // the first refresh is at GitHub
+	go ask()
+	select {
+	case <-joined: // the second waits for it
+	case early := <-answers:
+		t.Errorf("the overlapping refresh was answered while the first was in flight: %v, %v", early.cfg, early.err)
+		answers <- early
 	}
 	close(hold.release)
-	got := <-slow
-	if got.err != nil || got.cfg == nil || got.cfg == first {
-		t.Errorf("the refresh: %v, %v; want a fresh copy", got.cfg, got.err)
+	a, b := <-answers, <-answers
+	if a.err != nil || b.err != nil || a.cfg == nil || a.cfg == first || b.cfg != a.cfg {
+		t.Errorf("overlapping refreshes: (%p, %v) and (%p, %v); want both the one fresh copy, not the stale %p", a.cfg, a.err, b.cfg, b.err, first)
 	}
 	if n := len(gh.Requests()); n != 2 {
 		t.Errorf("%d GitHub calls, want 2 (the first read and one refresh)", n)
 	}
 }
 
-// Another process refreshing a repository whose configuration this one has never read: a retryable
-// 503 with Retry-After, and no GitHub call.
-func TestGitHubConfigRefreshElsewhereWithoutCopyIs503(t *testing.T) {
+// Spec guarantee 10, across processes: while another process refreshes the repository, a delivery
+// is served from this process's stale copy, with no GitHub call.
+func TestGitHubConfigRefreshElsewhereServesTheCachedCopy(t *testing.T) {
 	t.Parallel()
 	gh, inst := newGitHub(t)
+	stubConfig(t, gh, commentConfig) // the first read only
+	src, auth, clock := newConfigSource(t, inst)
+	h := newHarness(t, commentConfig, func(o *Options) { o.Authority, o.Config = auth, src })
+	if rec := h.post(t, "push", "d-first", fixture(t, "push.json")); rec.Code != http.StatusOK {
+		t.Fatalf("first push: %d %s", rec.Code, rec.Body)
+	}
+	clock.Advance(2 * time.Minute)
+	if _, err := auth.Acquire(context.Background(), "config-refresh/codertocat/hello-world", "other-process", "config refresh", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := src.Config(context.Background(), 1, helloWorld, pushSha)
+	var refreshing *RefreshingError
+	if cfg == nil || !errors.As(err, &refreshing) || !errors.Is(err, ErrRefreshInProgress) || refreshing.Holder != "other-process" || refreshing.RetryAfter < time.Second {
+		t.Errorf("refresh elsewhere: %v, %v; want the cached copy with a *RefreshingError naming other-process", cfg, err)
+	}
+	if rec := h.post(t, "push", "d-again", fixture(t, "push.json")); rec.Code != http.StatusOK {
+		t.Errorf("push during a refresh elsewhere: %d %s, want 200 from the cached copy", rec.Code, rec.Body)
+	}
+	if n := len(gh.Requests()); n != 1 {
+		t.Errorf("%d GitHub calls, want 1 (the first read)", n)
+	}
+}
+
+// Another process refreshing a repository whose configuration this one has never read: there is
+// no copy to serve and none to wait for, so this process reads it itself and the delivery is accepted.
+func TestGitHubConfigRefreshElsewhereWithoutCopyReadsIt(t *testing.T) {
+	t.Parallel()
+	gh, inst := newGitHub(t)
+	stubConfig(t, gh, commentConfig)
 	src, auth, _ := newConfigSource(t, inst)
 	h := newHarness(t, commentConfig, func(o *Options) { o.Authority, o.Config = auth, src })
 	if _, err := auth.Acquire(context.Background(), "config-refresh/codertocat/hello-world", "other-process", "config refresh", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	rec := h.post(t, "push", "d-push", fixture(t, "push.json"))
-	retry, _ := strconv.Atoi(rec.Header().Get("Retry-After"))
-	if rec.Code != http.StatusServiceUnavailable || retry < 30 || retry > 30+int(auth.Skew().Seconds()) ||
-		!strings.Contains(rec.Body.String(), "configuration of Codertocat/Hello-World at "+pushSha+": refresh in progress (by other-process)") {
-		t.Errorf("%d Retry-After %q %s; want 503, Retry-After the lease's time left and who is refreshing", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	if rec.Code != http.StatusOK {
+		t.Errorf("push during a refresh elsewhere, no copy here: %d %s; want 200", rec.Code, rec.Body)
 	}
-	if n := len(gh.Requests()); n != 0 {
-		t.Errorf("%d GitHub calls, want none", n)
+	if n := len(gh.Requests()); n != 1 {
+		t.Errorf("%d GitHub calls, want 1", n)
+	}
+	if got, err := auth.Intents(context.Background(), "staging", []string{"d-push"}); err != nil || len(got) != 1 {
+		t.Errorf("intent d-push: %v, %v; want it recorded", got, err)
+	}
+}
+
+// A configuration GitHub does not give is a retryable 503 that says so, and is not cached: the next
+// delivery reads again.
+func TestGitHubConfigUnavailableIs503(t *testing.T) {
+	t.Parallel()
+	gh, inst := newGitHub(t)
+	gh.On("GET", fixtureRepo+"/contents/.github/latestwins.yml", http.StatusServiceUnavailable,
+		`{"message":"Service Unavailable","documentation_url":"https://docs.github.com/rest"}`)
+	stubConfig(t, gh, commentConfig)
+	src, auth, _ := newConfigSource(t, inst)
+	h := newHarness(t, commentConfig, func(o *Options) { o.Authority, o.Config = auth, src })
+	rec := h.post(t, "push", "d1", fixture(t, "push.json"))
+	if rec.Code != http.StatusServiceUnavailable ||
+		!strings.Contains(rec.Body.String(), "configuration of Codertocat/Hello-World at "+pushSha+": GitHub did not give .github/latestwins.yml") {
+		t.Errorf("GitHub unavailable: %d %s; want 503 saying GitHub did not give the configuration", rec.Code, rec.Body)
+	}
+	if rec := h.post(t, "push", "d1", fixture(t, "push.json")); rec.Code != http.StatusOK {
+		t.Errorf("redelivery once GitHub answers: %d %s; want 200", rec.Code, rec.Body)
+	}
+}
+
+// A caller whose context ends stops waiting for the read, even the caller that started it: the read
+// goes on for the others, and its result is cached.
+func TestGitHubConfigCallerLeavesWithItsContext(t *testing.T) {
+	t.Parallel()
+	gh := githubtest.New(t)
+	stubConfig(t, gh, commentConfig)
+	held, hold := newHeldClient(t, gh)
+	src, _, _ := newConfigSource(t, &fixedInstallations{c: held})
+	joined := make(chan struct{}, 1)
+	src.joined = func() { joined <- struct{}{} }
+
+	ctx, cancel := context.WithCancel(context.Background())
+	left := make(chan error, 1)
+	go func() {
+		_, err := src.Config(ctx, 1, helloWorld, "main")
+		left <- err
+	}()
+	<-hold.entered
+	stayed := make(chan error, 1)
+	go func() {
+		cfg, err := src.Config(context.Background(), 1, helloWorld, "main")
+		if err == nil && cfg == nil {
+			err = errors.New("no configuration")
+		}
+		stayed <- err
+	}()
+	select {
+	case <-joined:
+	case err := <-stayed:
+		t.Errorf("the second caller was answered while the read was in flight: %v", err)
+		stayed <- err
+	}
+	cancel()
+	if err := <-left; !errors.Is(err, context.Canceled) {
+		t.Errorf("the caller whose context ended: %v, want context.Canceled", err)
+	}
+	close(hold.release)
+	if err := <-stayed; err != nil {
+		t.Errorf("the caller still waiting: %v, want the configuration", err)
+	}
+	if cfg, err := src.Config(context.Background(), 1, helloWorld, "main"); err != nil || cfg == nil {
+		t.Errorf("after the read: %v, %v; want the cached copy", cfg, err)
+	}
+	if n := len(gh.Requests()); n != 1 {
+		t.Errorf("%d GitHub calls, want 1", n)
 	}
 }
 
