@@ -81,8 +81,9 @@ type Conversation interface {
 	CanWrite(ctx context.Context, at CommentRef, user string) (bool, error)
 }
 
-// DefaultMaxBodyBytes caps a webhook body (GitHub caps payloads at 25 MB; ours are far smaller).
-const DefaultMaxBodyBytes = 10 << 20
+// DefaultMaxBodyBytes caps a webhook body at GitHub's own cap on a payload, 25 MB (GitHub does not
+// deliver a larger one); see intake.go for what bodies in flight may take.
+const DefaultMaxBodyBytes = 25 << 20
 
 // Options configure the App.
 type Options struct {
@@ -122,6 +123,7 @@ type App struct {
 	commits  Commits
 	envs     func(ctx context.Context) ([]string, error)
 	maxBody  int64
+	intake   *intake
 	log      *slog.Logger
 	mux      *http.ServeMux
 }
@@ -145,6 +147,7 @@ func New(o Options) (*App, error) {
 	if a.maxBody == 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
+	a.intake = newIntake(a.maxBody, MaxDeliveriesInFlight, InFlightBytes(a.maxBody))
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
@@ -338,14 +341,14 @@ func dispatchesFor(sel config.Selection, ar *authority.AcceptResult, ref string,
 }
 
 // StatusFor maps a Handle error to an HTTP status: bad configuration is terminal (422), the rest
-// is worth a re-delivery (500, 502 for a failed dispatch, 503 while another process refreshes the
-// configuration).
+// is worth a re-delivery (500, 502 for a failed dispatch, 503 when GitHub did not give the
+// configuration or another process refreshes it).
 func StatusFor(err error) int {
 	var de *dispatchError
 	switch {
 	case errors.Is(err, authority.ErrInvalidInput):
 		return http.StatusUnprocessableEntity
-	case errors.Is(err, ErrRefreshInProgress):
+	case errors.Is(err, ErrRefreshInProgress), errors.Is(err, ErrConfigUnavailable):
 		return http.StatusServiceUnavailable
 	case errors.As(err, &de):
 		return http.StatusBadGateway

@@ -1,13 +1,17 @@
 package app
 
 import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"mime"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 
 	"github.com/google/go-github/v60/github"
@@ -41,31 +45,77 @@ func (e *MalformedError) Is(target error) bool { return target == ErrMalformed }
 type Delivery struct {
 	ID    string // X-GitHub-Delivery: the intent id of what it causes, so a re-delivery is idempotent
 	Event string // X-GitHub-Event
-	// Payload is the parsed event (*github.PushEvent, *github.PullRequestEvent, ...), or nil for an
-	// event go-github does not know, which is acknowledged and ignored.
+	// Payload is the parsed event (*github.PushEvent, *github.PullRequestEvent, ...) of an event the
+	// App uses, or nil for any other event, which is acknowledged without being parsed.
 	Payload any
 }
 
 const maxDeliveryIDLen = 100
 
+// usedEvents are the events Handle acts on. Only their payloads are parsed: every other event,
+// known to go-github or not, is acknowledged unread, so an example GitHub sends that go-github
+// cannot parse (discussion, package) is never refused.
+var usedEvents = map[string]bool{
+	"push":              true,
+	"pull_request":      true,
+	"installation":      true,
+	"issue_comment":     true,
+	"check_run":         true,
+	protectionRuleEvent: true,
+}
+
 // ParseDelivery verifies and parses a webhook delivery. The signature (X-Hub-Signature-256, with a
 // non-empty secret) is checked in constant time over the raw body before anything is parsed; SHA-1
-// signatures are not accepted.
+// signatures are not accepted. The payload of an event the App uses must be a JSON object; that
+// of any other event is not read.
 func ParseDelivery(secret []byte, h http.Header, body []byte) (Delivery, error) {
+	want, err := signatureOf(secret, h)
+	if err != nil {
+		return Delivery{}, err
+	}
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(body)
+	if err := checkSignature(mac, want); err != nil {
+		return Delivery{}, err
+	}
+	return parseSigned(h, body)
+}
+
+// signatureOf returns the HMAC-SHA256 that X-Hub-Signature-256 claims, refusing a delivery that
+// cannot be signed before any of its body is read.
+func signatureOf(secret []byte, h http.Header) ([]byte, error) {
 	if len(secret) == 0 {
 		// go-github would accept an unsigned payload with an empty secret: never get that far.
-		return Delivery{}, &SignatureError{Reason: "no webhook secret is configured"}
+		return nil, &SignatureError{Reason: "no webhook secret is configured"}
 	}
 	sig := h.Get(github.SHA256SignatureHeader)
 	if sig == "" {
-		return Delivery{}, &SignatureError{Reason: "no X-Hub-Signature-256 header; set a secret on the webhook"}
+		return nil, &SignatureError{Reason: "no X-Hub-Signature-256 header; set a secret on the webhook"}
 	}
-	if !strings.HasPrefix(sig, "sha256=") {
-		return Delivery{}, &SignatureError{Reason: "X-Hub-Signature-256 must be sha256=HEX"}
+	hexSum, ok := strings.CutPrefix(sig, "sha256=")
+	if !ok {
+		return nil, &SignatureError{Reason: "X-Hub-Signature-256 must be sha256=HEX"}
 	}
-	if err := github.ValidateSignature(sig, body, secret); err != nil {
-		return Delivery{}, &SignatureError{Reason: "X-Hub-Signature-256 does not match the body; check that the webhook secret is the App's"}
+	sum, err := hex.DecodeString(hexSum)
+	if err != nil || len(sum) != sha256.Size {
+		return nil, errSignatureMismatch
 	}
+	return sum, nil
+}
+
+var errSignatureMismatch = &SignatureError{Reason: "X-Hub-Signature-256 does not match the body; check that the webhook secret is the App's"}
+
+// checkSignature compares, in constant time, the HMAC of the whole body with the one claimed.
+func checkSignature(mac hash.Hash, want []byte) error {
+	if !hmac.Equal(mac.Sum(nil), want) {
+		return errSignatureMismatch
+	}
+	return nil
+}
+
+// parseSigned reads the headers and, for an event the App uses, the payload of a delivery whose
+// signature was checked. body is not read for any other event (it may be nil).
+func parseSigned(h http.Header, body []byte) (Delivery, error) {
 	d := Delivery{ID: h.Get(github.DeliveryIDHeader), Event: h.Get(github.EventTypeHeader)}
 	if d.ID == "" || len(d.ID) > maxDeliveryIDLen || strings.ContainsFunc(d.ID, isControlOrSpace) {
 		return Delivery{}, &MalformedError{Reason: fmt.Sprintf("X-GitHub-Delivery must be a delivery id of 1-%d printable characters", maxDeliveryIDLen)}
@@ -73,12 +123,15 @@ func ParseDelivery(secret []byte, h http.Header, body []byte) (Delivery, error) 
 	if d.Event == "" {
 		return Delivery{}, &MalformedError{Reason: "no X-GitHub-Event header"}
 	}
+	if !usedEvents[d.Event] {
+		return d, nil // signed but not used: acknowledged and ignored
+	}
 	payload, err := jsonBody(h.Get("Content-Type"), body)
 	if err != nil {
 		return Delivery{}, err
 	}
-	if !slices.Contains(github.MessageTypes(), d.Event) {
-		return d, nil // signed but unknown: acknowledged and ignored
+	if trimmed := bytes.TrimLeft(payload, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
+		return Delivery{}, &MalformedError{Reason: fmt.Sprintf("%s payload must be a JSON object", d.Event)}
 	}
 	ev, err := parseEvent(d.Event, payload)
 	if err != nil {

@@ -4,27 +4,29 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 )
 
-// serveWebhook reads a capped body, verifies and parses it, hands it to Handle and writes the Result.
+// serveWebhook verifies a delivery as its body streams in (within the intake's bounds), parses it,
+// hands it to Handle and writes the Result.
 func (a *App) serveWebhook(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", a.maxBody))
-			return
-		}
-		writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
-		return
-	}
-	d, err := ParseDelivery(a.secret, r.Header, body)
+	d, t, err := a.readDelivery(w, r)
+	defer t.done()
 	if err != nil {
 		status := http.StatusBadRequest
-		if errors.Is(err, ErrUnauthorized) {
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.Is(err, ErrUnauthorized):
 			status = http.StatusUnauthorized
+		case errors.As(err, &tooBig):
+			status = http.StatusRequestEntityTooLarge
+			err = fmt.Errorf("body over %d bytes", a.maxBody)
+		case errors.Is(err, errBusy):
+			status = http.StatusServiceUnavailable
+			w.Header().Set("Retry-After", fmt.Sprint(int64(BusyRetryAfter.Seconds())))
+			err = fmt.Errorf("%w: retry later", err)
+		case !errors.Is(err, ErrMalformed):
+			err = fmt.Errorf("reading the body: %w", err)
 		}
 		a.log.WarnContext(r.Context(), "webhook refused", "status", status, "err", err,
 			"delivery_id", r.Header.Get("X-GitHub-Delivery"), "event", r.Header.Get("X-GitHub-Event"))

@@ -39,6 +39,16 @@ type serveSettings struct {
 	redrive       func(context.Context, authority.StalledWork) error // nil: sweeps only log
 }
 
+// Timeouts of serve's HTTP server. GitHub gives a webhook delivery 10 seconds; a client that
+// sends its headers or body slower is cut off, so that it cannot hold a connection, or the webhook
+// intake's share of memory (app.InFlightBytes), for long.
+const (
+	serveReadHeaderTimeout = 10 * time.Second
+	serveReadTimeout       = 30 * time.Second // headers and body
+	serveWriteTimeout      = time.Minute      // from the end of the headers: the body, handling and the answer
+	serveIdleTimeout       = 2 * time.Minute  // a kept-alive connection between requests
+)
+
 // runServe runs the App as a plain HTTP server until ctx is done, then shuts down gracefully.
 func runServe(ctx context.Context, c *cmdEnv, args []string) error {
 	handler, ss, err := c.serveHandler(ctx, args)
@@ -50,7 +60,9 @@ func runServe(ctx context.Context, c *cmdEnv, args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", ss.addr, err)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+	srv := &http.Server{Handler: handler,
+		ReadHeaderTimeout: serveReadHeaderTimeout, ReadTimeout: serveReadTimeout,
+		WriteTimeout: serveWriteTimeout, IdleTimeout: serveIdleTimeout,
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
 	c.progress("latestwins serve: listening on http://%s (webhooks: POST /webhook, status: GET /)", ln.Addr())
 	errc := make(chan error, 1)
