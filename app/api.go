@@ -390,6 +390,8 @@ func apiError(err error) (int, apiclient.ErrorBody) {
 	case errors.As(err, &limited):
 		return http.StatusServiceUnavailable, apiclient.ErrorBody{Error: apiclient.CodeUnavailable,
 			Message: "the App is rate limited by GitHub; retry after the time given", RetryAfter: max(int64(limited.RetryAfter/time.Second), 1)}
+	case errors.Is(err, ErrConfigUnavailable):
+		return http.StatusServiceUnavailable, apiclient.ErrorBody{Error: apiclient.CodeUnavailable, Message: msg, RetryAfter: 30}
 	}
 	return http.StatusServiceUnavailable, apiclient.ErrorBody{Error: apiclient.CodeUnavailable,
 		Message: "the App could not complete the request (its store or the token issuer is unreachable); retry"}
