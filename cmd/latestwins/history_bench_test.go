@@ -94,86 +94,101 @@ func benchDepths(tb testing.TB) []int {
 }
 
 // BenchmarkHistoryDepth runs whole passes as `latestwins` processes (claim, gate deploy, complete:
-// the Action's steps) against dynalite, on an environment with 0, 1,000 (and, with
-// LATESTWINS_BENCH_HISTORY, 10,000) prior passes, and reports per phase the median latency, the
-// DynamoDB requests, the bytes written, and the size of the environment's document. The history is
-// made in-process beforehand; only the timed passes run as processes.
+// the Action's steps) against dynalite, on environments with 0, 1,000 (and, with
+// LATESTWINS_BENCH_HISTORY, 10,000) prior passes, and reports per depth and phase the median
+// latency, the DynamoDB requests and the bytes written, and the size of each environment's document.
+// The environments share one table and their passes alternate within every iteration, so that the
+// machine's load and the table's size weigh on every depth alike; the history is made in-process
+// beforehand, and only the timed passes run as processes.
 func BenchmarkHistoryDepth(b *testing.B) {
 	ep := dynalitetest.Endpoint(b)
-	for _, depth := range benchDepths(b) {
-		b.Run(fmt.Sprintf("passes=%d", depth), func(b *testing.B) {
-			ctx := b.Context()
-			table := dynalitetest.TableName(b)
-			proxy := newTrafficCounter(b, ep)
-			f := newFixture(b, fmt.Sprintf("dynamodb://%s?region=us-east-1&endpoint=%s", table, url.QueryEscape(proxy.URL)))
-			client := dynalitetest.NewClient(ep, nil)
-			a := authority.New(dynamo.New(client, table))
-			for i := range depth {
-				if err := seedPass(ctx, a, i); err != nil {
-					b.Fatal(err)
-				}
-			}
-			proxy.take()
-			phases := []string{"claim", "gate", "complete"}
-			lat := map[string][]time.Duration{}
-			reqs, bytes := map[string]int{}, map[string]int64{}
-			state := f.path("pass.json")
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				id := depth + i
-				args := map[string][]string{
-					"claim":    {"claim", "--environment", "prod", "--scopes", "api", "--sha", fmt.Sprintf("%040x", id+1), "--ref", "refs/heads/main", "--intent-id", fmt.Sprintf("run-%d", id), "--state", state},
-					"gate":     {"gate", "--state", state, "--phase", "deploy", "--holder", fmt.Sprintf("run-%d/1", id)},
-					"complete": {"complete", "--state", state, "--outcome", "success"},
-				}
-				for _, ph := range phases {
-					start := time.Now()
-					r := f.run(args[ph]...)
-					lat[ph] = append(lat[ph], time.Since(start))
-					if r.code != 0 {
-						b.Fatalf("%s: exit %d\n%s%s", ph, r.code, r.stdout, r.stderr)
-					}
-					n, w := proxy.take()
-					reqs[ph] += n
-					bytes[ph] += w
-				}
-			}
-			b.StopTimer()
-			var passBytes int64
-			for _, ph := range phases {
-				times := lat[ph]
-				sortDurations(times)
-				b.ReportMetric(float64(percentile(times, 50))/float64(time.Millisecond), ph+"-median-ms")
-				b.ReportMetric(float64(reqs[ph])/float64(b.N), ph+"-req")
-				b.ReportMetric(float64(bytes[ph])/float64(b.N), ph+"-B-written")
-				passBytes += bytes[ph]
-			}
-			b.ReportMetric(float64(passBytes)/float64(b.N), "pass-B-written")
-			out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
-				Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: authority.EnvKey("prod")}}})
-			if err != nil {
+	ctx := b.Context()
+	depths := benchDepths(b)
+	table := dynalitetest.TableName(b)
+	proxy := newTrafficCounter(b, ep)
+	f := newFixture(b, fmt.Sprintf("dynamodb://%s?region=us-east-1&endpoint=%s", table, url.QueryEscape(proxy.URL)))
+	client := dynalitetest.NewClient(ep, nil)
+	a := authority.New(dynamo.New(client, table))
+	envOf := func(depth int) string { return fmt.Sprintf("prod-%d", depth) }
+	for _, depth := range depths {
+		for i := range depth {
+			if err := seedPass(ctx, a, envOf(depth), i); err != nil {
 				b.Fatal(err)
 			}
-			if hot, ok := out.Item["hot"].(*types.AttributeValueMemberS); ok {
-				b.ReportMetric(float64(len(hot.Value)), "item-B")
+		}
+	}
+	proxy.take()
+	phases := []string{"claim", "gate", "complete"}
+	type key struct {
+		depth int
+		phase string
+	}
+	lat := map[key][]time.Duration{}
+	reqs, bytes := map[key]int{}, map[key]int64{}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, depth := range depths {
+			env := envOf(depth)
+			state := f.path(env + ".json")
+			id := depth + i
+			args := map[string][]string{
+				"claim": {"claim", "--environment", env, "--scopes", "api", "--sha", fmt.Sprintf("%040x", id+1), "--ref", "refs/heads/main",
+					"--intent-id", fmt.Sprintf("run-%d", id), "--state", state},
+				"gate":     {"gate", "--state", state, "--phase", "deploy", "--holder", fmt.Sprintf("run-%d/1", id)},
+				"complete": {"complete", "--state", state, "--outcome", "success"},
 			}
-		})
+			for _, ph := range phases {
+				start := time.Now()
+				r := f.run(args[ph]...)
+				k := key{depth, ph}
+				lat[k] = append(lat[k], time.Since(start))
+				if r.code != 0 {
+					b.Fatalf("%s on %s: exit %d\n%s%s", ph, env, r.code, r.stdout, r.stderr)
+				}
+				n, w := proxy.take()
+				reqs[k] += n
+				bytes[k] += w
+			}
+		}
+	}
+	b.StopTimer()
+	for _, depth := range depths {
+		var passBytes int64
+		prefix := fmt.Sprintf("d%d-", depth)
+		for _, ph := range phases {
+			k := key{depth, ph}
+			times := lat[k]
+			sortDurations(times)
+			b.ReportMetric(float64(percentile(times, 50))/float64(time.Millisecond), prefix+ph+"-ms")
+			b.ReportMetric(float64(reqs[k])/float64(b.N), prefix+ph+"-req")
+			b.ReportMetric(float64(bytes[k])/float64(b.N), prefix+ph+"-B")
+			passBytes += bytes[k]
+		}
+		b.ReportMetric(float64(passBytes)/float64(b.N), prefix+"pass-B")
+		out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: authority.EnvKey(envOf(depth))}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if hot, ok := out.Item["hot"].(*types.AttributeValueMemberS); ok {
+			b.ReportMetric(float64(len(hot.Value)), prefix+"item-B")
+		}
 	}
 }
 
 // seedPass runs pass i of the history in-process: accept and claim, gate deploy, complete.
-func seedPass(ctx context.Context, a *authority.Authority, i int) error {
-	res, err := a.Accept(ctx, authority.Intent{ID: fmt.Sprintf("seed-%d", i), Environment: "prod", Scopes: []string{"api"},
+func seedPass(ctx context.Context, a *authority.Authority, env string, i int) error {
+	res, err := a.Accept(ctx, authority.Intent{ID: fmt.Sprintf("seed-%d", i), Environment: env, Scopes: []string{"api"},
 		Sha: fmt.Sprintf("%040x", 1_000_000+i), Ref: "refs/heads/main", Source: "push example/api", Actor: "octocat"}, true)
 	if err != nil {
 		return err
 	}
 	holder := fmt.Sprintf("seed-%d/1", i)
-	g, err := a.Gate(ctx, authority.GateRequest{Environment: "prod", Generation: res.Generation, Scopes: []string{"api"}, Phase: "deploy", Holder: holder, LeaseTTL: time.Minute})
+	g, err := a.Gate(ctx, authority.GateRequest{Environment: env, Generation: res.Generation, Scopes: []string{"api"}, Phase: "deploy", Holder: holder, LeaseTTL: time.Minute})
 	if err != nil {
 		return err
 	}
-	_, err = a.Complete(ctx, authority.Completion{Environment: "prod", Generation: res.Generation, Scopes: []string{"api"}, Holder: holder,
+	_, err = a.Complete(ctx, authority.Completion{Environment: env, Generation: res.Generation, Scopes: []string{"api"}, Holder: holder,
 		Tokens: g.Tokens, Outcome: authority.OutcomeSuccess, Attempt: 1, MaxAttempts: 3})
 	return err
 }

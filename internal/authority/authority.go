@@ -518,8 +518,14 @@ func (a *Authority) updatePrepared(ctx context.Context, key string, prepare func
 			return work, ferr
 		}
 		if work.Env != nil {
-			if err := a.archive(ctx, doc); err != nil {
-				a.log.WarnContext(ctx, "storing the outbox's records failed; the next write tries again", "key", key, "err", err)
+			// Store what the document's outbox holds, so that this write can drop it: on the first
+			// attempt, and on a retry only once the outbox has grown. A retry after a conflict meets
+			// the outbox of the writer that won, who stores it right after its write; storing it
+			// again from every loser of a race would only multiply the requests.
+			if attempt == 0 || (doc.Env != nil && len(doc.Env.Outbox) > outboxSoftLimit) {
+				if err := a.archive(ctx, doc); err != nil {
+					a.log.WarnContext(ctx, "storing the outbox's records failed; the next write tries again", "key", key, "err", err)
+				}
 			}
 			a.trim(key, work.Env)
 			if n := len(work.Env.Outbox); n > maxOutbox {

@@ -12,6 +12,10 @@ import (
 // of a workflow run within it is recognised as a repeat.
 const DefaultRetention = 90 * 24 * time.Hour
 
+// outboxSoftLimit is how many events a retry after a conflict leaves in the outbox for their writer
+// to store, before it stores them itself.
+const outboxSoftLimit = 24
+
 // maxRecordsPerRead bounds the keys of one GetRecords call.
 const maxRecordsPerRead = 100
 

@@ -178,6 +178,7 @@ func BenchmarkConcurrentClaims(b *testing.B) {
 			b.ReportMetric(float64(c.puts.Load())/n, "puts/claim")
 			b.ReportMetric(float64(c.conflicts.Load())/n, "conflicts/claim")
 			b.ReportMetric(float64(c.gets.Load())/n, "gets/claim")
+			b.ReportMetric(float64(c.records.Load())/n, "record-calls/claim")
 		})
 	}
 }

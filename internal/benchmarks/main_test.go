@@ -66,6 +66,7 @@ type countingStore struct {
 
 type counts struct {
 	gets, puts, conflicts atomic.Int64
+	records               atomic.Int64 // PutRecords and GetRecords calls
 }
 
 var _ authority.Store = (*countingStore)(nil)
@@ -82,6 +83,16 @@ func (s *countingStore) Put(ctx context.Context, doc *authority.Doc) (int64, err
 		s.c.conflicts.Add(1)
 	}
 	return rev, err
+}
+
+func (s *countingStore) PutRecords(ctx context.Context, recs []authority.Record) error {
+	s.c.records.Add(1)
+	return s.Store.PutRecords(ctx, recs)
+}
+
+func (s *countingStore) GetRecords(ctx context.Context, keys []string) ([]authority.Record, error) {
+	s.c.records.Add(1)
+	return s.Store.GetRecords(ctx, keys)
 }
 
 func median(xs []float64) float64 {
