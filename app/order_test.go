@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
+	"github.com/latestwins/latestwins/internal/store/storetest"
 )
 
 // chainedPush is GitHub's example push payload rewritten as push number i of a chain: commit i on
@@ -33,30 +33,6 @@ func chainedPush(t *testing.T, i int, pushedAt, committedAt time.Time) []byte {
 
 func chainSha(i int) string { return fmt.Sprintf("%040x", 0xc0ffee000+i) }
 
-// permutations calls f with every permutation of 0..n-1.
-func permutations(n int, f func([]int)) {
-	p := make([]int, n)
-	for i := range p {
-		p[i] = i
-	}
-	var gen func(k int)
-	gen = func(k int) {
-		if k <= 1 {
-			f(slices.Clone(p))
-			return
-		}
-		for i := range k {
-			gen(k - 1)
-			if k%2 == 0 {
-				p[i], p[k-1] = p[k-1], p[i]
-			} else {
-				p[0], p[k-1] = p[k-1], p[0]
-			}
-		}
-	}
-	gen(n)
-}
-
 // TestPushesInEveryArrivalOrder: the pushes of a chain, each a second after the previous one,
 // delivered to the App in every order (all 6 of three pushes, all 120 of five), leave the newest
 // pending; the others are recorded as superseded or arrived out of order.
@@ -69,7 +45,7 @@ func TestPushesInEveryArrivalOrder(t *testing.T) {
 			bodies[i] = chainedPush(t, i+1, base.Add(time.Duration(i)*time.Second), base.Add(time.Duration(i)*time.Minute))
 		}
 		orders := 0
-		permutations(n, func(order []int) {
+		storetest.Permutations(n, func(order []int) {
 			orders++
 			h := newHarness(t, testConfig)
 			for _, k := range order {

@@ -156,7 +156,7 @@ func testEveryArrivalOrder(t *testing.T, h *harness) {
 		for i := range pushes {
 			pushes[i] = commitPush(fmt.Sprintf("p%d", i), sha("c", i+1), sha("c", i), i)
 		}
-		permutations(n, func(order []int) {
+		Permutations(n, func(order []int) {
 			round++
 			env := fmt.Sprintf("order-%d", round)
 			for _, k := range order {
@@ -178,8 +178,9 @@ func testEveryArrivalOrder(t *testing.T, h *harness) {
 	t.Logf("%d arrival orders", round)
 }
 
-// permutations calls f with every permutation of 0..n-1.
-func permutations(n int, f func([]int)) {
+// Permutations calls f with every permutation of 0..n-1 (Heap's algorithm): every arrival order of
+// n deliveries.
+func Permutations(n int, f func([]int)) {
 	p := make([]int, n)
 	for i := range p {
 		p[i] = i
