@@ -19,6 +19,7 @@ import (
 	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
+	"github.com/latestwins/latestwins/internal/devissuer"
 	"github.com/latestwins/latestwins/internal/githubapp"
 )
 
@@ -32,6 +33,8 @@ type serveSettings struct {
 	apiURL        string
 	oidcIssuer    string
 	oidcAudience  string
+	devTokens     bool
+	dev           *devissuer.Issuer
 	maxBody       int64
 	sweepEvery    time.Duration
 	stall         time.Duration
@@ -56,6 +59,9 @@ func runServe(ctx context.Context, c *cmdEnv, args []string) error {
 		return err
 	}
 	defer c.done()
+	if ss.dev != nil {
+		defer ss.dev.Close()
+	}
 	ln, err := net.Listen("tcp", ss.addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", ss.addr, err)
@@ -100,6 +106,7 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	c.str(&ss.apiURL, "github-api-url", "https://api.github.com/", "GitHub's REST API (GitHub Enterprise: https://HOST/api/v3/)")
 	c.str(&ss.oidcIssuer, "oidc-issuer", app.DefaultOIDCIssuer, "issuer of the workflow OIDC tokens the /v1 API accepts (GitHub Enterprise Server: https://HOST/_services/token)")
 	c.str(&ss.oidcAudience, "oidc-audience", apiclient.Audience, "audience the /v1 API requires in those tokens (what the Action and --api ask for)")
+	c.boolean(&ss.devTokens, "dev-tokens", false, "try the /v1 API on this machine: run a development token issuer on loopback and accept only its tokens (refused unless --addr is loopback)")
 	c.int64Var(&ss.maxBody, "max-body", app.DefaultMaxBodyBytes, 1, "largest webhook body accepted, in bytes")
 	c.durVar(&ss.sweepEvery, "sweep-every", time.Minute, "how often to run the recovery sweep (0: never)")
 	c.durVar(&ss.stall, "stall", 10*time.Minute, "how long pending work may sit idle with no live lease before the sweep re-drives it")
@@ -130,6 +137,18 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	c.log = log
 	if err := c.open(ctx); err != nil {
 		return nil, nil, err
+	}
+	if ss.devTokens {
+		if err := devissuer.Loopback(ss.addr); err != nil {
+			c.done()
+			return nil, nil, usageErrorf("--dev-tokens with --addr %s: %v", ss.addr, err)
+		}
+		if ss.dev, err = devissuer.Start(ss.oidcAudience); err != nil {
+			c.done()
+			return nil, nil, err
+		}
+		ss.oidcIssuer = ss.dev.URL
+		c.progress("latestwins serve: development tokens: curl -s '%s/token?repository=OWNER/NAME' (this machine only; GitHub's tokens are not accepted)", ss.dev.URL)
 	}
 	tokens, err := app.NewOIDCVerifier(app.OIDCOptions{Issuer: ss.oidcIssuer, Audience: ss.oidcAudience, Clock: c.auth})
 	if err != nil {
