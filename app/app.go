@@ -234,6 +234,8 @@ func (a *App) Handle(ctx context.Context, d Delivery) (Result, error) {
 		err = a.handleCheckRun(ctx, log, d, &res)
 	case protectionRuleEvent:
 		err = a.handleProtectionRule(ctx, log, d, &res)
+	case "deployment_status":
+		err = a.handleDeploymentStatus(ctx, log, d, &res)
 	default:
 		res.Outcome, res.Status = OutcomeIgnored, http.StatusAccepted
 		res.Message = fmt.Sprintf("event %q is not used by latestwins", d.Event)

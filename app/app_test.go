@@ -33,7 +33,8 @@ func TestEveryFixtureSignedIsAccepted(t *testing.T) {
 		"issue_comment.created.json":                {http.StatusOK, OutcomeRefused},       // no Conversation: permission cannot be checked
 		"check_run.rerequested.json":                {http.StatusAccepted, OutcomeIgnored}, // not a latestwins check run
 		"installation.created.json":                 {http.StatusOK, OutcomeRecorded},
-		"deployment_protection_rule.requested.json": {http.StatusOK, OutcomeRejected}, // no environment answers "production"
+		"deployment_protection_rule.requested.json": {http.StatusOK, OutcomeRejected},      // no environment answers "production"
+		"deployment_status.created.json":            {http.StatusAccepted, OutcomeIgnored}, // no scope deploys to "production"
 	}
 	files, err := filepath.Glob(filepath.Join("..", "testdata", "webhooks", "*.json"))
 	if err != nil {

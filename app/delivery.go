@@ -62,6 +62,7 @@ var usedEvents = map[string]bool{
 	"issue_comment":     true,
 	"check_run":         true,
 	protectionRuleEvent: true,
+	"deployment_status": true,
 }
 
 // ParseDelivery verifies and parses a webhook delivery. The signature (X-Hub-Signature-256, with a

@@ -51,7 +51,7 @@ var Permissions = map[string]string{
 
 // Events are the webhook events the App subscribes to: those app.Handle acts on, except installation,
 // which GitHub sends to every App.
-var Events = []string{"check_run", "deployment_protection_rule", "issue_comment", "pull_request", "push"}
+var Events = []string{"check_run", "deployment_protection_rule", "deployment_status", "issue_comment", "pull_request", "push"}
 
 // Options describe the App to register.
 type Options struct {

@@ -154,7 +154,7 @@ func TestFlowRegistersTheApp(t *testing.T) {
 		Description:    b.form.Description,
 		HookAttributes: appmanifest.HookAttributes{URL: "https://abc.lambda-url.eu-west-1.on.aws/webhook", Active: true},
 		RedirectURL:    page + "callback",
-		DefaultEvents:  []string{"check_run", "deployment_protection_rule", "issue_comment", "pull_request", "push"},
+		DefaultEvents:  []string{"check_run", "deployment_protection_rule", "deployment_status", "issue_comment", "pull_request", "push"},
 		DefaultPermissions: map[string]string{"actions": "write", "checks": "read", "contents": "read", "deployments": "write",
 			"issues": "write", "metadata": "read", "pull_requests": "write"},
 	}
@@ -352,6 +352,7 @@ var eventNeeds = map[string]needs{
 	"issue_comment":              {"issues:read", "pull_requests:read"},
 	"check_run":                  {"checks:read"},
 	"deployment_protection_rule": {"deployments:read"},
+	"deployment_status":          {"deployments:read"},
 }
 
 // alwaysSent are events GitHub delivers to every App without a subscription.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -238,4 +239,119 @@ func (a *Authority) Intents(ctx context.Context, env string, ids []string) (map[
 		}
 	}
 	return out, nil
+}
+
+// Report is how a deployment that latestwins did not run itself ended: a job gated only by the
+// deployment protection rule, as GitHub's deployment status tells it.
+type Report struct {
+	ID          string // the delivery that reports it: a repeat changes nothing
+	Environment string
+	Scopes      []string
+	Sha         string
+	Success     bool
+	Run         string // where it ran (a URL), recorded with the live state
+	Message     string
+	MaxAttempts int // a failure on this attempt is terminal (0: 3)
+}
+
+// Report records the outcome of such a deployment. It carries no fencing token, so it applies only
+// to a scope whose pending intent is that very commit (the newest accepted, which the protection
+// rule approved): it can never overwrite a newer live state or end a newer intent. A success makes
+// the commit live; a failure counts an attempt, terminal on the last one. Other scopes are reported
+// superseded.
+func (a *Authority) Report(ctx context.Context, r Report) (*CompleteResult, error) {
+	if err := ValidateEnvironment(r.Environment); err != nil {
+		return nil, err
+	}
+	if err := validateScopes(r.Scopes, true); err != nil {
+		return nil, err
+	}
+	if err := validateSha(r.Sha); err != nil {
+		return nil, err
+	}
+	if r.ID == "" || len(r.ID) > maxIDLen {
+		return nil, &InputError{Field: "report id", Value: truncate(r.ID, 40), Fix: "give the delivery id that reports the outcome"}
+	}
+	if r.MaxAttempts < 1 {
+		r.MaxAttempts = 3
+	}
+	id := "report:" + r.ID
+	var done *IntentRecord
+	prepare := func(ctx context.Context, d *Doc) error {
+		done = nil
+		if d.Env != nil {
+			if done = d.Env.pendingAccept(id); done != nil {
+				return nil
+			}
+		}
+		var err error
+		done, err = a.intentRecord(ctx, r.Environment, id)
+		return err
+	}
+	var res *CompleteResult
+	_, err := a.updatePrepared(ctx, EnvKey(r.Environment), prepare, func(d *Doc, now time.Time) (bool, error) {
+		res = &CompleteResult{Results: map[string]Result{}}
+		if d.Env == nil {
+			for _, s := range r.Scopes {
+				res.Results[s] = ResultSuperseded
+			}
+			return false, nil
+		}
+		before := d.Env.EventSeq
+		for _, name := range r.Scopes {
+			res.Results[name] = d.Env.report(name, &r, done != nil, now)
+		}
+		if d.Env.EventSeq == before {
+			return false, nil
+		}
+		d.Env.Accepts = append(d.Env.Accepts, IntentRecord{ID: id, At: now})
+		d.Env.settle()
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("report the deployment of %s in %s: %w", shortSha(r.Sha), r.Environment, err)
+	}
+	return res, nil
+}
+
+// report applies one reported outcome to one scope.
+func (e *Env) report(name string, r *Report, repeat bool, now time.Time) Result {
+	sc := e.Scopes[name]
+	if sc == nil {
+		return ResultSuperseded
+	}
+	if sc.Live != nil && sc.Live.Sha == r.Sha && (sc.Mailbox == nil || sc.Mailbox.Sha != r.Sha) {
+		return ResultDeployed // it was recorded before
+	}
+	m := sc.Mailbox
+	if m == nil || m.Sha != r.Sha {
+		return ResultSuperseded
+	}
+	if repeat {
+		return ResultRetry // this delivery was counted before
+	}
+	sc.ActiveAt = now
+	if r.Success {
+		sc.Live = &Live{Sha: m.Sha, Ref: m.Ref, Generation: m.Generation, Run: r.Run, Before: m.Before, Order: m.Order, At: now}
+		sc.Owner = max(sc.Owner, m.Generation)
+		sc.Mailbox, sc.Failure = nil, nil
+		e.record(now, Event{Kind: EventDeployed, Scope: name, Generation: m.Generation, Sha: m.Sha,
+			Message: fmt.Sprintf("Deployed %s (generation %d), reported by GitHub's deployment status", shortSha(m.Sha), m.Generation)})
+		return ResultDeployed
+	}
+	m.Attempt++
+	msg := r.Message
+	if strings.TrimSpace(msg) == "" {
+		msg = "the deployment failed"
+	}
+	if m.Attempt >= r.MaxAttempts {
+		sc.Failure = &Failure{Generation: m.Generation, Sha: m.Sha, Message: truncate(msg, maxMessageSize), Attempt: m.Attempt, MaxAttempts: r.MaxAttempts, At: now}
+		sc.Mailbox = nil
+		e.record(now, Event{Kind: EventFailed, Scope: name, Generation: m.Generation, Sha: m.Sha,
+			Message: fmt.Sprintf("Failed on the final attempt (%d of %d), reported by GitHub's deployment status: %s", m.Attempt, r.MaxAttempts, msg)})
+		return ResultFailed
+	}
+	e.record(now, Event{Kind: EventFailed, Scope: name, Generation: m.Generation, Sha: m.Sha,
+		Message: fmt.Sprintf("Attempt %d of %d failed; will retry (reported by GitHub's deployment status): %s", m.Attempt, r.MaxAttempts, msg)})
+	return ResultRetry
 }

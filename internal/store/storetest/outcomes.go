@@ -20,6 +20,7 @@ func outcomeCases() []testCase {
 		{"FailureUntilFinalAttempt", testOutcomeFailures},
 		{"Invalid", testOutcomeInvalid},
 		{"TerminalWithoutMessage", testTerminalWithoutMessage},
+		{"ReportedByDeploymentStatus", testReported},
 	}
 }
 
@@ -181,5 +182,61 @@ func testTerminalWithoutMessage(t *testing.T, h *harness) {
 		if last := ev[len(ev)-1]; !strings.HasSuffix(last.Message, f.Message) {
 			t.Fatalf("timeline says %q; want it to end with %q", last.Message, f.Message)
 		}
+	}
+}
+
+// testReported: the outcome of a deployment latestwins did not run (a job gated only by the
+// protection rule, as GitHub's deployment status tells it) applies only to a scope whose pending
+// intent is that very commit; a success makes it live, failures count attempts once per report,
+// terminal on the last; a report of any other commit changes nothing.
+func testReported(t *testing.T, h *harness) {
+	a := h.process()
+	x := h.accept(a, push("staging", "push-x", sha("x", 1), "api", "web"), false)
+	report := func(id, commit string, ok bool, scopes ...string) *authority.CompleteResult {
+		t.Helper()
+		res, err := h.process().Report(h.ctx, authority.Report{ID: id, Environment: "staging", Scopes: scopes, Sha: commit, Success: ok,
+			Run: "https://github.com/example/app/actions/runs/7", Message: "job failed"})
+		if err != nil {
+			t.Fatalf("report %s: %v", id, err)
+		}
+		return res
+	}
+	if res := report("status-1", sha("x", 1), true, "api"); res.Results["api"] != authority.ResultDeployed {
+		t.Fatalf("reported success: %+v", res)
+	}
+	e := h.env("staging")
+	if l := e.Scopes["api"].Live; l == nil || l.Sha != sha("x", 1) || l.Generation != x.Generation || e.Scopes["api"].Mailbox != nil {
+		t.Fatalf("api after a reported success: %+v", e.Scopes["api"])
+	}
+	if e.Scopes["web"].Mailbox == nil || e.Scopes["web"].Live != nil {
+		t.Fatalf("web changed by a report for api: %+v", e.Scopes["web"])
+	}
+	if res := report("status-1", sha("x", 1), true, "api"); res.Results["api"] != authority.ResultDeployed {
+		t.Fatalf("the same report again: %+v", res)
+	}
+	y := h.accept(a, push("staging", "push-y", sha("y", 2), "api"), false)
+	// A late success of an older commit changes nothing.
+	mid := h.doc(authority.EnvKey("staging"))
+	if res := report("status-old", sha("w", 0), true, "api"); res.Results["api"] != authority.ResultSuperseded {
+		t.Fatalf("report of a commit that is not pending: %+v", res)
+	}
+	if diff := cmp.Diff(mid.Env.Scopes, h.doc(authority.EnvKey("staging")).Env.Scopes); diff != "" {
+		t.Fatalf("a report of another commit changed the scopes (-before +after):\n%s", diff)
+	}
+	// Failures count once per report (status-a is delivered twice); the third counted is terminal.
+	for i, step := range []struct {
+		id   string
+		want authority.Result
+	}{{"status-a", authority.ResultRetry}, {"status-a", authority.ResultRetry}, {"status-b", authority.ResultRetry}, {"status-c", authority.ResultFailed}} {
+		if res := report(step.id, sha("y", 2), false, "api"); res.Results["api"] != step.want {
+			t.Fatalf("failure report %d (%s): %s, want %s", i, step.id, res.Results["api"], step.want)
+		}
+	}
+	e = h.env("staging")
+	if f := e.Scopes["api"].Failure; f == nil || f.Generation != y.Generation || f.Attempt != 3 || e.Scopes["api"].Mailbox != nil {
+		t.Fatalf("api after three counted failures: %+v", e.Scopes["api"])
+	}
+	if l := e.Scopes["api"].Live; l == nil || l.Sha != sha("x", 1) {
+		t.Fatalf("a failure changed live: %+v", l)
 	}
 }
