@@ -367,8 +367,11 @@ func (a *Authority) Unlock(ctx context.Context, resource, reason, actor string, 
 				return false, nil
 			}
 			prev, found = d.Env.unlock(scope, reason, actor, now)
-			if found && id != "" {
+			if id != "" {
+				// Remembered whether or not the lease was held: a repeat of this request must never
+				// free a lease a newer pass took since.
 				d.Env.Accepts = append(d.Env.Accepts, IntentRecord{ID: id, At: now})
+				return true, nil
 			}
 			return found, nil
 		})
@@ -528,8 +531,19 @@ func (a *Authority) updatePrepared(ctx context.Context, key string, prepare func
 				}
 			}
 			a.trim(key, work.Env)
-			if n := len(work.Env.Outbox); n > maxOutbox {
-				return nil, fmt.Errorf("write %s: %d events wait to be stored as records, more than %d: the store does not take records (%w)", key, n, maxOutbox, ErrOutboxFull)
+			// The bound is on what earlier writes left unstored; this transition's own events (up to
+			// three per scope) always fit, so a large transition is never refused for its size.
+			inherited := 0
+			if doc.Env != nil {
+				for _, ev := range work.Env.Outbox {
+					if ev.Seq <= doc.Env.EventSeq {
+						inherited++
+					}
+				}
+			}
+			if inherited > maxOutbox {
+				return nil, fmt.Errorf("write %s: %d events of earlier writes wait to be stored as records, more than %d: the store does not take records (%w)",
+					key, inherited, maxOutbox, ErrOutboxFull)
 			}
 			work.Pending = work.Env.HasPending()
 		}

@@ -35,6 +35,7 @@ type storedScope struct {
 	K *storedLease   `json:"k,omitempty"`
 	F *storedFailure `json:"f,omitempty"`
 	T int64          `json:"t,omitempty"`
+	Z string         `json:"z,omitempty"`
 }
 
 type storedOrder struct {
@@ -144,7 +145,7 @@ func EncodeEnv(e *Env) ([]byte, error) {
 		s.S = make(map[string]*storedScope, len(e.Scopes))
 	}
 	for name, sc := range e.Scopes {
-		ss := &storedScope{O: sc.Owner, T: nanos(sc.ActiveAt)}
+		ss := &storedScope{O: sc.Owner, T: nanos(sc.ActiveAt), Z: sc.Last}
 		if m := sc.Mailbox; m != nil {
 			ss.M = &storedRef{G: m.Generation, S: m.Sha, R: m.Ref, B: m.Before, Or: encodeOrder(m.Order), Sr: m.Source, Ac: m.Actor,
 				I: m.IntentID, Og: m.Origin, N: m.Attempt, T: nanos(m.At)}
@@ -194,7 +195,7 @@ func DecodeEnv(b []byte) (*Env, error) {
 		e.Scopes = make(map[string]*Scope, len(s.S))
 	}
 	for name, ss := range s.S {
-		sc := &Scope{Owner: ss.O, ActiveAt: fromNanos(ss.T)}
+		sc := &Scope{Owner: ss.O, ActiveAt: fromNanos(ss.T), Last: ss.Z}
 		if m := ss.M; m != nil {
 			sc.Mailbox = &Ref{Generation: m.G, Sha: m.S, Ref: m.R, Before: m.B, Order: decodeOrder(m.Or), Source: m.Sr, Actor: m.Ac,
 				IntentID: m.I, Origin: m.Og, Attempt: m.N, At: fromNanos(m.T)}

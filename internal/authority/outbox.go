@@ -195,12 +195,18 @@ func (a *Authority) Compact(ctx context.Context, env string) (bool, error) {
 		return false, err
 	}
 	wrote := false
-	_, err := a.update(ctx, EnvKey(env), func(d *Doc, _ time.Time) (bool, error) {
+	d, err := a.update(ctx, EnvKey(env), func(d *Doc, _ time.Time) (bool, error) {
 		wrote = d.Env != nil && (len(d.Env.Outbox) > 0 || len(d.Env.Accepts) > 0)
 		return wrote, nil
 	})
 	if err != nil {
 		return false, fmt.Errorf("compact %s: %w", env, err)
+	}
+	if wrote && d.Env != nil && (len(d.Env.Outbox) > 0 || len(d.Env.Accepts) > 0) {
+		// The write went through but the records did not: the store refuses them (on DynamoDB,
+		// most likely a role without BatchWriteItem).
+		return false, fmt.Errorf("compact %s: %d events and %d intents could not be stored as records; check that the store takes them (DynamoDB: dynamodb:BatchWriteItem and dynamodb:BatchGetItem on the table)",
+			env, len(d.Env.Outbox), len(d.Env.Accepts))
 	}
 	return wrote, nil
 }

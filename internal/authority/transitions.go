@@ -245,6 +245,9 @@ func (e *Env) record(now time.Time, ev Event) {
 	ev.Message = truncate(ev.Message, maxMessageSize)
 	e.Outbox = append(e.Outbox, ev)
 	e.Last = eventMark(ev)
+	if sc := e.Scopes[ev.Scope]; sc != nil {
+		sc.Last = e.Last
+	}
 }
 
 // eventMark identifies what an event says, for recordOnce.
@@ -570,7 +573,11 @@ func (e *Env) gate(gen int64, scopes []string, phase, holder string, ttl time.Du
 // held lease or a refused pass asking again writes one line, not one per poll.
 func (e *Env) recordOnce(now time.Time, ev Event) {
 	ev.Message = truncate(ev.Message, maxMessageSize)
-	if e.Last == eventMark(ev) {
+	last := e.Last
+	if sc := e.Scopes[ev.Scope]; sc != nil {
+		last = sc.Last // waiters on different scopes do not interleave their lines
+	}
+	if last == eventMark(ev) {
 		return
 	}
 	e.record(now, ev)

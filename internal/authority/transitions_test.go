@@ -490,6 +490,27 @@ func TestGateIsAllOrNothing(t *testing.T) {
 	}
 }
 
+// TestWaitersOnTwoScopesWriteOneLineEach: two passes polling held leases of different scopes in
+// turn record one line each, not one per poll.
+func TestWaitersOnTwoScopesWriteOneLineEach(t *testing.T) {
+	e := gateEnv(t, "api", "web")
+	for _, s := range []string{"api", "web"} {
+		if _, err := e.gate(1, []string{s}, "deploy", "holder-"+s, time.Minute, t0, 5*time.Second); err != nil {
+			t.Fatalf("gate %s: %v", s, err)
+		}
+	}
+	before := e.EventSeq
+	for i := range 20 {
+		s := []string{"api", "web"}[i%2]
+		if _, err := e.gate(1, []string{s}, "deploy", "waiter-"+s, time.Minute, t0.Add(time.Second), 5*time.Second); err == nil {
+			t.Fatalf("poll %d on %s was granted a held lease", i, s)
+		}
+	}
+	if got := e.EventSeq - before; got != 2 {
+		t.Fatalf("%d events for 20 alternating polls on two scopes; want one per scope", got)
+	}
+}
+
 func TestCompleteOutcomes(t *testing.T) {
 	cases := []struct {
 		name        string

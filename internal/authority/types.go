@@ -120,6 +120,8 @@ type Scope struct {
 	Lease    Lease     `json:"lease"`
 	Failure  *Failure  `json:"failure,omitempty"` // the last terminal error, until a deploy succeeds
 	ActiveAt time.Time `json:"active_at"`         // last activity, for the recovery sweep
+	// Last identifies the scope's newest event, so that a poller's repeated refusal is recorded once.
+	Last string `json:"last,omitempty"`
 }
 
 // Ref is a mailbox entry: a commit accepted for a scope.

@@ -115,3 +115,20 @@ func TestEventPayloadOrdersClaims(t *testing.T) {
 		t.Fatalf("status %v; want C pending", m)
 	}
 }
+
+// TestEventPayloadNullsAreIgnored: a push payload whose pushed_at is null (GitHub's schema allows
+// it) is not the user's bad input: the claim goes through without that fact.
+func TestEventPayloadNullsAreIgnored(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ev := filepath.Join(h.dir, "event.json")
+	sha := strings.Repeat("d", 40)
+	if err := os.WriteFile(ev, []byte(`{"after":"`+sha+`","before":null,"repository":{"pushed_at":null},"head_commit":{"timestamp":"soon"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.vars = map[string]string{"GITHUB_RUN_ID": "9", "GITHUB_REPOSITORY": "acme/api", "GITHUB_SHA": sha, "GITHUB_REF": "refs/heads/main",
+		"GITHUB_EVENT_NAME": "push", "GITHUB_EVENT_PATH": ev, "GITHUB_RUN_ATTEMPT": "1"}
+	if o := h.run(t.Context(), "claim", "--environment", "staging", "--scopes", "api"); o.code != ExitOK {
+		t.Fatalf("claim with null facts in the payload: exit %d\n%s%s", o.code, o.stdout, o.stderr)
+	}
+}

@@ -87,11 +87,17 @@ func (c *cmdEnv) eventDefaults() {
 	if c.s.before == "" && p.Before != "" && strings.Trim(p.Before, "0") != "" {
 		c.s.before = p.Before
 	}
-	if c.s.pushedAt == "" {
-		c.s.pushedAt = strings.Trim(string(p.Repository.PushedAt), `"`)
+	// Payload values that do not parse (null, another format) are left out: they are GitHub's, not
+	// the user's, so they must never turn into a refusal of bad input.
+	if pushed := strings.Trim(string(p.Repository.PushedAt), `"`); c.s.pushedAt == "" && pushed != "" {
+		if _, err := parseInstant(pushed); err == nil {
+			c.s.pushedAt = pushed
+		}
 	}
-	if c.s.committedAt == "" {
-		c.s.committedAt = p.HeadCommit.Timestamp
+	if c.s.committedAt == "" && p.HeadCommit.Timestamp != "" {
+		if _, err := parseInstant(p.HeadCommit.Timestamp); err == nil {
+			c.s.committedAt = p.HeadCommit.Timestamp
+		}
 	}
 	if !c.s.forced {
 		c.s.forced = p.Forced

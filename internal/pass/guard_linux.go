@@ -94,11 +94,20 @@ func runGuard(parent string, argv []string) int {
 		waitExited(pid) // not reaped: its pid, and so its group, stay the command's until killed
 		close(exited)
 	}()
+	// The parent-death signal can be dropped when the signal channel is full (a burst of SIGCHLD):
+	// the parent is also checked on a short tick, so a lost signal cannot leave the command running.
+	parentCheck := time.NewTicker(250 * time.Millisecond)
+	defer parentCheck.Stop()
 	for {
 		select {
 		case <-exited:
 			killCommand(pid, subreaper)
 			return exitAs(reap(pid))
+		case <-parentCheck.C:
+			if os.Getppid() != ppid {
+				killCommand(pid, subreaper)
+				return guardExitParentGone
+			}
 		case s := <-sigs:
 			switch {
 			case os.Getppid() != ppid:

@@ -121,6 +121,16 @@ func (s *Supervisor) Run(ctx context.Context, argv []string) (*Result, error) {
 	if base == nil {
 		base = os.Environ()
 	}
+	// A grant whose lease may already be over (the gate, or what ran between it and now, took most
+	// of the TTL) must not start a deploy: the pass is completed as lost, and can be run again.
+	if rq := g.RequestedAt; !rq.IsZero() && mutant != mutantOldStop &&
+		!orSystem(s.Clock).Now().Before(rq.Add(s.TTL-killMargin(s.TTL)-min(max(s.Grace, 0), MaxGrace(s.TTL)))) {
+		lost := fmt.Errorf("the lease granted at %s (TTL %s) would expire before the command could be stopped: not started", rq.Format(time.RFC3339Nano), s.TTL)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_, _ = s.Complete(cctx, authority.OutcomeLost, lost.Error())
+		return &Result{Ending: LeaseLost, Lost: lost}, nil
+	}
 	start := s.start
 	if start == nil {
 		start = startCommand

@@ -386,3 +386,27 @@ func TestCheckGrace(t *testing.T) {
 		}
 	}
 }
+
+// TestSupervisorDoesNotStartOnAnExpiringGrant: a grant requested so long ago that the command could
+// not be stopped before its lease ends is not used: nothing starts, and the pass is completed as lost.
+func TestSupervisorDoesNotStartOnAnExpiringGrant(t *testing.T) {
+	requested := t0.Add(-(ttl30 - margin - 5*time.Second)) // SIGTERM would be due at once
+	r := startRig(t, 5*time.Second, requested, false)
+	var res runResult
+	select {
+	case res = <-r.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if res.err != nil || res.res == nil || res.res.Ending != LeaseLost {
+		t.Fatalf("Run on an expiring grant: %+v, %v; want lease lost", res.res, res.err)
+	}
+	if c := <-r.completed; c.outcome != authority.OutcomeLost || !strings.Contains(c.msg, "not started") {
+		t.Fatalf("completed %+v; want lost, saying the command was not started", c)
+	}
+	select {
+	case s := <-r.kid.signals:
+		t.Fatalf("a command was started and signalled: %+v", s)
+	default:
+	}
+}

@@ -85,6 +85,11 @@ func (s *Store) GetRecords(ctx context.Context, keys []string) ([]authority.Reco
 				}
 			}
 			pending = res.UnprocessedKeys
+			if ka, ok := pending[s.table]; ok {
+				// A retry must read as strongly as the first request: the duplicate check relies on it.
+				ka.ConsistentRead = aws.Bool(true)
+				pending[s.table] = ka
+			}
 		}
 	}
 	return out, nil

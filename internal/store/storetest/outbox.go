@@ -23,6 +23,7 @@ func outboxCases() []testCase {
 		{"RedeliveryRightAfterTheMove", testRedeliveryAfterMove},
 		{"ConcurrentRedeliveries", testConcurrentRedeliveries},
 		{"HistoryPages", testHistoryPages},
+		{"LargeTransition", testLargeTransition},
 	}
 }
 
@@ -301,4 +302,19 @@ func testHistoryPages(t *testing.T, h *harness) {
 			t.Fatalf("history before %d limit %d: %v; want bad input", bad.before, bad.limit, err)
 		}
 	}
+}
+
+// testLargeTransition: one transition may write more events than the outbox keeps from earlier
+// writes (accept and claim over 50 pending scopes: 150 events), and still goes through.
+func testLargeTransition(t *testing.T, h *harness) {
+	scopes := make([]string, 50)
+	for i := range scopes {
+		scopes[i] = fmt.Sprintf("svc-%02d", i)
+	}
+	h.accept(h.process(), push("staging", "first", sha("l", 1), scopes...), false)
+	res := h.accept(h.process(), push("staging", "second", sha("l", 2), scopes...), true)
+	if res.Claim == nil || len(res.Claim.Claimed) != len(scopes) {
+		t.Fatalf("accept and claim over %d pending scopes: %+v", len(scopes), res)
+	}
+	wantTimeline(t, h, "staging")
 }
