@@ -385,6 +385,9 @@ func (a *App) configFor(ctx context.Context, log *slog.Logger, installation int6
 // now is the Authority's clock, so that the page agrees with lease expiry.
 func (a *App) now() time.Time { return a.auth.Now() }
 
+// compareTimeout bounds one call of GitHub's compare API.
+const compareTimeout = 5 * time.Second
+
 // comparer asks GitHub to order the commits of repo that the push payloads cannot. An answer it
 // cannot get leaves them in arrival order, with a warning: a delivery is never refused for it.
 type comparer struct {
@@ -395,6 +398,10 @@ type comparer struct {
 }
 
 func (c comparer) Compare(ctx context.Context, in authority.Intent, base, head string) (authority.CommitOrder, error) {
+	// Asked while the environment's updates in this process wait (see Authority.Accept): bounded,
+	// so that a slow GitHub cannot hold up the renewals of running passes.
+	ctx, cancel := context.WithTimeout(ctx, compareTimeout)
+	defer cancel()
 	o, err := c.commits.Compare(ctx, c.installation, c.repo, base, head)
 	if err != nil {
 		c.log.WarnContext(ctx, "GitHub could not order two pushes; taking them in arrival order", "base", base, "head", head, "err", err)
