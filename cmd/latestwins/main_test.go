@@ -124,16 +124,22 @@ type result struct {
 
 func (f *fixture) start(args ...string) *proc {
 	f.tb.Helper()
+	return startWith(f, binPath, args...)
+}
+
+// startWith is f.start with another binary (a mutant build, say).
+func startWith(f *fixture, bin string, args ...string) *proc {
+	f.tb.Helper()
 	ctx, cancel := context.WithTimeout(f.ctx, procTimeout)
 	p := &proc{args: args, done: make(chan struct{})}
-	p.cmd = exec.CommandContext(ctx, binPath, args...)
+	p.cmd = exec.CommandContext(ctx, bin, args...)
 	p.cmd.Env = f.environ()
 	p.cmd.Dir = f.dir
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	p.cmd.WaitDelay = 10 * time.Second
 	if err := p.cmd.Start(); err != nil {
 		cancel()
-		f.tb.Fatalf("start latestwins %s: %v", strings.Join(args, " "), err)
+		f.tb.Fatalf("start %s %s: %v", filepath.Base(bin), strings.Join(args, " "), err)
 	}
 	go func() {
 		defer cancel()

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -33,36 +32,6 @@ func mutantBinary(t *testing.T, name string) string {
 		t.Fatalf("go build the %s mutant: %v\n%s", name, err, out)
 	}
 	return path
-}
-
-// startWith is f.start with another binary.
-func startWith(f *fixture, bin string, args ...string) *proc {
-	f.tb.Helper()
-	ctx, cancel := context.WithTimeout(f.ctx, procTimeout)
-	p := &proc{args: args, done: make(chan struct{})}
-	p.cmd = exec.CommandContext(ctx, bin, args...)
-	p.cmd.Env = f.environ()
-	p.cmd.Dir = f.dir
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-	p.cmd.WaitDelay = 10 * time.Second
-	if err := p.cmd.Start(); err != nil {
-		cancel()
-		f.tb.Fatalf("start %s %s: %v", bin, strings.Join(args, " "), err)
-	}
-	go func() {
-		defer cancel()
-		err := p.cmd.Wait()
-		var ee *exec.ExitError
-		switch {
-		case err == nil:
-		case errors.As(err, &ee):
-			p.code = ee.ExitCode()
-		default:
-			p.code, p.err = -2, err
-		}
-		close(p.done)
-	}()
-	return p
 }
 
 // procStat is what /proc/PID/stat says of a process.
