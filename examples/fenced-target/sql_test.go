@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/latestwins/latestwins/internal/testutil"
 )
 
 // postgresEnv names a PostgreSQL connection string the SQL example's tests may create schemas in.
@@ -28,10 +30,12 @@ func newPG(t *testing.T) *pg {
 	t.Helper()
 	url := os.Getenv(postgresEnv)
 	if url == "" {
-		t.Skipf("%s is not set: the SQL example runs against a real PostgreSQL (psql and a server on 127.0.0.1)", postgresEnv)
+		testutil.MissingTool(t, postgresEnv+" is not set: the SQL example runs against a real PostgreSQL (psql and a server on 127.0.0.1); scripts/test starts one from the machine's PostgreSQL")
+		return nil
 	}
 	if _, err := exec.LookPath("psql"); err != nil {
-		t.Skipf("no psql: %v", err)
+		testutil.MissingTool(t, fmt.Sprintf("no psql: %v", err))
+		return nil
 	}
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
