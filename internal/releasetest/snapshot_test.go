@@ -1,4 +1,4 @@
-package dist
+package releasetest
 
 import (
 	"archive/zip"
