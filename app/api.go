@@ -14,7 +14,6 @@ import (
 
 	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
-	"github.com/latestwins/latestwins/internal/config"
 	"github.com/latestwins/latestwins/internal/githubapp"
 	"github.com/latestwins/latestwins/internal/pass"
 )
@@ -33,14 +32,6 @@ type InstallationFinder interface {
 }
 
 var _ InstallationFinder = (*githubapp.Installations)(nil)
-
-// installationSource is a ConfigSource that reads as an App installation and can find the one of a
-// repository: GitHubConfig. A source without it (FileConfig) needs no installation.
-type installationSource interface {
-	Installation(ctx context.Context, repo RepoRef) (int64, error)
-}
-
-var _ installationSource = (*GitHubConfig)(nil)
 
 // routeAPI registers the /v1 endpoints. The environment may hold slashes (preview/pr-7), escaped
 // or not: the verb is the path's last segment.
@@ -206,24 +197,22 @@ func (p *api) authenticate(ctx context.Context, r *http.Request) (*Workload, err
 	return p.tokens.Verify(ctx, strings.TrimSpace(raw))
 }
 
-// allowed lists the scopes of env built from the workload's repository, read from that
-// repository's configuration; none is a *forbiddenError.
+// allowed lists the scopes of env built from the workload's repository, read from the trusted
+// configuration (a repository's own file cannot add scopes, so it is not read); none is a
+// *forbiddenError.
 func (p *api) allowed(ctx context.Context, log *slog.Logger, wl *Workload, env string) ([]string, error) {
 	repo, err := ParseRepo(wl.Repository)
 	if err != nil {
 		return nil, &TokenError{Reason: err.Error()}
 	}
-	installation, err := p.installation(ctx, repo)
+	cfg, err := p.app.configFor(ctx, log, 0, repo, "")
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := p.app.configFor(ctx, log, installation, repo, "")
-	if err != nil {
-		return nil, err
-	}
+	where := p.app.configWhere()
 	e, ok := cfg.Environment(env)
 	if !ok {
-		return nil, &forbiddenError{fmt.Sprintf("%s may not act on %s: the configuration has no such environment", wl.Repository, env)}
+		return nil, &forbiddenError{fmt.Sprintf("%s may not act on %s: %s defines no such environment", wl.Repository, env, where)}
 	}
 	var scopes []string
 	for _, s := range e.Scopes {
@@ -232,29 +221,10 @@ func (p *api) allowed(ctx context.Context, log *slog.Logger, wl *Workload, env s
 		}
 	}
 	if len(scopes) == 0 {
-		return nil, &forbiddenError{fmt.Sprintf("%s may not act on %s: none of its scopes is built from that repository (add repository: %s to a scope in the configuration)",
-			wl.Repository, env, wl.Repository)}
+		return nil, &forbiddenError{fmt.Sprintf("%s may not act on %s: none of its scopes is built from that repository in %s (an administrator adds repository: %s to a scope there)",
+			wl.Repository, env, where, wl.Repository)}
 	}
 	return scopes, nil
-}
-
-// installation is the App's installation to read repo's configuration as: found through GitHub
-// when the configuration comes from each repository, none (0) when it comes from a file. A
-// repository without the App may not use the API (403).
-func (p *api) installation(ctx context.Context, repo RepoRef) (int64, error) {
-	src, ok := p.app.config.(installationSource)
-	if !ok {
-		return 0, nil
-	}
-	id, err := src.Installation(ctx, repo)
-	if errors.Is(err, githubapp.ErrNotInstalled) {
-		return 0, &forbiddenError{fmt.Sprintf("%s may not use the latestwins API: the latestwins GitHub App is not installed on it, so its %s cannot be read; "+
-			"install the App on %s (the App's page on GitHub, Configure)", repo, config.Path, repo)}
-	}
-	if err != nil {
-		return 0, fmt.Errorf("find the App's installation on %s: %w", repo, err)
-	}
-	return id, nil
 }
 
 // permit refuses scopes that are not built from the workload's repository.

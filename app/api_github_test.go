@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -21,9 +22,10 @@ import (
 	"github.com/latestwins/latestwins/internal/testutil/oidctest"
 )
 
-// newCredentialedAPI is the App as serve and Lambda build it with App credentials: each
-// repository's configuration read from GitHub (the strict fake) as its installation, which the API
-// finds through GET /repos/{owner}/{repo}/installation.
+// newCredentialedAPI is the App as serve and Lambda build it with App credentials and no other
+// setting: the trusted file is .github/latestwins.yml of the .github repository of the account
+// that owns the App (GET /app), read from GitHub (the strict fake) as the App's installation there,
+// which it finds through GET /repos/{owner}/{repo}/installation.
 func newCredentialedAPI(t *testing.T) (*apiHarness, *githubtest.Server) {
 	t.Helper()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -36,7 +38,11 @@ func newCredentialedAPI(t *testing.T) (*apiHarness, *githubtest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, auth, clock := newConfigSource(t, inst)
+	files, auth, clock := newConfigSource(t, inst)
+	src, err := NewTrustedConfig(TrustedOptions{Files: files, Installations: inst, AppOwner: inst.AppOwner})
+	if err != nil {
+		t.Fatal(err)
+	}
 	iss := oidctest.NewIssuer(t)
 	h := newHarness(t, testConfig, func(o *Options) {
 		v, err := NewOIDCVerifier(OIDCOptions{Issuer: iss.URL, Clock: auth})
@@ -49,20 +55,44 @@ func newCredentialedAPI(t *testing.T) (*apiHarness, *githubtest.Server) {
 	return &apiHarness{harness: h, iss: iss}, gh
 }
 
-// TestAPIWithAppCredentials: with App credentials the API finds the installation of the token's
-// repository, reads the repository's configuration as that installation, and answers; lookups and
-// the configuration are cached, so a second call makes no GitHub request.
-func TestAPIWithAppCredentials(t *testing.T) {
-	t.Parallel()
-	h, gh := newCredentialedAPI(t)
+// stubAppOwner answers GET /app: the App belongs to owner.
+func stubAppOwner(t *testing.T, gh *githubtest.Server, owner string) {
+	t.Helper()
+	a := githubtest.Example(t, "GET", "/app", http.StatusOK, "")
+	a["owner"].(map[string]any)["login"] = owner
+	gh.On("GET", "/app", http.StatusOK, a)
+}
+
+// stubTrusted answers, for the trusted repository owner/.github, the App's installation (99, with
+// its token) and its .github/latestwins.yml (404 when yaml is empty).
+func stubTrusted(t *testing.T, gh *githubtest.Server, owner, yaml string) *githubtest.Stub {
+	t.Helper()
+	stubAppOwner(t, gh, owner)
 	installation := githubtest.Example(t, "GET", "/repos/{owner}/{repo}/installation", http.StatusOK, "")
 	installation["id"] = 99
-	gh.On("GET", fixtureRepo+"/installation", http.StatusOK, installation)
+	gh.On("GET", "/repos/"+owner+"/.github/installation", http.StatusOK, installation)
 	token := githubtest.Example(t, "POST", "/app/installations/{installation_id}/access_tokens", http.StatusCreated, "")
 	token["token"] = "ghs_ninetynine"
 	token["expires_at"] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	gh.On("POST", "/app/installations/99/access_tokens", http.StatusCreated, token)
-	stubConfig(t, gh, testConfig)
+	if yaml == "" { // no trusted file
+		return gh.On("GET", "/repos/"+owner+"/.github/contents/.github/latestwins.yml", http.StatusNotFound,
+			`{"message":"Not Found","documentation_url":"https://docs.github.com/rest"}`)
+	}
+	file := githubtest.Example(t, "GET", "/repos/{owner}/{repo}/contents/{path}", http.StatusOK, "response-if-content-is-a-file")
+	file["content"] = base64.StdEncoding.EncodeToString([]byte(yaml))
+	file["path"] = ".github/latestwins.yml"
+	return gh.On("GET", "/repos/"+owner+"/.github/contents/.github/latestwins.yml", http.StatusOK, file)
+}
+
+// TestAPIWithAppCredentials: with App credentials the API reads the trusted file from the App
+// owner's .github repository, as the App's installation there, and answers for the scopes it gives
+// the token's repository; the lookups and the file are cached, so a second call makes no GitHub
+// request. The token's repository's own file is not read: it cannot add scopes.
+func TestAPIWithAppCredentials(t *testing.T) {
+	t.Parallel()
+	h, gh := newCredentialedAPI(t)
+	stubTrusted(t, gh, "Codertocat", testConfig)
 
 	tok := h.token(t, "Codertocat/Hello-World")
 	if a := h.call(t, "POST", "/v1/environments/staging/claim", tok, intent("run-1", 'a', "api")); a.status != http.StatusOK {
@@ -83,28 +113,65 @@ func TestAPIWithAppCredentials(t *testing.T) {
 		got = append(got, r.Method+" "+r.Path+" "+auth)
 	}
 	want := []string{
-		"GET /repos/Codertocat/Hello-World/installation Bearer (the App's JWT)",
+		"GET /app Bearer (the App's JWT)",
+		"GET /repos/Codertocat/.github/installation Bearer (the App's JWT)",
 		"POST /app/installations/99/access_tokens Bearer (the App's JWT)",
-		"GET /repos/Codertocat/Hello-World/contents/.github/latestwins.yml token ghs_ninetynine",
+		"GET /repos/Codertocat/.github/contents/.github/latestwins.yml token ghs_ninetynine",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("GitHub requests (-want +got):\n%s", diff)
 	}
 }
 
-// TestAPIAppNotInstalled: a token of a repository the App is not installed on is 403 with what to
-// do, and nothing is read or written.
-func TestAPIAppNotInstalled(t *testing.T) {
+// TestAPIOnlyScopesTheTrustedFileGives: an environment fed only by repository Y refuses X's OIDC
+// token, whatever X's own file says, and a repository the trusted file does not name may act on
+// nothing; each refusal names the trusted file, and nothing is written.
+func TestAPIOnlyScopesTheTrustedFileGives(t *testing.T) {
 	t.Parallel()
 	h, gh := newCredentialedAPI(t)
-	gh.On("GET", "/repos/acme/web/installation", http.StatusNotFound, `{"message":"Not Found","documentation_url":"https://docs.github.com/rest"}`)
+	stubTrusted(t, gh, "Codertocat", testConfig+`  production:
+    scopes:
+      api:
+        repository: Codertocat/Releases
+        branch: main
+`)
+	// Nothing of Hello-World is stubbed: the API never reads a repository's own file (it could not
+	// add a scope), and the fake fails any request it has no stub for.
+	trusted := "Codertocat/.github:.github/latestwins.yml"
+	for _, tt := range []struct {
+		repo, env, scope, want string
+	}{
+		{"Codertocat/Hello-World", "production", "api", "Codertocat/Hello-World may not act on production: none of its scopes is built from that repository in " + trusted},
+		{"acme/intruder", "staging", "api", "acme/intruder may not act on staging: none of its scopes is built from that repository in " + trusted},
+		{"acme/intruder", "qa", "api", "acme/intruder may not act on qa: " + trusted + " defines no such environment"},
+		{"acme/web", "staging", "api", "acme/web may not act on api of staging: they are not built from it (its scopes there: web)"},
+	} {
+		a := h.call(t, "POST", "/v1/environments/"+tt.env+"/claim", h.token(t, tt.repo), intent("run-1", 'a', tt.scope))
+		if got := a.errorBody(t); a.status != http.StatusForbidden || got.Error != apiclient.CodeForbidden || !strings.HasPrefix(got.Message, tt.want) {
+			t.Errorf("%s claiming %s/%s: %d %+v; want 403 saying %q", tt.repo, tt.env, tt.scope, a.status, got, tt.want)
+		}
+		if _, err := h.auth.Status(t.Context(), tt.env); !errors.Is(err, authority.ErrInvalidInput) {
+			t.Errorf("%s has state after a refused claim: %v", tt.env, err)
+		}
+	}
+	for _, r := range gh.Requests() {
+		if strings.HasPrefix(r.Path, "/repos/Codertocat/Hello-World/") {
+			t.Errorf("the API read %s: a repository's own file cannot give it scopes", r.Path)
+		}
+	}
+}
 
-	a := h.call(t, "POST", "/v1/environments/staging/claim", h.token(t, "acme/web"), intent("run-1", 'a', "web"))
-	got := a.errorBody(t)
-	want := apiclient.ErrorBody{Error: apiclient.CodeForbidden, Message: "acme/web may not use the latestwins API: the latestwins GitHub App is not installed on it, " +
-		"so its .github/latestwins.yml cannot be read; install the App on acme/web (the App's page on GitHub, Configure)"}
-	if diff := cmp.Diff(want, got); a.status != http.StatusForbidden || diff != "" {
-		t.Errorf("status %d, body (-want +got):\n%s", a.status, diff)
+// TestAPITrustedRepositoryWithoutTheApp: when the App is not installed on the repository of the
+// trusted file, no environment is defined; the answer says where to install it.
+func TestAPITrustedRepositoryWithoutTheApp(t *testing.T) {
+	t.Parallel()
+	h, gh := newCredentialedAPI(t)
+	stubAppOwner(t, gh, "Codertocat")
+	gh.On("GET", "/repos/Codertocat/.github/installation", http.StatusNotFound, `{"message":"Not Found","documentation_url":"https://docs.github.com/rest"}`)
+
+	a := h.call(t, "POST", "/v1/environments/staging/claim", h.token(t, "Codertocat/Hello-World"), intent("run-1", 'a', "api"))
+	if got := a.errorBody(t); a.status != http.StatusBadRequest || !strings.Contains(got.Message, "the App is not installed on Codertocat/.github: install it there") {
+		t.Errorf("status %d, body %+v; want 400 saying to install the App on Codertocat/.github", a.status, got)
 	}
 	if _, err := h.auth.Status(t.Context(), "staging"); !errors.Is(err, authority.ErrInvalidInput) {
 		t.Errorf("staging has state after a refused claim: %v", err)
@@ -115,7 +182,8 @@ func TestAPIAppNotInstalled(t *testing.T) {
 func TestAPIRateLimitedLookupIs503(t *testing.T) {
 	t.Parallel()
 	h, gh := newCredentialedAPI(t)
-	gh.On("GET", fixtureRepo+"/installation", http.StatusTooManyRequests, `{"message":"You have exceeded a secondary rate limit"}`).Header("Retry-After", "42")
+	stubAppOwner(t, gh, "Codertocat")
+	gh.On("GET", "/repos/Codertocat/.github/installation", http.StatusTooManyRequests, `{"message":"You have exceeded a secondary rate limit"}`).Header("Retry-After", "42")
 
 	a := h.call(t, "GET", "/v1/environments/staging/status", h.token(t, "Codertocat/Hello-World"), nil)
 	if got := a.errorBody(t); a.status != http.StatusServiceUnavailable || got.Error != apiclient.CodeUnavailable || got.RetryAfter != 42 ||

@@ -160,7 +160,7 @@ func TestAPIRefusals(t *testing.T) {
 			"acme/other may not act on staging: none of its scopes is built from that repository"},
 		{"scope of another repository", "POST", "/v1/environments/staging/claim", good, intent("i", 'a', "api", "web"), 403, "forbidden",
 			"Codertocat/Hello-World may not act on web of staging: they are not built from it (its scopes there: api, docs)"},
-		{"unknown environment", "GET", "/v1/environments/prod/status", good, nil, 403, "forbidden", "the configuration has no such environment"},
+		{"unknown environment", "GET", "/v1/environments/prod/status", good, nil, 403, "forbidden", "the configuration defines no such environment"},
 		{"bad environment", "GET", "/v1/environments/-x/status", good, nil, 400, "invalid", "environment"},
 		{"bad phase", "POST", "/v1/environments/staging/gate", good, apiclient.GateRequest{Generation: 1, Scopes: []string{"api"}, Phase: "Deploy!"}, 400, "invalid",
 			`invalid phase "Deploy!": use a lowercase phase name`},

@@ -382,6 +382,14 @@ func (a *App) configFor(ctx context.Context, log *slog.Logger, installation int6
 	return cfg, nil
 }
 
+// configWhere names where the environments are defined, for messages.
+func (a *App) configWhere() string {
+	if w, ok := a.config.(interface{ Where() string }); ok {
+		return w.Where()
+	}
+	return "the configuration"
+}
+
 // now is the Authority's clock, so that the page agrees with lease expiry.
 func (a *App) now() time.Time { return a.auth.Now() }
 

@@ -379,19 +379,19 @@ func TestCommentWithInvalidConfigurationReplies(t *testing.T) {
 	t.Parallel()
 	gh, inst := newGitHub(t)
 	stubReaction(t, gh)
-	stubConfig(t, gh, "environments:\n  staging:\n    scopes: {}\n")
+	stubConfig(t, gh, "environments:\n  production:\n    scopes: {}\n")
 	reply := stubReply(t, gh)
 	h := newHarness(t, commentConfig, withGitHub(inst))
-	src, err := NewGitHubConfig(inst, h.auth, 0, nil)
+	files, err := NewGitHubFiles(inst, h.auth, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.app.config = src
+	h.app.config = trustedOver(t, files)
 	rec := h.post(t, "issue_comment", "d1", commentFixture(t, withBody("/latestwins status")))
 	if rec.Code != http.StatusUnprocessableEntity {
 		t.Errorf("%d %s, want 422", rec.Code, rec.Body)
 	}
-	if got := replyOf(t, reply); !strings.HasPrefix(got, "Could not run `/latestwins status`: configuration of Codertocat/Hello-World at the default branch: .github/latestwins.yml is invalid: line 3") {
+	if got := replyOf(t, reply); !strings.HasPrefix(got, "Could not run `/latestwins status`: configuration of Codertocat/Hello-World at the default branch: Codertocat/Hello-World's .github/latestwins.yml is refused: line 2: environment \"production\" is not defined in the trusted file") {
 		t.Errorf("reply %q", got)
 	}
 }

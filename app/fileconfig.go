@@ -28,3 +28,6 @@ func (f *FileConfig) Config(_ context.Context, _ int64, _ RepoRef, _ string) (*c
 	}
 	return cfg, nil
 }
+
+// Where names the file, for messages.
+func (f *FileConfig) Where() string { return f.Path }

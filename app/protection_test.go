@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -347,19 +349,25 @@ func TestJudge(t *testing.T) {
 	}
 }
 
-// The rule reads the configuration of the repository's default branch, never the gated job's commit:
-// a branch could otherwise map its own GitHub environment onto production.
+// The rule reads the repository's own file on its default branch, never at the gated job's commit:
+// a branch could otherwise narrow its scopes differently for its own deployment.
 func TestProtectionRuleReadsTheDefaultBranchConfiguration(t *testing.T) {
 	t.Parallel()
 	gh, inst := newGitHub(t)
-	contents := stubConfig(t, gh, protectionConfig)
+	contents := stubConfig(t, gh, ownFile)
 	stubReview(gh)
 	h := newHarness(t, protectionConfig, withReviewer(inst))
-	src, err := NewGitHubConfig(inst, h.auth, 0, nil)
+	files, err := NewGitHubFiles(inst, h.auth, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.app.config = src
+	path := filepath.Join(t.TempDir(), "latestwins.yml")
+	if err := os.WriteFile(path, []byte(protectionConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if h.app.config, err = NewTrustedConfig(TrustedOptions{Path: path, Files: files}); err != nil {
+		t.Fatal(err)
+	}
 	deployed(t, h, "prod", "push", protectedSha, "api", "docs")
 	if rec := h.post(t, protectionRuleEvent, "d-protect", protectionFixture(t, nil)); rec.Code != http.StatusOK {
 		t.Fatalf("%d %s", rec.Code, rec.Body)

@@ -49,12 +49,12 @@ func TestOverlappingDeliveriesShareOneConfigRead(t *testing.T) {
 	t.Parallel()
 	const n = 8
 	gh := githubtest.New(t)
-	stubConfig(t, gh, commentConfig) // answers exactly one read
+	stubConfig(t, gh, ownFile) // answers exactly one read
 	held, hold := newHeldClient(t, gh)
 	src, auth, _ := newConfigSource(t, &fixedInstallations{c: held})
 	joined := make(chan struct{}, n)
 	src.joined = func() { joined <- struct{}{} }
-	h := newHarness(t, commentConfig, func(o *Options) { o.Authority, o.Config = auth, src })
+	h := newHarness(t, commentConfig, func(o *Options) { o.Authority, o.Config = auth, trustedOver(t, src) })
 	body := fixture(t, "push.json")
 
 	ids := make([]string, n)
@@ -102,10 +102,10 @@ func TestOverlappingDeliveriesShareOneConfigRead(t *testing.T) {
 func TestOverlappingPushAndPullRequestAreBothRecorded(t *testing.T) {
 	t.Parallel()
 	gh := githubtest.New(t)
-	stubConfig(t, gh, commentConfig).Times(2) // the push's commit and the pull request's base
+	stubConfig(t, gh, ownFile).Times(2) // the push's commit and the pull request's base
 	held, hold := newHeldClient(t, gh)
 	src, auth, _ := newConfigSource(t, &fixedInstallations{c: held})
-	h := newHarness(t, commentConfig, func(o *Options) { o.Authority, o.Config = auth, src })
+	h := newHarness(t, commentConfig, func(o *Options) { o.Authority, o.Config = auth, trustedOver(t, src) })
 
 	push := make(chan posted, 1)
 	postAsync(t, h, "push", "d-push", fixture(t, "push.json"), push)
@@ -140,17 +140,17 @@ func TestOverlappingPushAndPullRequestAreBothRecorded(t *testing.T) {
 func TestOverlappingDeliveriesInTwoProcessesAreBothRecorded(t *testing.T) {
 	t.Parallel()
 	gh := githubtest.New(t)
-	stubConfig(t, gh, commentConfig).Times(2) // one read per process: they share no cache
+	stubConfig(t, gh, ownFile).Times(2) // one read per process: they share no cache
 	held, hold := newHeldClient(t, gh)
 	st := memory.New()
 	clock := storetest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	process := func(c *githubapp.Client) (*harness, *authority.Authority) {
 		auth := authority.New(st, authority.WithClock(clock))
-		src, err := NewGitHubConfig(&fixedInstallations{c: c}, auth, time.Minute, nil)
+		src, err := NewGitHubFiles(&fixedInstallations{c: c}, auth, time.Minute, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return newHarness(t, commentConfig, func(o *Options) { o.Authority, o.Config = auth, src }), auth
+		return newHarness(t, commentConfig, func(o *Options) { o.Authority, o.Config = auth, trustedOver(t, src) }), auth
 	}
 	first, auth := process(held)
 	second, _ := process(githubapp.New(gh.Client))

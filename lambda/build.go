@@ -2,13 +2,13 @@ package lambda
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 
 	"github.com/latestwins/latestwins/app"
 	"github.com/latestwins/latestwins/internal/authority"
-	"github.com/latestwins/latestwins/internal/config"
 	"github.com/latestwins/latestwins/internal/githubapp"
 	"github.com/latestwins/latestwins/internal/store/dynamo"
 	"github.com/latestwins/latestwins/internal/store/memory"
@@ -16,8 +16,9 @@ import (
 
 // Build makes the function's Handler from its settings, once per cold start: the store, the
 // Authority, the App and the sweep. With the App's credentials, the App dispatches workflows and
-// answers commands as each delivery's installation, and reads each repository's
-// .github/latestwins.yml unless Settings.Config names one file for every repository. redrive is
+// answers commands as each delivery's installation. The trusted configuration is Settings.Config,
+// or the .github/latestwins.yml of Settings.ConfigRepo or of the App owner's .github repository;
+// each repository's own file may narrow its scopes (app.TrustedConfig). redrive is
 // the sweep's re-drive; nil means the App's own (dispatching the work's workflows again) when it has
 // credentials, and dry runs without them.
 func Build(ctx context.Context, s *Settings, redrive func(context.Context, authority.StalledWork) error, log *slog.Logger) (*Handler, error) {
@@ -47,22 +48,26 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 		log.WarnContext(ctx, "no App credentials ("+EnvAppID+", "+EnvAppPrivateKeySSM+"): webhooks are taken and state is kept, "+
 			"but nothing is published to GitHub; dispatches are logged and skipped")
 	}
-	switch {
-	case s.Config != "":
-		src := &app.FileConfig{Path: s.Config}
-		cfg, err := src.Config(ctx, 0, app.RepoRef{}, "")
-		if err != nil {
+	if inst == nil && s.Config == "" {
+		return nil, fmt.Errorf("no configuration source: set %s and %s so that the trusted file is read from the App owner's .github repository (or %s), or %s to %s",
+			EnvAppID, EnvAppPrivateKeySSM, EnvConfigRepo, EnvConfig, configFileConvention)
+	}
+	if s.Config != "" {
+		if _, err := (&app.FileConfig{Path: s.Config}).Config(ctx, 0, app.RepoRef{}, ""); err != nil {
 			return nil, fmt.Errorf("%s: %w", EnvConfig, err)
 		}
-		o.Config = src
-		o.Environments = func(context.Context) ([]string, error) { return environments(cfg), nil }
-	case inst != nil:
-		if o.Config, err = app.NewGitHubConfig(inst, auth, 0, log); err != nil {
-			return nil, err
+	}
+	src, err := app.NewConfigSource(s.Config, s.ConfigRepo, inst, auth, log)
+	if err != nil {
+		return nil, err
+	}
+	o.Config = src
+	o.Environments = func(ctx context.Context) ([]string, error) {
+		envs, err := src.Environments(ctx)
+		if errors.Is(err, authority.ErrInvalidInput) {
+			return nil, nil // a bad or missing trusted file is reported on each delivery
 		}
-	default:
-		return nil, fmt.Errorf("no configuration source: set %s and %s so that each repository's .github/latestwins.yml is read, or %s to %s",
-			EnvAppID, EnvAppPrivateKeySSM, EnvConfig, configFileConvention)
+		return envs, err
 	}
 	a, err := app.New(o)
 	if err != nil {
@@ -92,16 +97,4 @@ func openStore(ctx context.Context, raw string, log *slog.Logger) (authority.Sto
 		return memory.New(), nil
 	}
 	return nil, fmt.Errorf("%s=%q: use %s (or memory:// for tests)", EnvStore, raw, storeExample)
-}
-
-// environments lists the configuration's environments other than preview templates, for the
-// status page.
-func environments(cfg *config.Config) []string {
-	var out []string
-	for _, e := range cfg.Environments {
-		if !e.Preview() {
-			out = append(out, e.Name)
-		}
-	}
-	return out
 }

@@ -20,6 +20,7 @@ import (
 const (
 	EnvStore             = "LATESTWINS_STORE"
 	EnvConfig            = "LATESTWINS_CONFIG"
+	EnvConfigRepo        = "LATESTWINS_CONFIG_REPO"
 	EnvWebhookSecret     = "LATESTWINS_WEBHOOK_SECRET"
 	EnvWebhookSecretSSM  = "LATESTWINS_WEBHOOK_SECRET_SSM_PARAMETER"
 	EnvAppID             = "LATESTWINS_APP_ID"
@@ -46,7 +47,8 @@ var _ ParameterReader = (*ssm.Client)(nil)
 // Settings are the function's configuration, read once at cold start.
 type Settings struct {
 	Store         string
-	Config        string
+	Config        string // the trusted file shipped with the function
+	ConfigRepo    string // OWNER/REPO holding the trusted file ("": the App owner's .github)
 	WebhookSecret []byte
 	AppID         int64  // 0: no App credentials, nothing is published to GitHub
 	AppPrivateKey []byte // PEM
@@ -67,7 +69,7 @@ func UsesSSM(getenv func(string) string) bool {
 // read from SSM Parameter Store with decryption (params must then be given); otherwise it comes from
 // its own variable. An empty webhook secret refuses to start: unsigned deliveries would be accepted.
 func LoadSettings(ctx context.Context, getenv func(string) string, params ParameterReader) (*Settings, error) {
-	s := &Settings{Store: getenv(EnvStore), Config: getenv(EnvConfig), GitHubAPIURL: getenv(EnvGitHubAPIURL),
+	s := &Settings{Store: getenv(EnvStore), Config: getenv(EnvConfig), ConfigRepo: getenv(EnvConfigRepo), GitHubAPIURL: getenv(EnvGitHubAPIURL),
 		MaxBodyBytes: app.DefaultMaxBodyBytes, Stall: DefaultStall, MaxAttempts: DefaultMaxAttempts,
 		OIDCIssuer: getenv(EnvOIDCIssuer), OIDCAudience: getenv(EnvOIDCAudience)}
 	var errs []error
@@ -90,6 +92,13 @@ func LoadSettings(ctx context.Context, getenv func(string) string, params Parame
 	s.WebhookSecret = []byte(secret)
 	if err := s.loadCredentials(ctx, getenv, params); err != nil {
 		errs = append(errs, err)
+	}
+	if s.Config != "" && s.ConfigRepo != "" {
+		errs = append(errs, fmt.Errorf("%s and %s both name the trusted configuration: set one", EnvConfig, EnvConfigRepo))
+	} else if s.ConfigRepo != "" {
+		if _, err := app.ParseRepo(s.ConfigRepo); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", EnvConfigRepo, err))
+		}
 	}
 	if s.GitHubAPIURL == "" {
 		s.GitHubAPIURL = defaultGitHubAPIURL

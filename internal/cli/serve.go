@@ -27,6 +27,7 @@ import (
 type serveSettings struct {
 	addr          string
 	config        string
+	configRepo    string
 	webhookSecret string
 	appID         string
 	appKey        string
@@ -99,7 +100,8 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	ss := &serveSettings{}
 	c.newFlags("serve")
 	c.str(&ss.addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; :0 picks a free port)")
-	c.str(&ss.config, "config", "", "the environment configuration file (.github/latestwins.yml schema; see docs/config.md)")
+	c.str(&ss.config, "config", "", "the trusted configuration file: environments, scopes and the repositories that feed them (see docs/config.md)")
+	c.str(&ss.configRepo, "config-repo", "", "OWNER/REPO whose .github/latestwins.yml is the trusted configuration (default, with App credentials and no --config: the App owner's .github repository)")
 	c.str(&ss.webhookSecret, "webhook-secret", "", "the App's webhook secret (prefer the variable: flags show in process lists)")
 	c.str(&ss.appID, "app-id", "", "the GitHub App's id")
 	c.str(&ss.appKey, "app-private-key", "", "the GitHub App's private key: PEM, or a path to a PEM file")
@@ -124,9 +126,16 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	if err != nil {
 		return nil, nil, err
 	}
-	if inst == nil && ss.config == "" {
-		return nil, nil, usageErrorf("no configuration: give --config PATH (or LATESTWINS_CONFIG), a file in the .github/latestwins.yml schema (docs/config.md), " +
-			"or the App's credentials (LATESTWINS_APP_ID, LATESTWINS_APP_PRIVATE_KEY) to read each repository's own file")
+	switch {
+	case ss.config != "" && ss.configRepo != "":
+		return nil, nil, usageErrorf("--config and --config-repo both name the trusted configuration: give one")
+	case inst == nil && ss.config == "":
+		return nil, nil, usageErrorf("no configuration: give --config PATH (or LATESTWINS_CONFIG), the trusted file in the .github/latestwins.yml schema (docs/config.md), " +
+			"or the App's credentials (LATESTWINS_APP_ID, LATESTWINS_APP_PRIVATE_KEY) to read it from the App owner's .github repository (or --config-repo OWNER/REPO)")
+	case ss.configRepo != "":
+		if _, err := app.ParseRepo(ss.configRepo); err != nil {
+			return nil, nil, usageErrorf("--config-repo: %v", err)
+		}
 	}
 	if ss.config != "" {
 		if _, err := (&app.FileConfig{Path: ss.config}).Config(ctx, 0, app.RepoRef{}, ""); err != nil {
@@ -156,11 +165,13 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 		return nil, nil, usageErrorf("--oidc-issuer: %v", err)
 	}
 	o := app.Options{Secret: []byte(ss.webhookSecret), Authority: c.auth, MaxBodyBytes: ss.maxBody, Logger: log, Tokens: tokens}
-	if ss.config != "" {
-		src := &app.FileConfig{Path: ss.config}
-		o.Config = src
-		o.Environments = func(ctx context.Context) ([]string, error) { return configuredEnvironments(ctx, src) }
+	src, err := app.NewConfigSource(ss.config, ss.configRepo, inst, c.auth, log)
+	if err != nil {
+		c.done()
+		return nil, nil, usageErrorf("%v", err)
 	}
+	o.Config = src
+	o.Environments = func(ctx context.Context) ([]string, error) { return configuredEnvironments(ctx, src) }
 	if inst == nil {
 		c.progress("latestwins serve: no App credentials (LATESTWINS_APP_ID, LATESTWINS_APP_PRIVATE_KEY): " +
 			"webhooks are taken and state is kept, but nothing is published to GitHub; dispatches and replies are logged and skipped")
@@ -169,15 +180,11 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 		o.Commits = &app.GitHubCommits{Installations: inst}
 		o.Conversation = &app.GitHubConversation{Installations: inst}
 		o.Reviewer = &app.GitHubReviewer{Installations: inst}
-		from := ss.config
-		if o.Config == nil {
-			if o.Config, err = app.NewGitHubConfig(inst, c.auth, app.DefaultConfigTTL, log); err != nil {
-				c.done()
-				return nil, nil, err
-			}
-			from = "each repository's " + config.Path
+		from := src.Where()
+		if ss.config == "" && ss.configRepo == "" {
+			from = "the App owner's .github repository (" + config.Path + ")"
 		}
-		c.progress("latestwins serve: acting as GitHub App %s on %s: dispatching workflows and answering comment commands; configuration from %s",
+		c.progress("latestwins serve: acting as GitHub App %s on %s: dispatching workflows and answering comment commands; trusted configuration from %s",
 			ss.appID, ss.apiURL, from)
 	}
 	a, err := app.New(o)
@@ -291,21 +298,12 @@ func checkCredentials(ss *serveSettings) (*githubapp.Installations, error) {
 	return inst, nil
 }
 
-// configuredEnvironments lists the configuration's environments other than preview templates.
-func configuredEnvironments(ctx context.Context, src app.ConfigSource) ([]string, error) {
-	cfg, err := src.Config(ctx, 0, app.RepoRef{}, "")
-	if err != nil {
-		var ce *config.Error
-		if errors.As(err, &ce) {
-			return nil, nil // an invalid file is reported on each delivery; the page shows what the store holds
-		}
-		return nil, err
+// configuredEnvironments lists the trusted configuration's environments other than preview
+// templates.
+func configuredEnvironments(ctx context.Context, src *app.TrustedConfig) ([]string, error) {
+	envs, err := src.Environments(ctx)
+	if errors.Is(err, authority.ErrInvalidInput) {
+		return nil, nil // a bad or missing trusted file is reported on each delivery; the page shows what the store holds
 	}
-	var out []string
-	for _, e := range cfg.Environments {
-		if !e.Preview() {
-			out = append(out, e.Name)
-		}
-	}
-	return out, nil
+	return envs, err
 }

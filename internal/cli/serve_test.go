@@ -248,8 +248,9 @@ func TestServeProcess(t *testing.T) {
 	}
 }
 
-// With App credentials and no --config, serve reads each repository's .github/latestwins.yml from
-// GitHub as the delivery's installation and dispatches the workflow: every call on the strict fake.
+// With App credentials and no --config, serve reads the trusted file from the App owner's .github
+// repository, and the pushing repository's own file as the delivery's installation, and dispatches the
+// workflow: every call on the strict fake.
 func TestServeWithAppCredentialsReadsConfigAndDispatches(t *testing.T) {
 	t.Parallel()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -261,9 +262,18 @@ func TestServeWithAppCredentialsReadsConfigAndDispatches(t *testing.T) {
 	token := githubtest.Example(t, "POST", "/app/installations/{installation_id}/access_tokens", http.StatusCreated, "")
 	token["token"], token["expires_at"] = "ghs_one", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	gh.On("POST", "/app/installations/1/access_tokens", http.StatusCreated, token)
+	// The trusted file is in the .github repository of the App's owner; Hello-World has none of its own.
+	ghApp := githubtest.Example(t, "GET", "/app", http.StatusOK, "")
+	ghApp["owner"].(map[string]any)["login"] = "Codertocat"
+	gh.On("GET", "/app", http.StatusOK, ghApp)
+	installation := githubtest.Example(t, "GET", "/repos/{owner}/{repo}/installation", http.StatusOK, "")
+	installation["id"] = 1
+	gh.On("GET", "/repos/Codertocat/.github/installation", http.StatusOK, installation)
 	file := githubtest.Example(t, "GET", "/repos/{owner}/{repo}/contents/{path}", http.StatusOK, "response-if-content-is-a-file")
 	file["content"], file["path"] = base64.StdEncoding.EncodeToString([]byte(serveConfig)), ".github/latestwins.yml"
-	gh.On("GET", "/repos/Codertocat/Hello-World/contents/.github/latestwins.yml?ref="+fixtureSha, http.StatusOK, file)
+	gh.On("GET", "/repos/Codertocat/.github/contents/.github/latestwins.yml", http.StatusOK, file)
+	gh.On("GET", "/repos/Codertocat/Hello-World/contents/.github/latestwins.yml?ref="+fixtureSha, http.StatusNotFound,
+		`{"message":"Not Found","documentation_url":"https://docs.github.com/rest"}`)
 	gh.On("POST", "/repos/Codertocat/Hello-World/actions/workflows/deploy.yml/dispatches", http.StatusOK,
 		githubtest.Example(t, "POST", "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/dispatches", http.StatusOK, ""))
 
@@ -278,7 +288,7 @@ func TestServeWithAppCredentialsReadsConfigAndDispatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.done()
-	if want := "acting as GitHub App 42"; !strings.Contains(stderr.String(), want) {
+	if want := "acting as GitHub App 42 on " + gh.URL + "/: dispatching workflows and answering comment commands; trusted configuration from the App owner's .github repository"; !strings.Contains(stderr.String(), want) {
 		t.Errorf("serve did not say %q:\n%s", want, stderr.String())
 	}
 	srv := httptest.NewServer(handler)
@@ -294,7 +304,10 @@ func TestServeWithAppCredentialsReadsConfigAndDispatches(t *testing.T) {
 		got = append(got, r.Method+" "+r.Path)
 	}
 	want := []string{
+		"GET /app",
+		"GET /repos/Codertocat/.github/installation",
 		"POST /app/installations/1/access_tokens",
+		"GET /repos/Codertocat/.github/contents/.github/latestwins.yml",
 		"GET /repos/Codertocat/Hello-World/contents/.github/latestwins.yml",
 		"POST /repos/Codertocat/Hello-World/actions/workflows/deploy.yml/dispatches",
 	}

@@ -52,7 +52,11 @@ type Environment struct {
 	// answers (github-environment:); empty means the environment's own name. A preview template's
 	// holds NumberPlaceholder too.
 	GitHubEnvironment string
-	Line              int
+	// AllowedOverrides lists what a repository's own file may set for its scopes of this environment
+	// (OverridePaths, OverrideWorkflow): the environment's allowed-overrides, or else the top level's.
+	// Empty: nothing.
+	AllowedOverrides []string
+	Line             int
 }
 
 // GitHubName is the GitHub environment this environment answers deployment protection rules for.
@@ -83,7 +87,13 @@ type Scope struct {
 	// Workflow is the workflow file (in the repository's .github/workflows) to dispatch; empty:
 	// none, the workflow runs on its own trigger and claims through the Action.
 	Workflow string
-	Line     int
+	// NarrowPaths are the patterns the repository's own file gave (see Narrow): a change must also
+	// touch one of them. Empty: no narrowing.
+	NarrowPaths []string
+	// WorkflowFrom names the file the workflow was taken from when the repository's own file set
+	// it; empty when it comes from the trusted file.
+	WorkflowFrom string
+	Line         int
 }
 
 // Selection is what one event asks of one environment: the scopes it touches.
@@ -127,7 +137,7 @@ func (c *Config) selectScopes(preview bool, repo, branch string, changed []strin
 			sel.Environment = e.For(number)
 		}
 		for _, s := range e.Scopes {
-			if strings.EqualFold(s.Repository, repo) && s.Branch == branch && touches(s.Paths, changed) {
+			if strings.EqualFold(s.Repository, repo) && s.Branch == branch && touches(s.Paths, changed) && touches(s.NarrowPaths, changed) {
 				sel.Scopes = append(sel.Scopes, s)
 			}
 		}
@@ -308,6 +318,7 @@ func Parse(data []byte) (*Config, error) {
 		return nil, &Error{Problems: p.problems}
 	}
 	var envs *yaml.Node
+	var overrides []string
 	p.fields(root, func(key, val *yaml.Node) {
 		switch key.Value {
 		case "version":
@@ -316,8 +327,10 @@ func Parse(data []byte) (*Config, error) {
 			}
 		case "environments":
 			envs = val
+		case "allowed-overrides":
+			overrides = p.allowedOverrides("the top level", val)
 		default:
-			p.addf(key, "unknown key %q at the top level; allowed: version, environments", key.Value)
+			p.addf(key, "unknown key %q at the top level; allowed: version, environments, allowed-overrides", key.Value)
 		}
 	})
 	if envs == nil {
@@ -334,6 +347,9 @@ func Parse(data []byte) (*Config, error) {
 			}
 			seen[key.Value] = key.Line
 			if e, ok := p.environment(key, val); ok {
+				if e.AllowedOverrides == nil {
+					e.AllowedOverrides = overrides
+				}
 				cfg.Environments = append(cfg.Environments, e)
 			}
 		})
@@ -420,8 +436,13 @@ func (p *parser) environment(key, val *yaml.Node) (Environment, bool) {
 				p.checkGitHubName(v, e.Name, g)
 				e.GitHubEnvironment = g
 			}
+		case "allowed-overrides":
+			e.AllowedOverrides = p.allowedOverrides(fmt.Sprintf("environment %q", e.Name), v)
+			if e.AllowedOverrides == nil {
+				e.AllowedOverrides = []string{} // an explicit empty list: nothing, whatever the top level says
+			}
 		default:
-			p.addf(k, "unknown key %q in environment %q; allowed: policy, scopes, github-environment", k.Value, e.Name)
+			p.addf(k, "unknown key %q in environment %q; allowed: policy, scopes, github-environment, allowed-overrides", k.Value, e.Name)
 		}
 	})
 	if scopes == nil {

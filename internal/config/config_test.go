@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"regexp"
@@ -69,11 +70,8 @@ func TestDocumentedExampleParses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindSubmatch(b)
-	if m == nil {
-		t.Fatal("docs/config.md has no ```yaml example")
-	}
-	cfg, err := Parse(m[1])
+	m := docBlock(t, b, "## Example")
+	cfg, err := Parse(m)
 	if err != nil {
 		t.Fatalf("the documented example does not parse: %v", err)
 	}
@@ -96,7 +94,7 @@ func TestParseErrors(t *testing.T) {
 		{"no environments", "version: 1\n", []string{"line 1: no `environments:`; define at least one environment (see docs/config.md)"}},
 		{"bad version", "version: 2\nenvironments:\n  staging:\n" + scope, []string{"line 1: version must be 1 (or left out)"}},
 		{"unknown top key", "environment:\n  staging: {}\n", []string{
-			`line 1: unknown key "environment" at the top level; allowed: version, environments`,
+			`line 1: unknown key "environment" at the top level; allowed: version, environments, allowed-overrides`,
 			"line 1: no `environments:`; define at least one environment (see docs/config.md)"}},
 		{"empty environments", "environments: {}\n", []string{"line 1: environments is empty; define at least one environment"}},
 		{"invalid environment name", "environments:\n  -staging:\n" + scope, []string{
@@ -107,7 +105,7 @@ func TestParseErrors(t *testing.T) {
 		{"environment twice", "environments:\n  staging:\n" + scope + "  staging:\n" + scope, []string{
 			`line 7: environment "staging" is defined twice (first at line 2); merge them`}},
 		{"unknown environment key", "environments:\n  staging:\n    polcy: queue\n" + scope, []string{
-			`line 3: unknown key "polcy" in environment "staging"; allowed: policy, scopes, github-environment`}},
+			`line 3: unknown key "polcy" in environment "staging"; allowed: policy, scopes, github-environment, allowed-overrides`}},
 		{"bad policy", "environments:\n  staging:\n    policy: fifo\n" + scope, []string{
 			`line 3: environment "staging": policy "fifo" is not known; use latest (the default: the newest commit wins)`}},
 		{"queue policy not supported yet", "environments:\n  staging:\n    policy: queue\n" + scope, []string{
@@ -290,4 +288,39 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// docBlock is the first ```yaml block after heading in docs/config.md.
+func docBlock(t *testing.T, doc []byte, heading string) []byte {
+	t.Helper()
+	_, after, ok := bytes.Cut(doc, []byte("\n"+heading+"\n"))
+	if !ok {
+		t.Fatalf("docs/config.md has no %q", heading)
+	}
+	m := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindSubmatch(after)
+	if m == nil {
+		t.Fatalf("docs/config.md has no ```yaml example after %q", heading)
+	}
+	return m[1]
+}
+
+// The repository's own file documented in docs/config.md narrows the documented example.
+func TestDocumentedOwnFileNarrows(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Parse(docBlock(t, b, "## Example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := cfg.Narrow("acme/api", docBlock(t, b, "## A repository's own file"), "acme/.github:.github/latestwins.yml")
+	if err != nil {
+		t.Fatalf("the documented repository file is refused: %v", err)
+	}
+	env, _ := got.Environment("staging")
+	if env.Scopes[0].Workflow != "deploy-api.yml" {
+		t.Errorf("staging/api workflow %q, want the repository's deploy-api.yml", env.Scopes[0].Workflow)
+	}
 }

@@ -29,6 +29,7 @@ func Endpoints() []Endpoint {
 		{http.MethodGet, "/repos/{owner}/{repo}/compare/{basehead}"},
 		{http.MethodPost, "/app/installations/{installation_id}/access_tokens"},
 		{http.MethodGet, "/repos/{owner}/{repo}/installation"},
+		{http.MethodGet, "/app"},
 		{http.MethodPost, "/repos/{owner}/{repo}/deployments"},
 		{http.MethodPost, "/repos/{owner}/{repo}/deployments/{deployment_id}/statuses"},
 		{http.MethodPost, "/app-manifests/{code}/conversions"},

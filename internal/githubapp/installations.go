@@ -61,6 +61,7 @@ type Installations struct {
 	mu         sync.Mutex
 	transports map[int64]*ghinstallation.Transport
 	repos      map[string]cachedInstallation // by lower-case OWNER/REPO
+	owner      string                        // the App's owner, once GitHub has said
 }
 
 // cachedInstallation is ForRepo's answer for a repository: an id, or 0 for not installed.
@@ -164,6 +165,28 @@ func (i *Installations) ForRepo(ctx context.Context, owner, repo string) (int64,
 	}
 	i.remember(key, inst.GetID(), InstallationTTL)
 	return inst.GetID(), nil
+}
+
+// AppOwner returns the login of the account that owns the App (GET /app, with the App's JWT). The
+// answer is kept: an App does not change owners while it runs.
+func (i *Installations) AppOwner(ctx context.Context) (string, error) {
+	i.mu.Lock()
+	owner := i.owner
+	i.mu.Unlock()
+	if owner != "" {
+		return owner, nil
+	}
+	a, _, err := i.app.gh.Apps.Get(ctx, "")
+	if err != nil {
+		return "", i.app.wrap("read the App (GET /app)", err)
+	}
+	if owner = a.GetOwner().GetLogin(); owner == "" {
+		return "", errors.New("read the App (GET /app): GitHub answered no owner")
+	}
+	i.mu.Lock()
+	i.owner = owner
+	i.mu.Unlock()
+	return owner, nil
 }
 
 func (i *Installations) remember(key string, id int64, ttl time.Duration) {

@@ -17,7 +17,7 @@ import (
 	"github.com/latestwins/latestwins/internal/githubapp"
 )
 
-// Defaults of GitHubConfig.
+// Defaults of GitHubFiles.
 const (
 	// DefaultConfigTTL is how long a repository's configuration read from GitHub is used before it is
 	// read again.
@@ -30,7 +30,7 @@ const (
 var ErrRefreshInProgress = errors.New("configuration refresh in progress")
 
 // RefreshingError says that another refresh of the repository's configuration is under way, so this
-// one did not call GitHub. GitHubConfig returns it alone when it has no copy yet, and beside the cached
+// one did not call GitHub. GitHubFiles returns it alone when it has no copy yet, and beside the cached
 // copy when it has one: the caller may go on with that copy.
 type RefreshingError struct {
 	Repo       RepoRef
@@ -66,8 +66,10 @@ func (e *UnavailableConfigError) Is(target error) bool { return target == ErrCon
 
 func (e *UnavailableConfigError) Unwrap() error { return e.Err }
 
-// MissingConfigError says that a repository has no .github/latestwins.yml. It is bad configuration
-// (errors.Is(err, authority.ErrInvalidInput)): nothing is accepted until the file is added.
+// MissingConfigError says that a repository has no .github/latestwins.yml. A repository's own file
+// is optional; the trusted file is not: without it no environment is defined. It is bad
+// configuration (errors.Is(err, authority.ErrInvalidInput)): nothing is accepted until the file is
+// added.
 type MissingConfigError struct {
 	Repo RepoRef
 	Ref  string
@@ -75,8 +77,8 @@ type MissingConfigError struct {
 }
 
 func (e *MissingConfigError) Error() string {
-	return fmt.Sprintf("%s has no %s at %s: add one (see docs/config.md) naming the environments and scopes it deploys, "+
-		"or uninstall the App from the repository", e.Repo, config.Path, orDefaultBranch(e.Ref))
+	return fmt.Sprintf("%s has no %s at %s: environments are defined there; add it (see docs/config.md), "+
+		"or start latestwins with --config-repo OWNER/REPO or --config PATH naming where they are", e.Repo, config.Path, orDefaultBranch(e.Ref))
 }
 
 // Is matches authority.ErrInvalidInput.
@@ -91,10 +93,11 @@ func orDefaultBranch(ref string) string {
 	return ref
 }
 
-// GitHubConfig is a ConfigSource reading each repository's .github/latestwins.yml from GitHub, as
-// the installation of the delivery. The result for a repository at a ref (a configuration, a missing
-// file or an invalid one) is kept for TTL; expired results are dropped as new ones are stored, so the
-// cache holds at most the refs read within one TTL.
+// GitHubFiles reads repositories' .github/latestwins.yml from GitHub, as an installation of the
+// App: the trusted file in its repository, and each repository's own file, which may narrow its
+// scopes (see TrustedConfig). The result for a repository at a ref (the file's bytes, or a missing
+// file) is kept for TTL; expired results are dropped as new ones are stored, so the cache holds at
+// most the refs read within one TTL.
 //
 // Reads are deduplicated (spec guarantee 10) without refusing anyone. Within a process, callers
 // asking for the same installation, repository and ref while a read is in flight wait for that read
@@ -102,7 +105,7 @@ func orDefaultBranch(ref string) string {
 // config-refresh/OWNER/REPO; a process that finds it held uses its own cached copy of that ref, with
 // a *RefreshingError, instead of calling GitHub. A process with no copy of that ref reads it itself:
 // there is no cache shared between processes to wait for, and the delivery must not be turned away.
-type GitHubConfig struct {
+type GitHubFiles struct {
 	installations Installations
 	auth          *authority.Authority
 	ttl           time.Duration
@@ -122,9 +125,9 @@ type GitHubConfig struct {
 type configKey struct{ repo, ref string }
 
 type cachedConfig struct {
-	cfg *config.Config
-	err error // a terminal error (missing or invalid file), cached like a configuration
-	at  time.Time
+	body []byte
+	err  error // a terminal error (a missing file), cached like a file
+	at   time.Time
 }
 
 // flightKey names one read in flight: the cached read it makes, as an installation.
@@ -133,21 +136,19 @@ type flightKey struct {
 	configKey
 }
 
-// flight is one read shared by the callers that asked for it while it ran. cfg and err are set
+// flight is one read shared by the callers that asked for it while it ran. body and err are set
 // before done is closed.
 type flight struct {
 	done chan struct{}
-	cfg  *config.Config
+	body []byte
 	err  error
 }
 
-var _ ConfigSource = (*GitHubConfig)(nil)
-
-// NewGitHubConfig reads configurations through installations, deduplicating refreshes with auth's
-// named leases. ttl <= 0 means DefaultConfigTTL; a nil logger discards.
-func NewGitHubConfig(installations Installations, auth *authority.Authority, ttl time.Duration, log *slog.Logger) (*GitHubConfig, error) {
+// NewGitHubFiles reads files through installations, deduplicating refreshes with auth's named
+// leases. ttl <= 0 means DefaultConfigTTL; a nil logger discards.
+func NewGitHubFiles(installations Installations, auth *authority.Authority, ttl time.Duration, log *slog.Logger) (*GitHubFiles, error) {
 	if installations == nil || auth == nil {
-		return nil, errors.New("app: GitHubConfig needs installations and an Authority")
+		return nil, errors.New("app: GitHubFiles needs installations and an Authority")
 	}
 	if ttl <= 0 {
 		ttl = DefaultConfigTTL
@@ -159,22 +160,24 @@ func NewGitHubConfig(installations Installations, auth *authority.Authority, ttl
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("app: holder id: %w", err)
 	}
-	return &GitHubConfig{installations: installations, auth: auth, ttl: ttl, log: log,
+	return &GitHubFiles{installations: installations, auth: auth, ttl: ttl, log: log,
 		id: "config-" + hex.EncodeToString(b[:]), cache: map[configKey]cachedConfig{}, flights: map[flightKey]*flight{}}, nil
 }
 
-// Config returns the repository's configuration at ref: the cached copy of that ref while it is
-// fresh, else the result of one read of the file at ref, shared with every caller asking for it
-// meanwhile. The wait for it ends with ctx; the read itself goes on for the others, bounded by the
-// refresh lease. Errors are left for the caller to prefix with the repository and ref. A read that
-// GitHub did not answer is a *UnavailableConfigError.
-func (g *GitHubConfig) Config(ctx context.Context, installation int64, repo RepoRef, ref string) (*config.Config, error) {
+// File returns the repository's .github/latestwins.yml at ref (the default branch when ref is
+// empty): the cached copy of that ref while it is fresh, else the result of one read of the file at
+// ref, shared with every caller asking for it meanwhile. The wait for it ends with ctx; the read
+// itself goes on for the others, bounded by the refresh lease. A missing file is a
+// *MissingConfigError; a read that GitHub did not answer is an *UnavailableConfigError; a
+// *RefreshingError comes beside the cached copy, which the caller may use. Errors are left for the
+// caller to prefix with the repository and ref.
+func (g *GitHubFiles) File(ctx context.Context, installation int64, repo RepoRef, ref string) ([]byte, error) {
 	key := flightKey{installation: installation, configKey: configKey{repo: strings.ToLower(repo.String()), ref: ref}}
 	now := g.auth.Now()
 	g.mu.Lock()
 	if c, ok := g.cache[key.configKey]; ok && now.Sub(c.at) < g.ttl {
 		g.mu.Unlock()
-		return c.cfg, c.err
+		return c.body, c.err
 	}
 	f, waiting := g.flights[key]
 	if !waiting {
@@ -190,7 +193,7 @@ func (g *GitHubConfig) Config(ctx context.Context, installation int64, repo Repo
 	}
 	select {
 	case <-f.done:
-		return f.cfg, f.err
+		return f.body, f.err
 	case <-ctx.Done():
 		return nil, fmt.Errorf("wait for the read of %s in flight: %w", config.Path, context.Cause(ctx))
 	}
@@ -199,35 +202,35 @@ func (g *GitHubConfig) Config(ctx context.Context, installation int64, repo Repo
 // fly makes the read of f and hands its result to the callers waiting for it. What it read is
 // cached in the same critical section that ends the flight, so a later caller finds either the
 // flight or the result, never neither.
-func (g *GitHubConfig) fly(ctx context.Context, key flightKey, repo RepoRef, f *flight) {
+func (g *GitHubFiles) fly(ctx context.Context, key flightKey, repo RepoRef, f *flight) {
 	ctx, cancel := context.WithTimeout(ctx, configRefreshLease)
 	defer cancel()
-	cfg, keep, err := g.refresh(ctx, key, repo)
+	body, keep, err := g.refresh(ctx, key, repo)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if keep {
-		g.storeLocked(key.configKey, cachedConfig{cfg: cfg, err: err, at: g.auth.Now()})
+		g.storeLocked(key.configKey, cachedConfig{body: body, err: err, at: g.auth.Now()})
 	}
 	delete(g.flights, key)
-	f.cfg, f.err = cfg, err
+	f.body, f.err = body, err
 	close(f.done)
 }
 
-// refresh reads the configuration under the repository's refresh lease. Refreshes of one
+// refresh reads the file under the repository's refresh lease. Refreshes of one
 // repository, at any ref, share one lease (a lease per commit would leave a record in the store for
 // every commit ever read). When another holder has it, this ref's cached configuration is the
 // answer, with a *RefreshingError; without one, the file is read all the same. keep says whether
-// the result is worth caching: a configuration or a terminal error read now.
-func (g *GitHubConfig) refresh(ctx context.Context, key flightKey, repo RepoRef) (cfg *config.Config, keep bool, err error) {
+// the result is worth caching: a file or a terminal error read now.
+func (g *GitHubFiles) refresh(ctx context.Context, key flightKey, repo RepoRef) (body []byte, keep bool, err error) {
 	holder := fmt.Sprintf("%s-%d", g.id, g.seq.Add(1))
 	lease, err := g.auth.Acquire(ctx, "config-refresh/"+key.repo, holder, "config refresh", configRefreshLease)
 	var held *authority.HeldError
 	switch {
 	case errors.As(err, &held):
-		if stale, ok := g.cached(key.configKey); ok && stale.cfg != nil {
+		if stale, ok := g.cached(key.configKey); ok && stale.err == nil {
 			g.log.InfoContext(ctx, "configuration refresh in progress elsewhere: using the cached copy",
 				"repo", repo.String(), "ref", key.ref, "holder", held.Holder)
-			return stale.cfg, false, &RefreshingError{Repo: repo, Holder: held.Holder, RetryAfter: held.RetryAfter}
+			return stale.body, false, &RefreshingError{Repo: repo, Holder: held.Holder, RetryAfter: held.RetryAfter}
 		}
 		g.log.InfoContext(ctx, "configuration refresh in progress elsewhere, no copy of this ref here: reading it",
 			"repo", repo.String(), "ref", key.ref, "holder", held.Holder)
@@ -241,25 +244,14 @@ func (g *GitHubConfig) refresh(ctx context.Context, key flightKey, repo RepoRef)
 			}
 		}()
 	}
-	cfg, err = g.read(ctx, key.installation, repo, key.ref)
+	body, err = g.read(ctx, key.installation, repo, key.ref)
 	if err != nil && !errors.Is(err, authority.ErrInvalidInput) {
 		return nil, false, &UnavailableConfigError{Repo: repo, Ref: key.ref, Err: err}
 	}
-	return cfg, true, err
+	return body, true, err
 }
 
-// Installation finds the App's installation on repo, for requests that name none (the API's OIDC
-// tokens carry no installation id). A repository without the App is an error matching
-// githubapp.ErrNotInstalled.
-func (g *GitHubConfig) Installation(ctx context.Context, repo RepoRef) (int64, error) {
-	f, ok := g.installations.(InstallationFinder)
-	if !ok {
-		return 0, fmt.Errorf("find the App's installation on %s: these installations cannot look one up", repo)
-	}
-	return f.ForRepo(ctx, repo.Owner, repo.Name)
-}
-
-func (g *GitHubConfig) cached(key configKey) (cachedConfig, bool) {
+func (g *GitHubFiles) cached(key configKey) (cachedConfig, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	c, ok := g.cache[key]
@@ -267,7 +259,7 @@ func (g *GitHubConfig) cached(key configKey) (cachedConfig, bool) {
 }
 
 // storeLocked keeps c under key and drops the expired entries of other keys. g.mu is held.
-func (g *GitHubConfig) storeLocked(key configKey, c cachedConfig) {
+func (g *GitHubFiles) storeLocked(key configKey, c cachedConfig) {
 	for k, old := range g.cache {
 		if c.at.Sub(old.at) >= g.ttl {
 			delete(g.cache, k)
@@ -277,13 +269,17 @@ func (g *GitHubConfig) storeLocked(key configKey, c cachedConfig) {
 }
 
 // cachedEntries is how many results the cache holds.
-func (g *GitHubConfig) cachedEntries() int {
+func (g *GitHubFiles) cachedEntries() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return len(g.cache)
 }
 
-func (g *GitHubConfig) read(ctx context.Context, installation int64, repo RepoRef, ref string) (*config.Config, error) {
+// maxConfigFile bounds a configuration file read from GitHub: far above any real one (64 scopes per
+// environment), far below what would strain the cache.
+const maxConfigFile = 1 << 20
+
+func (g *GitHubFiles) read(ctx context.Context, installation int64, repo RepoRef, ref string) ([]byte, error) {
 	c, err := g.installations.Client(installation)
 	if err != nil {
 		return nil, err
@@ -295,5 +291,9 @@ func (g *GitHubConfig) read(ctx context.Context, installation int64, repo RepoRe
 	if err != nil {
 		return nil, err
 	}
-	return config.Parse(b)
+	if len(b) > maxConfigFile {
+		return nil, &authority.InputError{Field: config.Path, Value: fmt.Sprintf("%s at %s, %d bytes", repo, orDefaultBranch(ref), len(b)),
+			Fix: fmt.Sprintf("keep the file under %d bytes", maxConfigFile)}
+	}
+	return b, nil
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -46,18 +48,36 @@ func (h *holdingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-func newConfigSource(t *testing.T, inst Installations) (*GitHubConfig, *authority.Authority, *storetest.Clock) {
+func newConfigSource(t *testing.T, inst Installations) (*GitHubFiles, *authority.Authority, *storetest.Clock) {
 	t.Helper()
 	clock := storetest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	auth := authority.New(memory.New(), authority.WithClock(clock))
-	src, err := NewGitHubConfig(inst, auth, time.Minute, nil)
+	src, err := NewGitHubFiles(inst, auth, time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return src, auth, clock
 }
 
-func TestGitHubConfigReadsOncePerTTL(t *testing.T) {
+// ownFile is a repository's own .github/latestwins.yml that narrows nothing.
+const ownFile = "version: 1\n"
+
+// trustedOver is the App's configuration source for tests of reading repositories' own files: the
+// trusted file is commentConfig on disk, each repository's own file is read through files.
+func trustedOver(t testing.TB, files *GitHubFiles) *TrustedConfig {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "latestwins.yml")
+	if err := os.WriteFile(path, []byte(commentConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src, err := NewTrustedConfig(TrustedOptions{Path: path, Files: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
+func TestGitHubFilesReadsOncePerTTL(t *testing.T) {
 	t.Parallel()
 	gh, inst := newGitHub(t)
 	stubConfig(t, gh, commentConfig).Times(2)
@@ -65,9 +85,9 @@ func TestGitHubConfigReadsOncePerTTL(t *testing.T) {
 	ctx := context.Background()
 	for i, advance := range []time.Duration{0, 30 * time.Second, 31 * time.Second} {
 		clock.Advance(advance)
-		cfg, err := src.Config(ctx, 7, helloWorld, "main")
-		if err != nil || len(cfg.Environments) != 2 {
-			t.Fatalf("read %d: %v, %v", i, cfg, err)
+		body, err := src.File(ctx, 7, helloWorld, "main")
+		if err != nil || string(body) != commentConfig {
+			t.Fatalf("read %d: %q, %v", i, body, err)
 		}
 	}
 	if n := len(gh.Requests()); n != 2 {
@@ -99,7 +119,7 @@ func newHeldClient(t *testing.T, gh *githubtest.Server) (*githubapp.Client, *hol
 
 // Spec guarantee 10, within a process: a refresh overlapping another of the same repository and
 // ref makes no GitHub call of its own but waits for the one in flight and gets its fresh copy.
-func TestGitHubConfigOverlappingRefreshesCallGitHubOnce(t *testing.T) {
+func TestGitHubFilesOverlappingRefreshesCallGitHubOnce(t *testing.T) {
 	t.Parallel()
 	gh := githubtest.New(t)
 	stubConfig(t, gh, commentConfig).Times(2) // the first read, then one refresh
@@ -109,7 +129,7 @@ func TestGitHubConfigOverlappingRefreshesCallGitHubOnce(t *testing.T) {
 	src.joined = func() { joined <- struct{}{} }
 	ctx := context.Background()
 
-	first, err := src.Config(ctx, 1, helloWorld, "")
+	first, err := src.File(ctx, 1, helloWorld, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,13 +138,13 @@ func TestGitHubConfigOverlappingRefreshesCallGitHubOnce(t *testing.T) {
 	inst.c = held
 
 	type answer struct {
-		cfg *config.Config
-		err error
+		body []byte
+		err  error
 	}
 	answers := make(chan answer, 2)
 	ask := func() {
-		cfg, err := src.Config(ctx, 1, helloWorld, "")
-		answers <- answer{cfg, err}
+		body, err := src.File(ctx, 1, helloWorld, "")
+		answers <- answer{body, err}
 	}
 	go ask()
 	<-hold.entered // the first refresh is at GitHub
@@ -132,13 +152,13 @@ func TestGitHubConfigOverlappingRefreshesCallGitHubOnce(t *testing.T) {
 	select {
 	case <-joined: // the second waits for it
 	case early := <-answers:
-		t.Errorf("the overlapping refresh was answered while the first was in flight: %v, %v", early.cfg, early.err)
+		t.Errorf("the overlapping refresh was answered while the first was in flight: %v, %v", early.body, early.err)
 		answers <- early
 	}
 	close(hold.release)
 	a, b := <-answers, <-answers
-	if a.err != nil || b.err != nil || a.cfg == nil || a.cfg == first || b.cfg != a.cfg {
-		t.Errorf("overlapping refreshes: (%p, %v) and (%p, %v); want both the one fresh copy, not the stale %p", a.cfg, a.err, b.cfg, b.err, first)
+	if a.err != nil || b.err != nil || a.body == nil || &a.body[0] == &first[0] || &b.body[0] != &a.body[0] {
+		t.Errorf("overlapping refreshes: (%p, %v) and (%p, %v); want both the one fresh copy, not the stale %p", a.body, a.err, b.body, b.err, first)
 	}
 	if n := len(gh.Requests()); n != 2 {
 		t.Errorf("%d GitHub calls, want 2 (the first read and one refresh)", n)
@@ -147,12 +167,12 @@ func TestGitHubConfigOverlappingRefreshesCallGitHubOnce(t *testing.T) {
 
 // Spec guarantee 10, across processes: while another process refreshes the repository, a delivery
 // is served from this process's stale copy, with no GitHub call.
-func TestGitHubConfigRefreshElsewhereServesTheCachedCopy(t *testing.T) {
+func TestGitHubFilesRefreshElsewhereServesTheCachedCopy(t *testing.T) {
 	t.Parallel()
 	gh, inst := newGitHub(t)
-	stubConfig(t, gh, commentConfig) // the first read only
+	stubConfig(t, gh, ownFile) // the first read only
 	src, auth, clock := newConfigSource(t, inst)
-	h := newHarness(t, commentConfig, func(o *Options) { o.Authority, o.Config = auth, src })
+	h := newHarness(t, commentConfig, func(o *Options) { o.Authority, o.Config = auth, trustedOver(t, src) })
 	if rec := h.post(t, "push", "d-first", fixture(t, "push.json")); rec.Code != http.StatusOK {
 		t.Fatalf("first push: %d %s", rec.Code, rec.Body)
 	}
@@ -160,7 +180,7 @@ func TestGitHubConfigRefreshElsewhereServesTheCachedCopy(t *testing.T) {
 	if _, err := auth.Acquire(context.Background(), "config-refresh/codertocat/hello-world", "other-process", "config refresh", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := src.Config(context.Background(), 1, helloWorld, pushSha)
+	cfg, err := src.File(context.Background(), 1, helloWorld, pushSha)
 	var refreshing *RefreshingError
 	if cfg == nil || !errors.As(err, &refreshing) || !errors.Is(err, ErrRefreshInProgress) || refreshing.Holder != "other-process" || refreshing.RetryAfter < time.Second {
 		t.Errorf("refresh elsewhere: %v, %v; want the cached copy with a *RefreshingError naming other-process", cfg, err)
@@ -175,12 +195,12 @@ func TestGitHubConfigRefreshElsewhereServesTheCachedCopy(t *testing.T) {
 
 // Another process refreshing a repository whose configuration this one has never read: there is
 // no copy to serve and none to wait for, so this process reads it itself and the delivery is accepted.
-func TestGitHubConfigRefreshElsewhereWithoutCopyReadsIt(t *testing.T) {
+func TestGitHubFilesRefreshElsewhereWithoutCopyReadsIt(t *testing.T) {
 	t.Parallel()
 	gh, inst := newGitHub(t)
-	stubConfig(t, gh, commentConfig)
+	stubConfig(t, gh, ownFile)
 	src, auth, _ := newConfigSource(t, inst)
-	h := newHarness(t, commentConfig, func(o *Options) { o.Authority, o.Config = auth, src })
+	h := newHarness(t, commentConfig, func(o *Options) { o.Authority, o.Config = auth, trustedOver(t, src) })
 	if _, err := auth.Acquire(context.Background(), "config-refresh/codertocat/hello-world", "other-process", "config refresh", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -198,14 +218,14 @@ func TestGitHubConfigRefreshElsewhereWithoutCopyReadsIt(t *testing.T) {
 
 // A configuration GitHub does not give is a retryable 503 that says so, and is not cached: the next
 // delivery reads again.
-func TestGitHubConfigUnavailableIs503(t *testing.T) {
+func TestGitHubFilesUnavailableIs503(t *testing.T) {
 	t.Parallel()
 	gh, inst := newGitHub(t)
 	gh.On("GET", fixtureRepo+"/contents/.github/latestwins.yml", http.StatusServiceUnavailable,
 		`{"message":"Service Unavailable","documentation_url":"https://docs.github.com/rest"}`)
-	stubConfig(t, gh, commentConfig)
+	stubConfig(t, gh, ownFile)
 	src, auth, _ := newConfigSource(t, inst)
-	h := newHarness(t, commentConfig, func(o *Options) { o.Authority, o.Config = auth, src })
+	h := newHarness(t, commentConfig, func(o *Options) { o.Authority, o.Config = auth, trustedOver(t, src) })
 	rec := h.post(t, "push", "d1", fixture(t, "push.json"))
 	if rec.Code != http.StatusServiceUnavailable ||
 		!strings.Contains(rec.Body.String(), "configuration of Codertocat/Hello-World at "+pushSha+": GitHub did not give .github/latestwins.yml") {
@@ -218,7 +238,7 @@ func TestGitHubConfigUnavailableIs503(t *testing.T) {
 
 // A caller whose context ends stops waiting for the read, even the caller that started it: the read
 // goes on for the others, and its result is cached.
-func TestGitHubConfigCallerLeavesWithItsContext(t *testing.T) {
+func TestGitHubFilesCallerLeavesWithItsContext(t *testing.T) {
 	t.Parallel()
 	gh := githubtest.New(t)
 	stubConfig(t, gh, commentConfig)
@@ -230,13 +250,13 @@ func TestGitHubConfigCallerLeavesWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	left := make(chan error, 1)
 	go func() {
-		_, err := src.Config(ctx, 1, helloWorld, "main")
+		_, err := src.File(ctx, 1, helloWorld, "main")
 		left <- err
 	}()
 	<-hold.entered
 	stayed := make(chan error, 1)
 	go func() {
-		cfg, err := src.Config(context.Background(), 1, helloWorld, "main")
+		cfg, err := src.File(context.Background(), 1, helloWorld, "main")
 		if err == nil && cfg == nil {
 			err = errors.New("no configuration")
 		}
@@ -256,7 +276,7 @@ func TestGitHubConfigCallerLeavesWithItsContext(t *testing.T) {
 	if err := <-stayed; err != nil {
 		t.Errorf("the caller still waiting: %v, want the configuration", err)
 	}
-	if cfg, err := src.Config(context.Background(), 1, helloWorld, "main"); err != nil || cfg == nil {
+	if cfg, err := src.File(context.Background(), 1, helloWorld, "main"); err != nil || cfg == nil {
 		t.Errorf("after the read: %v, %v; want the cached copy", cfg, err)
 	}
 	if n := len(gh.Requests()); n != 1 {
@@ -264,19 +284,21 @@ func TestGitHubConfigCallerLeavesWithItsContext(t *testing.T) {
 	}
 }
 
-func TestGitHubConfigMissingAndInvalidAre422(t *testing.T) {
+func TestRepositoryFileMissingOrRefused(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name string
-		stub func(t *testing.T, gh *githubtest.Server)
-		want string
+		name   string
+		stub   func(t *testing.T, gh *githubtest.Server)
+		status int
+		want   string
 	}{
-		{"missing", func(t *testing.T, gh *githubtest.Server) {
+		{"missing: the trusted file alone", func(t *testing.T, gh *githubtest.Server) {
 			gh.On("GET", fixtureRepo+"/contents/.github/latestwins.yml", http.StatusNotFound, `{"message":"Not Found","documentation_url":"https://docs.github.com/rest"}`)
-		}, "Codertocat/Hello-World has no .github/latestwins.yml at " + pushSha + ": add one (see docs/config.md)"},
-		{"invalid", func(t *testing.T, gh *githubtest.Server) {
+		}, http.StatusOK, ""},
+		{"refused", func(t *testing.T, gh *githubtest.Server) {
 			stubConfig(t, gh, "environments:\n  staging:\n    scopes:\n      api:\n        repo: x\n")
-		}, "configuration of Codertocat/Hello-World at " + pushSha + ": .github/latestwins.yml is invalid: line 5: unknown key"},
+		}, http.StatusUnprocessableEntity, "configuration of Codertocat/Hello-World at " + pushSha + ": Codertocat/Hello-World's .github/latestwins.yml is refused: " +
+			`line 5: scope \"api\" of environment \"staging\": \"repo\" may only be set in the trusted file`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -284,18 +306,19 @@ func TestGitHubConfigMissingAndInvalidAre422(t *testing.T) {
 			gh, inst := newGitHub(t)
 			tt.stub(t, gh)
 			src, auth, _ := newConfigSource(t, inst)
-			h := newHarness(t, commentConfig, func(o *Options) { o.Authority, o.Config = auth, src })
+			h := newHarness(t, commentConfig, func(o *Options) { o.Authority, o.Config = auth, trustedOver(t, src) })
 			for _, id := range []string{"d1", "d2"} { // the second is answered from the cache
 				rec := h.post(t, "push", id, fixture(t, "push.json"))
-				if rec.Code != http.StatusUnprocessableEntity || !strings.Contains(rec.Body.String(), tt.want) {
-					t.Errorf("%s: %d %s; want 422 saying %q", id, rec.Code, rec.Body, tt.want)
+				if rec.Code != tt.status || !strings.Contains(rec.Body.String(), tt.want) {
+					t.Errorf("%s: %d %s; want %d saying %q", id, rec.Code, rec.Body, tt.status, tt.want)
 				}
 			}
 			if n := len(gh.Requests()); n != 1 {
 				t.Errorf("%d GitHub calls, want 1", n)
 			}
-			if _, err := auth.Status(context.Background(), "staging"); !errors.Is(err, authority.ErrInvalidInput) {
-				t.Errorf("staging has state after a bad configuration: %v", err)
+			_, err := auth.Status(context.Background(), "staging")
+			if accepted := err == nil; accepted != (tt.status == http.StatusOK) {
+				t.Errorf("staging accepted=%v (%v) with a %d answer", accepted, err, tt.status)
 			}
 		})
 	}
@@ -303,7 +326,7 @@ func TestGitHubConfigMissingAndInvalidAre422(t *testing.T) {
 
 // Each ref has its own cached configuration: one branch's file is never served for another, and
 // results older than the TTL are dropped as new ones come in.
-func TestGitHubConfigCachesPerRef(t *testing.T) {
+func TestGitHubFilesCachesPerRef(t *testing.T) {
 	t.Parallel()
 	gh, inst := newGitHub(t)
 	stubRef := func(ref, yaml string) {
@@ -317,17 +340,13 @@ func TestGitHubConfigCachesPerRef(t *testing.T) {
 	stubRef("later", commentConfig)
 	src, _, clock := newConfigSource(t, inst)
 	ctx := context.Background()
-	envs := func(ref string) []string {
+	envs := func(ref string) string {
 		t.Helper()
-		cfg, err := src.Config(ctx, 1, helloWorld, ref)
+		body, err := src.File(ctx, 1, helloWorld, ref)
 		if err != nil {
-			t.Fatalf("config at %s: %v", ref, err)
+			t.Fatalf("file at %s: %v", ref, err)
 		}
-		var names []string
-		for _, e := range cfg.Environments {
-			names = append(names, e.Name)
-		}
-		return names
+		return string(body)
 	}
 	mainEnvs := envs("main")
 	if diff := cmp.Diff(mainEnvs, envs("main")); diff != "" { // from the cache

@@ -1,0 +1,209 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/config"
+	"github.com/latestwins/latestwins/internal/githubapp"
+)
+
+// DefaultTrustedRepo is the repository, of the account that owns the App, whose
+// .github/latestwins.yml defines the environments when no other trusted place is set.
+const DefaultTrustedRepo = ".github"
+
+// TrustedConfig is the ConfigSource of a deployment of the App: one trusted file defines the
+// environments, their scopes and the repository and branch that feed each scope, and a repository's
+// own .github/latestwins.yml may only narrow its own scopes, as far as the trusted file's
+// allowed-overrides lets it (config.Config.Narrow). The trusted file is a file on disk
+// (TrustedOptions.Path), or the .github/latestwins.yml on the default branch of one repository
+// (TrustedOptions.Repo; by default the .github repository of the account that owns the App), read
+// as the App's installation there. So an installation on any repository can feed only the scopes the
+// trusted file gives that repository: installing the App is not enough to deploy to production.
+type TrustedConfig struct {
+	path     string
+	repo     RepoRef // set, or found from owner on first use
+	files    *GitHubFiles
+	finder   InstallationFinder
+	appOwner func(ctx context.Context) (string, error)
+
+	mu    sync.Mutex
+	found RepoRef // the default trusted repository, once the App's owner is known
+}
+
+// TrustedOptions configure a TrustedConfig. Path or Files is required.
+type TrustedOptions struct {
+	// Path is the trusted file on disk (serve --config). When set, Repo and AppOwner are unused.
+	Path string
+	// Repo is the repository, OWNER/NAME, whose .github/latestwins.yml is the trusted file (serve
+	// --config-repo). Empty with no Path: AppOwner's .github.
+	Repo string
+	// Files reads repository files through GitHub: the trusted file when it comes from a repository,
+	// and each repository's own file. Nil: repositories' own files are not read (no App
+	// credentials), and Path is required.
+	Files *GitHubFiles
+	// Installations finds the App's installation on the trusted repository; required with Files
+	// unless Path is set.
+	Installations InstallationFinder
+	// AppOwner gives the login of the account that owns the App (GitHub's GET /app), for the default
+	// Repo; required when neither Path nor Repo is set.
+	AppOwner func(ctx context.Context) (string, error)
+}
+
+var _ ConfigSource = (*TrustedConfig)(nil)
+
+// NewTrustedConfig checks the options.
+func NewTrustedConfig(o TrustedOptions) (*TrustedConfig, error) {
+	t := &TrustedConfig{path: o.Path, files: o.Files, finder: o.Installations, appOwner: o.AppOwner}
+	switch {
+	case o.Path != "" && o.Repo != "":
+		return nil, errors.New("the trusted configuration is either a file (--config) or a repository's file (--config-repo), not both")
+	case o.Path != "":
+		return t, nil
+	case o.Files == nil || o.Installations == nil:
+		return nil, errors.New("no trusted configuration: give a file (--config PATH), or the App's credentials so that a repository's file can be read")
+	case o.Repo != "":
+		r, err := ParseRepo(o.Repo)
+		if err != nil {
+			return nil, fmt.Errorf("trusted configuration repository: %w", err)
+		}
+		t.repo = r
+	case o.AppOwner == nil:
+		return nil, errors.New("no trusted configuration repository: give --config-repo OWNER/REPO")
+	}
+	return t, nil
+}
+
+// NewConfigSource is the configuration source serve and the Lambda build from their settings: the
+// trusted file at path (--config), or else in repo (--config-repo), or else in the App owner's
+// .github repository. inst, the App's installations (nil without App credentials), reads the
+// repositories' files; without it, path is required and repositories' own files are not read.
+func NewConfigSource(path, repo string, inst *githubapp.Installations, auth *authority.Authority, log *slog.Logger) (*TrustedConfig, error) {
+	o := TrustedOptions{Path: path, Repo: repo}
+	if inst != nil {
+		files, err := NewGitHubFiles(inst, auth, DefaultConfigTTL, log)
+		if err != nil {
+			return nil, err
+		}
+		o.Files, o.Installations, o.AppOwner = files, inst, inst.AppOwner
+	} else if repo != "" {
+		return nil, fmt.Errorf("the trusted file in %s can only be read with the App's credentials (LATESTWINS_APP_ID and its private key); or give a file with --config PATH", repo)
+	}
+	return NewTrustedConfig(o)
+}
+
+// Where names the trusted file for messages: its path, or OWNER/REPO:.github/latestwins.yml (with
+// OWNER/.github when the App's owner is not known yet).
+func (t *TrustedConfig) Where() string {
+	if t.path != "" {
+		return t.path
+	}
+	r := t.repo
+	if r == (RepoRef{}) {
+		t.mu.Lock()
+		r = t.found
+		t.mu.Unlock()
+	}
+	if r == (RepoRef{}) {
+		r = RepoRef{Owner: "OWNER", Name: DefaultTrustedRepo}
+	}
+	return r.String() + ":" + config.Path
+}
+
+// Trusted returns the trusted configuration, as no repository's own file narrows it. A refresh in
+// progress elsewhere is not an error: the cached copy is used.
+func (t *TrustedConfig) Trusted(ctx context.Context) (*config.Config, error) {
+	if t.path != "" {
+		return (&FileConfig{Path: t.path}).Config(ctx, 0, RepoRef{}, "")
+	}
+	repo, err := t.trustedRepo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	inst, err := t.finder.ForRepo(ctx, repo.Owner, repo.Name)
+	if errors.Is(err, githubapp.ErrNotInstalled) {
+		return nil, &authority.InputError{Field: "trusted configuration", Value: repo.String(),
+			Fix: fmt.Sprintf("environments are defined in %s:%s, but the App is not installed on %s: install it there (the App's page on GitHub, Configure), "+
+				"or start latestwins with --config-repo OWNER/REPO or --config PATH", repo, config.Path, repo)}
+	}
+	if err != nil {
+		return nil, &UnavailableConfigError{Repo: repo, Err: fmt.Errorf("find the App's installation on %s: %w", repo, err)}
+	}
+	b, err := t.files.File(ctx, inst, repo, "")
+	if err != nil && (b == nil || !errors.Is(err, ErrRefreshInProgress)) {
+		return nil, err
+	}
+	cfg, err := config.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("the trusted file %s: %w", t.Where(), err)
+	}
+	return cfg, nil
+}
+
+// Config returns the configuration in force for repo at ref: the trusted one, narrowed by repo's own
+// file at ref when the delivery names an installation to read it as. A repository's file that sets
+// what the trusted file does not let it is a *config.NarrowError naming both files.
+func (t *TrustedConfig) Config(ctx context.Context, installation int64, repo RepoRef, ref string) (*config.Config, error) {
+	cfg, err := t.Trusted(ctx)
+	if err != nil || t.files == nil || installation == 0 {
+		return cfg, err
+	}
+	if t.path == "" {
+		if trusted, err := t.trustedRepo(ctx); err == nil && strings.EqualFold(trusted.String(), repo.String()) {
+			return cfg, nil // the trusted repository's file is the trusted file
+		}
+	}
+	b, err := t.files.File(ctx, installation, repo, ref)
+	switch {
+	case errors.Is(err, ErrRefreshInProgress) && b != nil:
+	case errors.As(err, new(*MissingConfigError)):
+		return cfg, nil // nothing to narrow
+	case err != nil:
+		return nil, err
+	}
+	return cfg.Narrow(repo.String(), b, t.Where())
+}
+
+// Environments lists the trusted file's environments other than preview templates, for the status
+// page.
+func (t *TrustedConfig) Environments(ctx context.Context) ([]string, error) {
+	cfg, err := t.Trusted(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range cfg.Environments {
+		if !e.Preview() {
+			out = append(out, e.Name)
+		}
+	}
+	return out, nil
+}
+
+// trustedRepo is the repository of the trusted file: the one set, or the App owner's .github.
+func (t *TrustedConfig) trustedRepo(ctx context.Context) (RepoRef, error) {
+	if t.repo != (RepoRef{}) {
+		return t.repo, nil
+	}
+	t.mu.Lock()
+	found := t.found
+	t.mu.Unlock()
+	if found != (RepoRef{}) {
+		return found, nil
+	}
+	owner, err := t.appOwner(ctx)
+	if err != nil {
+		return RepoRef{}, &UnavailableConfigError{Repo: RepoRef{Owner: "OWNER", Name: DefaultTrustedRepo},
+			Err: fmt.Errorf("find the account that owns the App, whose %s repository defines the environments (or set --config-repo): %w", DefaultTrustedRepo, err)}
+	}
+	found = RepoRef{Owner: owner, Name: DefaultTrustedRepo}
+	t.mu.Lock()
+	t.found = found
+	t.mu.Unlock()
+	return found, nil
+}
