@@ -14,7 +14,6 @@ import (
 
 	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
-	"github.com/latestwins/latestwins/internal/githubapp"
 	"github.com/latestwins/latestwins/internal/pass"
 )
 
@@ -25,13 +24,6 @@ type api struct {
 	app    *App
 	tokens TokenVerifier
 }
-
-// InstallationFinder finds the App's installation on a repository; *githubapp.Installations is one.
-type InstallationFinder interface {
-	ForRepo(ctx context.Context, owner, repo string) (int64, error)
-}
-
-var _ InstallationFinder = (*githubapp.Installations)(nil)
 
 // routeAPI registers the /v1 endpoints. The environment may hold slashes (preview/pr-7), escaped
 // or not: the verb is the path's last segment.
@@ -323,6 +315,12 @@ func (p *api) fail(w http.ResponseWriter, err error) {
 	writeAPI(w, status, body)
 }
 
+// rateLimited is GitHub's refusal for a while (a rate limit), saying how long.
+type rateLimited interface {
+	error
+	RetryDelay() time.Duration
+}
+
 // apiError maps an error to its status and body: the authority's refusals keep their data.
 func apiError(err error) (int, apiclient.ErrorBody) {
 	var (
@@ -332,7 +330,7 @@ func apiError(err error) (int, apiclient.ErrorBody) {
 		input      *authority.InputError
 		forbidden  *forbiddenError
 		refreshing *RefreshingError
-		limited    *githubapp.RateLimitedError
+		limited    rateLimited
 	)
 	msg := err.Error()
 	switch {
@@ -359,7 +357,7 @@ func apiError(err error) (int, apiclient.ErrorBody) {
 			RetryAfter: max(int64(refreshing.RetryAfter/time.Second), 1)}
 	case errors.As(err, &limited):
 		return http.StatusServiceUnavailable, apiclient.ErrorBody{Error: apiclient.CodeUnavailable,
-			Message: "the App is rate limited by GitHub; retry after the time given", RetryAfter: max(int64(limited.RetryAfter/time.Second), 1)}
+			Message: "the App is rate limited by GitHub; retry after the time given", RetryAfter: max(int64(limited.RetryDelay()/time.Second), 1)}
 	case errors.Is(err, ErrConfigUnavailable):
 		return http.StatusServiceUnavailable, apiclient.ErrorBody{Error: apiclient.CodeUnavailable, Message: msg, RetryAfter: 30}
 	}

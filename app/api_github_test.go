@@ -17,6 +17,7 @@ import (
 
 	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/ghadapter"
 	"github.com/latestwins/latestwins/internal/githubapp"
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
 	"github.com/latestwins/latestwins/internal/testutil/oidctest"
@@ -39,7 +40,7 @@ func newCredentialedAPI(t *testing.T) (*apiHarness, *githubtest.Server) {
 		t.Fatal(err)
 	}
 	files, auth, clock := newConfigSource(t, inst)
-	src, err := NewTrustedConfig(TrustedOptions{Files: files, Installations: inst, AppOwner: inst.AppOwner})
+	src, err := NewTrustedConfig(TrustedOptions{Files: files, Installations: ghadapter.Finder{Installations: inst}, AppOwner: inst.AppOwner})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
 // Package app is the GitHub App as an http.Handler: verified webhooks turned into intents and
 // workflow dispatches, and a read-only status page. Parsing (ParseDelivery, ParseCommand) is pure,
 // Handle returns a Result and never touches a ResponseWriter, and GitHub is reached only through
-// the small ports below.
+// the small ports below, which speak this package's types (ports.go). internal/ghadapter implements
+// them with GitHub's REST API.
 package app
 
 import (
@@ -16,15 +17,6 @@ import (
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
 )
-
-// RepoRef names a repository.
-type RepoRef struct {
-	Owner string `json:"owner"`
-	Name  string `json:"name"`
-}
-
-// String is OWNER/NAME.
-func (r RepoRef) String() string { return r.Owner + "/" + r.Name }
 
 // ParseRepo reads OWNER/NAME.
 func ParseRepo(full string) (RepoRef, error) {
@@ -43,15 +35,6 @@ type ConfigSource interface {
 	Config(ctx context.Context, installation int64, repo RepoRef, ref string) (*config.Config, error)
 }
 
-// DispatchRequest asks for one workflow_dispatch.
-type DispatchRequest struct {
-	Installation int64             `json:"installation,omitempty"`
-	Repo         RepoRef           `json:"repo"`
-	Workflow     string            `json:"workflow"`
-	Ref          string            `json:"ref"`    // the branch to run on
-	Inputs       map[string]string `json:"inputs"` // environment, generation, scopes
-}
-
 // Dispatcher starts workflows.
 type Dispatcher interface {
 	Dispatch(ctx context.Context, r DispatchRequest) error
@@ -61,14 +44,6 @@ type Dispatcher interface {
 // (head "ahead" of base is newer, "behind" older).
 type Commits interface {
 	Compare(ctx context.Context, installation int64, repo RepoRef, base, head string) (authority.CommitOrder, error)
-}
-
-// CommentRef names a comment on a pull request, and the installation to answer it as.
-type CommentRef struct {
-	Installation int64
-	Repo         RepoRef
-	Number       int   // the pull request
-	CommentID    int64 // the comment
 }
 
 // Conversation answers comment commands.

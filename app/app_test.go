@@ -162,7 +162,7 @@ func TestPushAcceptsAndDispatches(t *testing.T) {
 	if diff := cmp.Diff(wantIntents, res.Intents); diff != "" {
 		t.Errorf("intents (-want +got):\n%s", diff)
 	}
-	want := []DispatchRequest{{Installation: 1, Repo: RepoRef{"Codertocat", "Hello-World"}, Workflow: "deploy.yml", Ref: "master",
+	want := []DispatchRequest{{Installation: 1, Repo: RepoRef{Owner: "Codertocat", Name: "Hello-World"}, Workflow: "deploy.yml", Ref: "master",
 		Inputs: map[string]string{"environment": "staging", "generation": "1", "scopes": "api"}}}
 	if diff := cmp.Diff(want, h.disp.requests()); diff != "" {
 		t.Errorf("dispatches (-want +got):\n%s", diff)
@@ -328,7 +328,7 @@ func TestPullRequestPreviewLifecycle(t *testing.T) {
 	if rec.Code != http.StatusOK || len(res.Intents) != 1 || res.Intents[0].Environment != "preview/pr-2" {
 		t.Fatalf("opened: %d %s", rec.Code, rec.Body)
 	}
-	want := []DispatchRequest{{Installation: 1, Repo: RepoRef{"Codertocat", "Hello-World"}, Workflow: "preview.yml", Ref: "changes",
+	want := []DispatchRequest{{Installation: 1, Repo: RepoRef{Owner: "Codertocat", Name: "Hello-World"}, Workflow: "preview.yml", Ref: "changes",
 		Inputs: map[string]string{"environment": "preview/pr-2", "generation": "1", "scopes": "api"}}}
 	if diff := cmp.Diff(want, h.disp.requests()); diff != "" {
 		t.Errorf("dispatches (-want +got):\n%s", diff)

@@ -54,7 +54,7 @@ func TestCheckRunRerequestedRedeploys(t *testing.T) {
 	if rec.Code != http.StatusOK || res.Outcome != OutcomeAccepted {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
-	want := []DispatchRequest{{Installation: 1, Repo: RepoRef{"github", "hello-world"}, Workflow: "deploy.yml", Ref: "master",
+	want := []DispatchRequest{{Installation: 1, Repo: RepoRef{Owner: "github", Name: "hello-world"}, Workflow: "deploy.yml", Ref: "master",
 		Inputs: map[string]string{"environment": "staging", "generation": "2", "scopes": "api"}}}
 	if diff := cmp.Diff(want, res.Dispatched); diff != "" {
 		t.Errorf("dispatched (-want +got):\n%s", diff)

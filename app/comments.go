@@ -13,7 +13,6 @@ import (
 
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
-	"github.com/latestwins/latestwins/internal/githubapp"
 	"github.com/latestwins/latestwins/internal/report"
 )
 
@@ -67,7 +66,7 @@ func (a *App) handleIssueComment(ctx context.Context, log *slog.Logger, d Delive
 		"comment_id", run.at.CommentID, "actor", run.actor, "command", string(cmd.Name))
 	res.Command = string(cmd.Name)
 	if a.convo != nil {
-		if err := a.convo.React(ctx, run.at, githubapp.ReactionEyes); err != nil {
+		if err := a.convo.React(ctx, run.at, ReactionEyes); err != nil {
 			run.log.WarnContext(ctx, "react to command", "err", err) // the reply still says what happened
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/ghadapter"
 )
 
 const (
@@ -117,7 +118,7 @@ func TestCommentCommands(t *testing.T) {
 			calls: []string{react, perm, dispatch, reply},
 			reply: []string{"preview/pr-1: accepted ec26c3e at generation 2 for api.", "Dispatched preview.yml on changes in Codertocat/Hello-World (scopes api)."},
 			check: func(t *testing.T, h *harness, res Result) {
-				want := []DispatchRequest{{Installation: fixtureInstallID, Repo: RepoRef{"Codertocat", "Hello-World"}, Workflow: "preview.yml", Ref: "changes",
+				want := []DispatchRequest{{Installation: fixtureInstallID, Repo: RepoRef{Owner: "Codertocat", Name: "Hello-World"}, Workflow: "preview.yml", Ref: "changes",
 					Inputs: map[string]string{"environment": "preview/pr-1", "generation": "2", "scopes": "api"}}}
 				if diff := cmp.Diff(want, res.Dispatched); diff != "" {
 					t.Errorf("dispatched (-want +got):\n%s", diff)
@@ -382,7 +383,7 @@ func TestCommentWithInvalidConfigurationReplies(t *testing.T) {
 	stubConfig(t, gh, "environments:\n  production:\n    scopes: {}\n")
 	reply := stubReply(t, gh)
 	h := newHarness(t, commentConfig, withGitHub(inst))
-	files, err := NewGitHubFiles(inst, h.auth, 0, nil)
+	files, err := ghadapter.NewFiles(inst, h.auth, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,27 +2,15 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 
 	"github.com/google/go-github/v60/github"
-
-	"github.com/latestwins/latestwins/internal/githubapp"
 )
 
 // GitHub Actions creates a deployment for every job that names an environment, so the App creates
 // none of its own (each would show twice in GitHub's environments view). What it adds is the
 // superseded state: the deployment of a job rejected as superseded is marked inactive, with the
 // same "Superseded by generation N (sha7)", instead of lingering as waiting or failed.
-
-// MarkInactive sets deployment deploymentID of repo to inactive with description.
-func (g *GitHubReviewer) MarkInactive(ctx context.Context, installation int64, repo RepoRef, deploymentID int64, description string) error {
-	c, err := g.Installations.Client(installation)
-	if err != nil {
-		return fmt.Errorf("mark deployment %d of %s inactive: %w", deploymentID, repo, err)
-	}
-	return c.CreateDeploymentStatus(ctx, repo.Owner, repo.Name, deploymentID, githubapp.DeploymentStatus{State: "inactive", Description: description})
-}
 
 // maxStatusDescription is GitHub's limit on a deployment status's description.
 const maxStatusDescription = 140

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/latestwins/latestwins/internal/ghadapter"
 	"github.com/latestwins/latestwins/internal/githubapp"
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
 )
@@ -23,7 +24,7 @@ type fixedInstallations struct {
 	ids []int64
 }
 
-var _ Installations = (*fixedInstallations)(nil)
+var _ ghadapter.Installations = (*fixedInstallations)(nil)
 
 func (f *fixedInstallations) Client(id int64) (*githubapp.Client, error) {
 	f.mu.Lock()
@@ -45,10 +46,10 @@ func newGitHub(t *testing.T) (*githubtest.Server, *fixedInstallations) {
 }
 
 // withGitHub wires the App's GitHub ports to installations.
-func withGitHub(inst Installations) func(*Options) {
+func withGitHub(inst ghadapter.Installations) func(*Options) {
 	return func(o *Options) {
-		o.Dispatcher = &GitHubDispatcher{Installations: inst}
-		o.Conversation = &GitHubConversation{Installations: inst}
+		o.Dispatcher = &ghadapter.Dispatcher{Installations: inst}
+		o.Conversation = &ghadapter.Conversation{Installations: inst}
 	}
 }
 

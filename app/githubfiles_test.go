@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"net/http"
 	"net/url"
@@ -12,11 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-github/v60/github"
 
 	"github.com/latestwins/latestwins/internal/authority"
-	"github.com/latestwins/latestwins/internal/config"
+	"github.com/latestwins/latestwins/internal/ghadapter"
 	"github.com/latestwins/latestwins/internal/githubapp"
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
 	"github.com/latestwins/latestwins/internal/store/memory"
@@ -48,11 +46,11 @@ func (h *holdingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-func newConfigSource(t *testing.T, inst Installations) (*GitHubFiles, *authority.Authority, *storetest.Clock) {
+func newConfigSource(t *testing.T, inst ghadapter.Installations) (*ghadapter.Files, *authority.Authority, *storetest.Clock) {
 	t.Helper()
 	clock := storetest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	auth := authority.New(memory.New(), authority.WithClock(clock))
-	src, err := NewGitHubFiles(inst, auth, time.Minute, nil)
+	src, err := ghadapter.NewFiles(inst, auth, time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +62,7 @@ const ownFile = "version: 1\n"
 
 // trustedOver is the App's configuration source for tests of reading repositories' own files: the
 // trusted file is commentConfig on disk, each repository's own file is read through files.
-func trustedOver(t testing.TB, files *GitHubFiles) *TrustedConfig {
+func trustedOver(t testing.TB, files *ghadapter.Files) *TrustedConfig {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "latestwins.yml")
 	if err := os.WriteFile(path, []byte(commentConfig), 0o600); err != nil {
@@ -126,7 +124,7 @@ func TestGitHubFilesOverlappingRefreshesCallGitHubOnce(t *testing.T) {
 	inst := &fixedInstallations{c: githubapp.New(gh.Client)}
 	src, _, clock := newConfigSource(t, inst)
 	joined := make(chan struct{}, 1)
-	src.joined = func() { joined <- struct{}{} }
+	src.Joined = func() { joined <- struct{}{} }
 	ctx := context.Background()
 
 	first, err := src.File(ctx, 1, helloWorld, "")
@@ -245,7 +243,7 @@ func TestGitHubFilesCallerLeavesWithItsContext(t *testing.T) {
 	held, hold := newHeldClient(t, gh)
 	src, _, _ := newConfigSource(t, &fixedInstallations{c: held})
 	joined := make(chan struct{}, 1)
-	src.joined = func() { joined <- struct{}{} }
+	src.Joined = func() { joined <- struct{}{} }
 
 	ctx, cancel := context.WithCancel(context.Background())
 	left := make(chan error, 1)
@@ -321,47 +319,5 @@ func TestRepositoryFileMissingOrRefused(t *testing.T) {
 				t.Errorf("staging accepted=%v (%v) with a %d answer", accepted, err, tt.status)
 			}
 		})
-	}
-}
-
-// Each ref has its own cached configuration: one branch's file is never served for another, and
-// results older than the TTL are dropped as new ones come in.
-func TestGitHubFilesCachesPerRef(t *testing.T) {
-	t.Parallel()
-	gh, inst := newGitHub(t)
-	stubRef := func(ref, yaml string) {
-		file := githubtest.Example(t, "GET", "/repos/{owner}/{repo}/contents/{path}", http.StatusOK, "response-if-content-is-a-file")
-		file["content"] = base64.StdEncoding.EncodeToString([]byte(yaml))
-		file["path"] = config.Path
-		gh.On("GET", fixtureRepo+"/contents/.github/latestwins.yml?ref="+ref, http.StatusOK, file)
-	}
-	stubRef("main", commentConfig)
-	stubRef("feature", "environments:\n  feature:\n    scopes:\n      api:\n        repository: Codertocat/Hello-World\n        branch: feature\n")
-	stubRef("later", commentConfig)
-	src, _, clock := newConfigSource(t, inst)
-	ctx := context.Background()
-	envs := func(ref string) string {
-		t.Helper()
-		body, err := src.File(ctx, 1, helloWorld, ref)
-		if err != nil {
-			t.Fatalf("file at %s: %v", ref, err)
-		}
-		return string(body)
-	}
-	mainEnvs := envs("main")
-	if diff := cmp.Diff(mainEnvs, envs("main")); diff != "" { // from the cache
-		t.Errorf("cached main (-first +second):\n%s", diff)
-	}
-	featureEnvs := envs("feature")
-	if cmp.Equal(mainEnvs, featureEnvs) {
-		t.Errorf("feature got main's environments %v", featureEnvs)
-	}
-	if n := len(gh.Requests()); n != 2 {
-		t.Errorf("%d GitHub calls, want one per ref", n)
-	}
-	clock.Advance(2 * time.Minute)
-	envs("later")
-	if n := src.cachedEntries(); n != 1 {
-		t.Errorf("%d cached results after the TTL passed, want only the fresh one", n)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latestwins/latestwins/internal/ghadapter"
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
 	"github.com/latestwins/latestwins/internal/store/storetest"
 )
@@ -81,7 +82,7 @@ func TestEqualPushTimesAskGitHub(t *testing.T) {
 			gh, inst := newGitHub(t)
 			h := newHarness(t, testConfig, withGitHub(inst), func(o *Options) {
 				o.Dispatcher = &recorder{}
-				o.Commits = &GitHubCommits{Installations: inst}
+				o.Commits = &ghadapter.Commits{Installations: inst}
 			})
 			first := chainedPush(t, 5, at, at)
 			late := chainedPush(t, 9, at, at)

@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/google/go-github/v60/github"
 
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
-	"github.com/latestwins/latestwins/internal/githubapp"
 	"github.com/latestwins/latestwins/internal/report"
 )
 
@@ -37,25 +39,32 @@ type ProtectionRuleEvent struct {
 // ProtectionReviewer answers deployment protection rules, as the installation the event came with.
 type ProtectionReviewer interface {
 	// Review approves or rejects the rule for the run's environment.
-	Review(ctx context.Context, installation int64, run githubapp.ProtectionCallback, r githubapp.ProtectionReview) error
+	Review(ctx context.Context, installation int64, run ProtectionRun, a ProtectionAnswer) error
 	// MarkInactive sets a deployment's status to inactive, saying why.
 	MarkInactive(ctx context.Context, installation int64, repo RepoRef, deploymentID int64, description string) error
 }
 
-// GitHubReviewer answers deployment protection rules through GitHub's API.
-type GitHubReviewer struct {
-	Installations Installations
-}
+// callbackRE matches the path of a deployment_callback_url, on github.com or under a GitHub
+// Enterprise Server's /api/v3.
+var callbackRE = regexp.MustCompile(`/repos/([^/]+)/([^/]+)/actions/runs/([0-9]+)/deployment_protection_rule$`)
 
-var _ ProtectionReviewer = (*GitHubReviewer)(nil)
-
-// Review posts the review to the run's deployment_protection_rule endpoint.
-func (g *GitHubReviewer) Review(ctx context.Context, installation int64, run githubapp.ProtectionCallback, r githubapp.ProtectionReview) error {
-	c, err := g.Installations.Client(installation)
+// parseCallback reads the repository and workflow run from a deployment_protection_rule event's
+// deployment_callback_url. Only the run is taken from it: the answer goes to the App's configured
+// GitHub API, never to a host named in a payload.
+func parseCallback(rawURL string) (ProtectionRun, error) {
+	u, err := url.Parse(rawURL)
 	if err != nil {
-		return fmt.Errorf("review deployment to %s in run %d of %s/%s: %w", r.Environment, run.RunID, run.Owner, run.Repo, err)
+		return ProtectionRun{}, fmt.Errorf("deployment callback URL %q: %w", rawURL, err)
 	}
-	return c.ReviewProtectionRule(ctx, run.Owner, run.Repo, run.RunID, r)
+	m := callbackRE.FindStringSubmatch(u.Path)
+	if m == nil {
+		return ProtectionRun{}, fmt.Errorf("deployment callback URL %q: want .../repos/OWNER/REPO/actions/runs/RUN_ID/deployment_protection_rule", rawURL)
+	}
+	id, err := strconv.ParseInt(m[3], 10, 64)
+	if err != nil || id <= 0 {
+		return ProtectionRun{}, fmt.Errorf("deployment callback URL %q: run id %q is not a positive number", rawURL, m[3])
+	}
+	return ProtectionRun{Repo: RepoRef{Owner: m[1], Name: m[2]}, RunID: id}, nil
 }
 
 // verdict is the answer to one deployment protection rule.
@@ -87,12 +96,12 @@ func (a *App) handleProtectionRule(ctx context.Context, log *slog.Logger, d Deli
 	if err != nil {
 		return err
 	}
-	run, err := githubapp.ParseProtectionCallback(ev.GetDeploymentCallbackURL())
+	run, err := parseCallback(ev.GetDeploymentCallbackURL())
 	if err != nil {
 		return &MalformedError{Reason: err.Error()}
 	}
-	if !strings.EqualFold(run.Owner+"/"+run.Repo, repo.String()) {
-		return &MalformedError{Reason: fmt.Sprintf("the deployment callback URL names %s/%s, the event %s", run.Owner, run.Repo, repo)}
+	if !strings.EqualFold(run.Repo.String(), repo.String()) {
+		return &MalformedError{Reason: fmt.Sprintf("the deployment callback URL names %s, the event %s", run.Repo, repo)}
 	}
 	sha := ev.Sha
 	if sha == "" {
@@ -110,13 +119,12 @@ func (a *App) handleProtectionRule(ctx context.Context, log *slog.Logger, d Deli
 	if err != nil {
 		return err
 	}
-	review := githubapp.ProtectionReview{Environment: ghEnv, State: githubapp.ProtectionRejected, Comment: v.comment}
+	review := ProtectionAnswer{Environment: ghEnv, Approved: v.approve, Comment: v.comment}
 	res.Outcome, res.Message = OutcomeRejected, v.comment
 	if v.approve {
-		review.State = githubapp.ProtectionApproved
 		res.Outcome = OutcomeApproved
 	}
-	log.InfoContext(ctx, "deployment protection rule answered", "state", review.State, "comment", v.comment)
+	log.InfoContext(ctx, "deployment protection rule answered", "outcome", res.Outcome, "comment", v.comment)
 	if a.review == nil {
 		log.InfoContext(ctx, "review skipped: no App credentials, not publishing to GitHub")
 		return nil

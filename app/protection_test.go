@@ -14,6 +14,7 @@ import (
 
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
+	"github.com/latestwins/latestwins/internal/ghadapter"
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
 )
 
@@ -44,8 +45,8 @@ const protectionConfig = `environments:
         branch: master
 `
 
-func withReviewer(inst Installations) func(*Options) {
-	return func(o *Options) { o.Reviewer = &GitHubReviewer{Installations: inst} }
+func withReviewer(inst ghadapter.Installations) func(*Options) {
+	return func(o *Options) { o.Reviewer = &ghadapter.Reviewer{Installations: inst} }
 }
 
 func stubReview(gh *githubtest.Server) *githubtest.Stub {
@@ -357,7 +358,7 @@ func TestProtectionRuleReadsTheDefaultBranchConfiguration(t *testing.T) {
 	contents := stubConfig(t, gh, ownFile)
 	stubReview(gh)
 	h := newHarness(t, protectionConfig, withReviewer(inst))
-	files, err := NewGitHubFiles(inst, h.auth, 0, nil)
+	files, err := ghadapter.NewFiles(inst, h.auth, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,6 +376,39 @@ func TestProtectionRuleReadsTheDefaultBranchConfiguration(t *testing.T) {
 	for _, r := range contents.Requests() {
 		if ref, ok := r.Query["ref"]; ok {
 			t.Errorf("configuration read at ref %q, want the default branch (no ref)", ref)
+		}
+	}
+}
+
+func TestParseProtectionCallback(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		url     string
+		want    ProtectionRun
+		wantErr string
+	}{
+		{"https://api.github.com/repos/octo-org/api/actions/runs/1234/deployment_protection_rule",
+			ProtectionRun{Repo: RepoRef{Owner: "octo-org", Name: "api"}, RunID: 1234}, ""},
+		{"https://ghe.example.com/api/v3/repos/acme/web/actions/runs/9/deployment_protection_rule",
+			ProtectionRun{Repo: RepoRef{Owner: "acme", Name: "web"}, RunID: 9}, ""},
+		{"https://api.github.com/repos/o/r/actions/runs/0/deployment_protection_rule", ProtectionRun{}, "not a positive number"},
+		{"https://api.github.com/repos/o/r/actions/runs/12/approve", ProtectionRun{}, "want .../repos/OWNER/REPO/actions/runs/RUN_ID/deployment_protection_rule"},
+		{"", ProtectionRun{}, "want .../repos/OWNER/REPO"},
+		{"http://[::1", ProtectionRun{}, "missing ']'"},
+	}
+	for _, tt := range tests {
+		got, err := parseCallback(tt.url)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("parseCallback(%q) error = %v, want it to say %q", tt.url, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("parseCallback(%q): %v", tt.url, err)
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("parseCallback(%q) (-want +got):\n%s", tt.url, diff)
 		}
 	}
 }

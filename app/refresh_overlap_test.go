@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/ghadapter"
 	"github.com/latestwins/latestwins/internal/githubapp"
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
 	"github.com/latestwins/latestwins/internal/store/memory"
@@ -53,7 +54,7 @@ func TestOverlappingDeliveriesShareOneConfigRead(t *testing.T) {
 	held, hold := newHeldClient(t, gh)
 	src, auth, _ := newConfigSource(t, &fixedInstallations{c: held})
 	joined := make(chan struct{}, n)
-	src.joined = func() { joined <- struct{}{} }
+	src.Joined = func() { joined <- struct{}{} }
 	h := newHarness(t, commentConfig, func(o *Options) { o.Authority, o.Config = auth, trustedOver(t, src) })
 	body := fixture(t, "push.json")
 
@@ -146,7 +147,7 @@ func TestOverlappingDeliveriesInTwoProcessesAreBothRecorded(t *testing.T) {
 	clock := storetest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	process := func(c *githubapp.Client) (*harness, *authority.Authority) {
 		auth := authority.New(st, authority.WithClock(clock))
-		src, err := NewGitHubFiles(&fixedInstallations{c: c}, auth, time.Minute, nil)
+		src, err := ghadapter.NewFiles(&fixedInstallations{c: c}, auth, time.Minute, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
-	"github.com/latestwins/latestwins/internal/githubapp"
 )
 
 // DefaultTrustedRepo is the repository, of the account that owns the App, whose
@@ -28,7 +26,7 @@ const DefaultTrustedRepo = ".github"
 type TrustedConfig struct {
 	path     string
 	repo     RepoRef // set, or found from owner on first use
-	files    *GitHubFiles
+	files    FileReader
 	finder   InstallationFinder
 	appOwner func(ctx context.Context) (string, error)
 
@@ -46,7 +44,7 @@ type TrustedOptions struct {
 	// Files reads repository files through GitHub: the trusted file when it comes from a repository,
 	// and each repository's own file. Nil: repositories' own files are not read (no App
 	// credentials), and Path is required.
-	Files *GitHubFiles
+	Files FileReader
 	// Installations finds the App's installation on the trusted repository; required with Files
 	// unless Path is set.
 	Installations InstallationFinder
@@ -56,6 +54,20 @@ type TrustedOptions struct {
 }
 
 var _ ConfigSource = (*TrustedConfig)(nil)
+
+// FileReader reads a repository's .github/latestwins.yml at a ref (the default branch when ref is
+// empty), as an installation of the App. A missing file is an error matching
+// errors.As(err, new(*MissingConfigError)); a *RefreshingError may come beside a cached copy, which
+// is then used; a file GitHub does not give is an *UnavailableConfigError.
+type FileReader interface {
+	File(ctx context.Context, installation int64, repo RepoRef, ref string) ([]byte, error)
+}
+
+// InstallationFinder finds the App's installation on a repository; a repository without the App is
+// an error matching ErrNotInstalled.
+type InstallationFinder interface {
+	ForRepo(ctx context.Context, owner, repo string) (int64, error)
+}
 
 // NewTrustedConfig checks the options.
 func NewTrustedConfig(o TrustedOptions) (*TrustedConfig, error) {
@@ -77,24 +89,6 @@ func NewTrustedConfig(o TrustedOptions) (*TrustedConfig, error) {
 		return nil, errors.New("no trusted configuration repository: give --config-repo OWNER/REPO")
 	}
 	return t, nil
-}
-
-// NewConfigSource is the configuration source serve and the Lambda build from their settings: the
-// trusted file at path (--config), or else in repo (--config-repo), or else in the App owner's
-// .github repository. inst, the App's installations (nil without App credentials), reads the
-// repositories' files; without it, path is required and repositories' own files are not read.
-func NewConfigSource(path, repo string, inst *githubapp.Installations, auth *authority.Authority, log *slog.Logger) (*TrustedConfig, error) {
-	o := TrustedOptions{Path: path, Repo: repo}
-	if inst != nil {
-		files, err := NewGitHubFiles(inst, auth, DefaultConfigTTL, log)
-		if err != nil {
-			return nil, err
-		}
-		o.Files, o.Installations, o.AppOwner = files, inst, inst.AppOwner
-	} else if repo != "" {
-		return nil, fmt.Errorf("the trusted file in %s can only be read with the App's credentials (LATESTWINS_APP_ID and its private key); or give a file with --config PATH", repo)
-	}
-	return NewTrustedConfig(o)
 }
 
 // Where names the trusted file for messages: its path, or OWNER/REPO:.github/latestwins.yml (with
@@ -126,7 +120,7 @@ func (t *TrustedConfig) Trusted(ctx context.Context) (*config.Config, error) {
 		return nil, err
 	}
 	inst, err := t.finder.ForRepo(ctx, repo.Owner, repo.Name)
-	if errors.Is(err, githubapp.ErrNotInstalled) {
+	if errors.Is(err, ErrNotInstalled) {
 		return nil, &authority.InputError{Field: "trusted configuration", Value: repo.String(),
 			Fix: fmt.Sprintf("environments are defined in %s:%s, but the App is not installed on %s: install it there (the App's page on GitHub, Configure), "+
 				"or start latestwins with --config-repo OWNER/REPO or --config PATH", repo, config.Path, repo)}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/ghadapter"
 	"github.com/latestwins/latestwins/internal/githubapp"
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
 )
@@ -55,7 +56,7 @@ func newTrustedHarness(t *testing.T) (*harness, *githubtest.Server) {
 	token["expires_at"] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	gh.On("POST", "/app/installations/1/access_tokens", http.StatusCreated, token)
 	files, auth, clock := newConfigSource(t, inst)
-	src, err := NewTrustedConfig(TrustedOptions{Files: files, Installations: inst, AppOwner: inst.AppOwner})
+	src, err := NewTrustedConfig(TrustedOptions{Files: files, Installations: ghadapter.Finder{Installations: inst}, AppOwner: inst.AppOwner})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestMissingTrustedFileAcceptsNothing(t *testing.T) {
 	}
 	stubTrusted(t, gh, "Codertocat", "")
 	files, auth, _ := newConfigSource(t, inst)
-	src, err := NewTrustedConfig(TrustedOptions{Files: files, Installations: inst, AppOwner: inst.AppOwner})
+	src, err := NewTrustedConfig(TrustedOptions{Files: files, Installations: ghadapter.Finder{Installations: inst}, AppOwner: inst.AppOwner})
 	if err != nil {
 		t.Fatal(err)
 	}

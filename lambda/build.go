@@ -9,6 +9,7 @@ import (
 
 	"github.com/latestwins/latestwins/app"
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/ghadapter"
 	"github.com/latestwins/latestwins/internal/githubapp"
 	"github.com/latestwins/latestwins/internal/store/dynamo"
 	"github.com/latestwins/latestwins/internal/store/memory"
@@ -40,10 +41,6 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 		if inst, err = githubapp.NewInstallations(s.AppID, s.AppPrivateKey, s.GitHubAPIURL); err != nil {
 			return nil, err
 		}
-		o.Dispatcher = &app.GitHubDispatcher{Installations: inst}
-		o.Commits = &app.GitHubCommits{Installations: inst}
-		o.Conversation = &app.GitHubConversation{Installations: inst}
-		o.Reviewer = &app.GitHubReviewer{Installations: inst}
 	} else {
 		log.WarnContext(ctx, "no App credentials ("+EnvAppID+", "+EnvAppPrivateKeySSM+"): webhooks are taken and state is kept, "+
 			"but nothing is published to GitHub; dispatches are logged and skipped")
@@ -57,7 +54,16 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 			return nil, fmt.Errorf("%s: %w", EnvConfig, err)
 		}
 	}
-	src, err := app.NewConfigSource(s.Config, s.ConfigRepo, inst, auth, log)
+	trusted := app.TrustedOptions{Path: s.Config, Repo: s.ConfigRepo}
+	if inst != nil {
+		gh, err := ghadapter.New(inst, auth, log)
+		if err != nil {
+			return nil, err
+		}
+		o.Dispatcher, o.Commits, o.Conversation, o.Reviewer = gh.Dispatcher, gh.Commits, gh.Conversation, gh.Reviewer
+		trusted.Files, trusted.Installations, trusted.AppOwner = gh.Files, gh.Finder, gh.AppOwner
+	}
+	src, err := app.NewTrustedConfig(trusted)
 	if err != nil {
 		return nil, err
 	}

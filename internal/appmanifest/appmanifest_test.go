@@ -374,7 +374,7 @@ func appCalls(t *testing.T) []string {
 	}
 	found := map[string]bool{}
 	fset := token.NewFileSet()
-	for _, dir := range []string{"../../app", "../../lambda"} {
+	for _, dir := range []string{"../../app", "../../internal/ghadapter", "../../lambda"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
 	"github.com/latestwins/latestwins/internal/devissuer"
+	"github.com/latestwins/latestwins/internal/ghadapter"
 	"github.com/latestwins/latestwins/internal/githubapp"
 )
 
@@ -165,7 +166,17 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 		return nil, nil, usageErrorf("--oidc-issuer: %v", err)
 	}
 	o := app.Options{Secret: []byte(ss.webhookSecret), Authority: c.auth, MaxBodyBytes: ss.maxBody, Logger: log, Tokens: tokens}
-	src, err := app.NewConfigSource(ss.config, ss.configRepo, inst, c.auth, log)
+	trusted := app.TrustedOptions{Path: ss.config, Repo: ss.configRepo}
+	if inst != nil {
+		gh, err := ghadapter.New(inst, c.auth, log)
+		if err != nil {
+			c.done()
+			return nil, nil, err
+		}
+		o.Dispatcher, o.Commits, o.Conversation, o.Reviewer = gh.Dispatcher, gh.Commits, gh.Conversation, gh.Reviewer
+		trusted.Files, trusted.Installations, trusted.AppOwner = gh.Files, gh.Finder, gh.AppOwner
+	}
+	src, err := app.NewTrustedConfig(trusted)
 	if err != nil {
 		c.done()
 		return nil, nil, usageErrorf("%v", err)
@@ -176,10 +187,6 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 		c.progress("latestwins serve: no App credentials (LATESTWINS_APP_ID, LATESTWINS_APP_PRIVATE_KEY): " +
 			"webhooks are taken and state is kept, but nothing is published to GitHub; dispatches and replies are logged and skipped")
 	} else {
-		o.Dispatcher = &app.GitHubDispatcher{Installations: inst}
-		o.Commits = &app.GitHubCommits{Installations: inst}
-		o.Conversation = &app.GitHubConversation{Installations: inst}
-		o.Reviewer = &app.GitHubReviewer{Installations: inst}
 		from := src.Where()
 		if ss.config == "" && ss.configRepo == "" {
 			from = "the App owner's .github repository (" + config.Path + ")"

@@ -55,6 +55,9 @@ func (e *RateLimitedError) Error() string {
 
 func (e *RateLimitedError) Unwrap() error { return e.Err }
 
+// RetryDelay is how long to wait before trying again.
+func (e *RateLimitedError) RetryDelay() time.Duration { return e.RetryAfter }
+
 // secondaryDefault is GitHub's advice when a secondary limit comes without Retry-After: wait at least
 // a minute.
 const secondaryDefault = time.Minute

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"regexp"
-	"strconv"
 	"unicode/utf8"
 )
 
@@ -28,35 +26,6 @@ type ProtectionReview struct {
 	State string
 	// Comment says why; GitHub shows it with the job. Longer than 1024 bytes is cut.
 	Comment string
-}
-
-// ProtectionCallback is the workflow run a deployment_protection_rule event asks about.
-type ProtectionCallback struct {
-	Owner, Repo string
-	RunID       int64
-}
-
-// callbackRE matches the path of a deployment_callback_url, on github.com or under a GitHub
-// Enterprise Server's /api/v3.
-var callbackRE = regexp.MustCompile(`/repos/([^/]+)/([^/]+)/actions/runs/([0-9]+)/deployment_protection_rule$`)
-
-// ParseProtectionCallback reads the repository and workflow run from a deployment_protection_rule
-// event's deployment_callback_url. Only the run is taken from it: the answer goes to this Client's
-// API URL, never to a host named in a payload.
-func ParseProtectionCallback(rawURL string) (ProtectionCallback, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return ProtectionCallback{}, fmt.Errorf("deployment callback URL %q: %w", rawURL, err)
-	}
-	m := callbackRE.FindStringSubmatch(u.Path)
-	if m == nil {
-		return ProtectionCallback{}, fmt.Errorf("deployment callback URL %q: want .../repos/OWNER/REPO/actions/runs/RUN_ID/deployment_protection_rule", rawURL)
-	}
-	id, err := strconv.ParseInt(m[3], 10, 64)
-	if err != nil || id <= 0 {
-		return ProtectionCallback{}, fmt.Errorf("deployment callback URL %q: run id %q is not a positive number", rawURL, m[3])
-	}
-	return ProtectionCallback{Owner: m[1], Repo: m[2], RunID: id}, nil
 }
 
 // ReviewProtectionRule approves or rejects the App's deployment protection rule for r.Environment

@@ -60,36 +60,3 @@ func TestReviewProtectionRuleRejectsBadInput(t *testing.T) {
 		})
 	}
 }
-
-func TestParseProtectionCallback(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		url     string
-		want    githubapp.ProtectionCallback
-		wantErr string
-	}{
-		{"https://api.github.com/repos/octo-org/api/actions/runs/1234/deployment_protection_rule",
-			githubapp.ProtectionCallback{Owner: "octo-org", Repo: "api", RunID: 1234}, ""},
-		{"https://ghe.example.com/api/v3/repos/acme/web/actions/runs/9/deployment_protection_rule",
-			githubapp.ProtectionCallback{Owner: "acme", Repo: "web", RunID: 9}, ""},
-		{"https://api.github.com/repos/o/r/actions/runs/0/deployment_protection_rule", githubapp.ProtectionCallback{}, "not a positive number"},
-		{"https://api.github.com/repos/o/r/actions/runs/12/approve", githubapp.ProtectionCallback{}, "want .../repos/OWNER/REPO/actions/runs/RUN_ID/deployment_protection_rule"},
-		{"", githubapp.ProtectionCallback{}, "want .../repos/OWNER/REPO"},
-		{"http://[::1", githubapp.ProtectionCallback{}, "missing ']'"},
-	}
-	for _, tt := range tests {
-		got, err := githubapp.ParseProtectionCallback(tt.url)
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("ParseProtectionCallback(%q) error = %v, want it to say %q", tt.url, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("ParseProtectionCallback(%q): %v", tt.url, err)
-		}
-		if diff := cmp.Diff(tt.want, got); diff != "" {
-			t.Errorf("ParseProtectionCallback(%q) (-want +got):\n%s", tt.url, diff)
-		}
-	}
-}
