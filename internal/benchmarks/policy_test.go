@@ -33,7 +33,7 @@ type policyTiming struct {
 	cToLive, total time.Duration
 }
 
-// policyRace stages A, B and C arriving gap apart, each a process of its own that accepts and
+// policyRace stages A, B and C arriving gap apart (each accepted before the next arrives), each a process of its own that accepts and
 // claims, builds for build, waits at its deploy gate as long as the protocol says (asking again
 // every poll), deploys for deploy and completes; a superseded pass stops. It checks that exactly
 // the model's passes deployed, in order.
@@ -51,21 +51,22 @@ func policyRace(ctx context.Context, newAuth func() *authority.Authority, env st
 				return policyTiming{}, err
 			}
 		}
+		// Arrival is the accept: the next pass arrives only after this one's intent is accepted, so
+		// that the generations follow A, B, C on every store whatever its latency.
+		arrived := time.Now()
+		a := newAuth()
+		in := authority.Intent{ID: env + "-" + name, Environment: env, Scopes: []string{"api"}, Sha: fmt.Sprintf("%s%039d", string(rune('a'+i)), i),
+			Ref: "refs/heads/main", Source: "bench", Policy: m.policy}
+		if m.barrier == name {
+			in.Barrier = []string{"api"}
+		}
+		res, err := a.Accept(ctx, in, true)
+		if err != nil {
+			return policyTiming{}, fmt.Errorf("%s race: accept %s: %w", m.name, name, err)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			arrived := time.Now()
-			a := newAuth()
-			in := authority.Intent{ID: env + "-" + name, Environment: env, Scopes: []string{"api"}, Sha: fmt.Sprintf("%s%039d", string(rune('a'+i)), i),
-				Ref: "refs/heads/main", Source: "bench", Policy: m.policy}
-			if m.barrier == name {
-				in.Barrier = []string{"api"}
-			}
-			res, err := a.Accept(ctx, in, true)
-			if err != nil {
-				errs[i] = err
-				return
-			}
 			if err := pause(ctx, build); err != nil {
 				errs[i] = err
 				return
