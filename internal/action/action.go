@@ -410,6 +410,9 @@ func (s *step) enter(ctx context.Context, st *state, phase string) (*authority.G
 	g, err := pass.Gate(ctx, s.auth, req, s.in.wait, func(held *authority.HeldError, pause, left time.Duration) {
 		msg := fmt.Sprintf("waiting: %s is locked by %s (%s, generation %d); free within %s at the latest, asking again meanwhile (%s left to wait)",
 			held.Resource, held.Holder, held.Purpose, held.Generation, pause.Round(time.Second), left.Round(time.Second))
+		if w := report.Waiting(held); w != "" {
+			msg = fmt.Sprintf("waiting: %s: %s; asking again within %s (%s left to wait)", held.Resource, w, pause.Round(time.Second), left.Round(time.Second))
+		}
 		if !warned {
 			s.a.Warningf("%s", msg) // one annotation; the rest go to the log
 			warned = true

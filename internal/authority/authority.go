@@ -49,8 +49,9 @@ type Authority struct {
 	cache map[string]*Doc        // key -> a private copy of the last document this process wrote or read
 	locks map[string]*sync.Mutex // key -> serialises this process's updates of the document
 	// stored: key -> what of the document's outbox this process knows to be stored as records.
-	stored    map[string]*storedMark
-	retention time.Duration
+	stored     map[string]*storedMark
+	retention  time.Duration
+	queueLimit int // pending intents one scope may hold
 }
 
 // Option configures an Authority.
@@ -71,7 +72,8 @@ func WithLogger(l *slog.Logger) Option { return func(a *Authority) { a.log = l }
 // New returns an Authority over store.
 func New(store Store, opts ...Option) *Authority {
 	a := &Authority{store: store, clock: systemClock{}, skew: DefaultSkew, log: slog.New(slog.DiscardHandler),
-		cache: map[string]*Doc{}, locks: map[string]*sync.Mutex{}, stored: map[string]*storedMark{}, retention: DefaultRetention}
+		cache: map[string]*Doc{}, locks: map[string]*sync.Mutex{}, stored: map[string]*storedMark{}, retention: DefaultRetention,
+		queueLimit: DefaultQueueLimit}
 	for _, o := range opts {
 		o(a)
 	}
@@ -134,7 +136,10 @@ func (a *Authority) Accept(ctx context.Context, in Intent, claim bool, opts ...A
 		}
 		before := d.Env.EventSeq
 		var err error
-		if res, err = d.Env.accept(&in, prior, answers, now); err != nil {
+		if res, err = d.Env.accept(&in, prior, answers, a.queueLimit, now); err != nil {
+			return false, err
+		}
+		if err := d.Env.checkQueuedSize(); err != nil {
 			return false, err
 		}
 		if claim && len(res.Accepted) > 0 {
@@ -682,6 +687,13 @@ func (e *Env) clone() *Env {
 		if s.Mailbox != nil {
 			m := *s.Mailbox
 			sc.Mailbox = &m
+		}
+		if s.Queue != nil {
+			sc.Queue = make([]*Ref, len(s.Queue))
+			for i, r := range s.Queue {
+				q := *r
+				sc.Queue[i] = &q
+			}
 		}
 		if s.Live != nil {
 			l := *s.Live

@@ -14,7 +14,16 @@ import (
 // a document without a version is the first layout (timeline and intent ids inside the document),
 // which DecodeEnv reads by moving its events and intents into the outbox, so that the next write
 // stores them as records and drops them.
-const storedVersion = 2
+//
+// Version 3 adds what policies need (the environment's policy, the intents waiting behind a scope's
+// head, and the barrier, claimed and failed marks of an entry), all optional. A document is
+// written as version 3 only when it uses one of them, so that a build that knows only version 2
+// refuses it ("upgrade latestwins") instead of reading it and dropping a queue it cannot see; any
+// other document stays version 2, which every build since reads.
+const (
+	storedVersion   = 3
+	storedVersionV2 = 2
+)
 
 type storedEnv struct {
 	V int                     `json:"v"`
@@ -23,6 +32,7 @@ type storedEnv struct {
 	O int64                   `json:"o"`
 	Q int64                   `json:"q,omitempty"`
 	L string                  `json:"l,omitempty"`
+	P string                  `json:"p,omitempty"` // policy, version 3
 	S map[string]*storedScope `json:"s,omitempty"`
 	X []storedEvent           `json:"x,omitempty"`
 	A []storedIntent          `json:"a,omitempty"`
@@ -30,6 +40,7 @@ type storedEnv struct {
 
 type storedScope struct {
 	M *storedRef     `json:"m,omitempty"`
+	W []*storedRef   `json:"w,omitempty"` // waiting behind M, version 3
 	O int64          `json:"o,omitempty"`
 	L *storedLive    `json:"l,omitempty"`
 	K *storedLease   `json:"k,omitempty"`
@@ -56,6 +67,35 @@ type storedRef struct {
 	Og string       `json:"og,omitempty"`
 	N  int          `json:"n,omitempty"`
 	T  int64        `json:"t,omitempty"`
+	Br bool         `json:"br,omitempty"` // version 3
+	Cl bool         `json:"cl,omitempty"` // version 3
+	X  bool         `json:"x,omitempty"`  // version 3
+}
+
+func encodeRef(m *Ref) *storedRef {
+	return &storedRef{G: m.Generation, S: m.Sha, R: m.Ref, B: m.Before, Or: encodeOrder(m.Order), Sr: m.Source, Ac: m.Actor,
+		I: m.IntentID, Og: m.Origin, N: m.Attempt, T: nanos(m.At), Br: m.Barrier, Cl: m.Claimed, X: m.Failed}
+}
+
+func decodeRef(m *storedRef) *Ref {
+	return &Ref{Generation: m.G, Sha: m.S, Ref: m.R, Before: m.B, Order: decodeOrder(m.Or), Source: m.Sr, Actor: m.Ac,
+		IntentID: m.I, Origin: m.Og, Attempt: m.N, At: fromNanos(m.T), Barrier: m.Br, Claimed: m.Cl, Failed: m.X}
+}
+
+// usesV3 reports whether a document needs version 3 of the stored form.
+func (e *Env) usesV3() bool {
+	if e.Policy != "" {
+		return true
+	}
+	for _, sc := range e.Scopes {
+		if len(sc.Queue) > 0 {
+			return true
+		}
+		if m := sc.Mailbox; m != nil && (m.Barrier || m.Claimed || m.Failed) {
+			return true
+		}
+	}
+	return false
 }
 
 type storedLive struct {
@@ -140,15 +180,20 @@ func decodeOrder(o *storedOrder) Order {
 // EncodeEnv returns the stored form of an environment's state. Events (what Status reads for
 // rendering) is not part of it.
 func EncodeEnv(e *Env) ([]byte, error) {
-	s := storedEnv{V: storedVersion, N: e.Name, D: e.Desired, O: e.Observed, Q: e.EventSeq, L: e.Last}
+	s := storedEnv{V: storedVersionV2, N: e.Name, D: e.Desired, O: e.Observed, Q: e.EventSeq, L: e.Last, P: string(e.Policy)}
+	if e.usesV3() {
+		s.V = storedVersion
+	}
 	if len(e.Scopes) > 0 {
 		s.S = make(map[string]*storedScope, len(e.Scopes))
 	}
 	for name, sc := range e.Scopes {
 		ss := &storedScope{O: sc.Owner, T: nanos(sc.ActiveAt), Z: sc.Last}
 		if m := sc.Mailbox; m != nil {
-			ss.M = &storedRef{G: m.Generation, S: m.Sha, R: m.Ref, B: m.Before, Or: encodeOrder(m.Order), Sr: m.Source, Ac: m.Actor,
-				I: m.IntentID, Og: m.Origin, N: m.Attempt, T: nanos(m.At)}
+			ss.M = encodeRef(m)
+		}
+		for _, q := range sc.Queue {
+			ss.W = append(ss.W, encodeRef(q))
 		}
 		if l := sc.Live; l != nil {
 			ss.L = &storedLive{S: l.Sha, R: l.Ref, G: l.Generation, U: l.Run, K: l.Token, B: l.Before, Or: encodeOrder(l.Order), T: nanos(l.At)}
@@ -181,7 +226,7 @@ func DecodeEnv(b []byte) (*Env, error) {
 	switch probe.V {
 	case 0:
 		return decodeFirstLayout(b)
-	case storedVersion:
+	case storedVersionV2, storedVersion:
 	default:
 		return nil, fmt.Errorf("decode environment: stored layout %d is newer than this build's %d: upgrade latestwins", probe.V, storedVersion)
 	}
@@ -190,15 +235,17 @@ func DecodeEnv(b []byte) (*Env, error) {
 	if err := dec.Decode(&s); err != nil {
 		return nil, fmt.Errorf("decode environment: %w", err)
 	}
-	e := &Env{Name: s.N, Desired: s.D, Observed: s.O, EventSeq: s.Q, Last: s.L}
+	e := &Env{Name: s.N, Desired: s.D, Observed: s.O, EventSeq: s.Q, Last: s.L, Policy: Policy(s.P)}
 	if len(s.S) > 0 {
 		e.Scopes = make(map[string]*Scope, len(s.S))
 	}
 	for name, ss := range s.S {
 		sc := &Scope{Owner: ss.O, ActiveAt: fromNanos(ss.T), Last: ss.Z}
 		if m := ss.M; m != nil {
-			sc.Mailbox = &Ref{Generation: m.G, Sha: m.S, Ref: m.R, Before: m.B, Order: decodeOrder(m.Or), Source: m.Sr, Actor: m.Ac,
-				IntentID: m.I, Origin: m.Og, Attempt: m.N, At: fromNanos(m.T)}
+			sc.Mailbox = decodeRef(m)
+		}
+		for _, q := range ss.W {
+			sc.Queue = append(sc.Queue, decodeRef(q))
 		}
 		if l := ss.L; l != nil {
 			sc.Live = &Live{Sha: l.S, Ref: l.R, Generation: l.G, Run: l.U, Token: l.K, Before: l.B, Order: decodeOrder(l.Or), At: fromNanos(l.T)}

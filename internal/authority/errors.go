@@ -80,9 +80,28 @@ type HeldError struct {
 	Generation int64
 	ExpiresAt  time.Time
 	RetryAfter time.Duration // whole seconds, at least one
+
+	// Ahead > 0: the pass waits in the scope's queue, with that many intents ahead of its own; the
+	// head is Generation, commit HeadSha (Holder, when set, holds the lease).
+	Ahead   int
+	HeadSha string
+	// Barrier is the commit of the barrier the pass waits for (policy latest).
+	Barrier string
+	// Blocked: the head failed terminally and blocks the scope until someone decides (Decide).
+	Blocked bool
 }
 
 func (e *HeldError) Error() string {
+	switch {
+	case e.Blocked:
+		return fmt.Sprintf("%s: blocked: generation %d (%s) failed terminally; nothing behind it deploys until someone decides (latestwins skip or retry %s); retry after %ds",
+			e.Resource, e.Generation, shortSha(e.HeadSha), e.Resource, int64(e.RetryAfter/time.Second))
+	case e.Barrier != "":
+		return fmt.Sprintf("%s: waiting for barrier %s; retry after %ds", e.Resource, shortSha(e.Barrier), int64(e.RetryAfter/time.Second))
+	case e.Ahead > 0:
+		return fmt.Sprintf("%s: queued: %d ahead of this commit (generation %d, %s, goes first); retry after %ds",
+			e.Resource, e.Ahead, e.Generation, shortSha(e.HeadSha), int64(e.RetryAfter/time.Second))
+	}
 	return fmt.Sprintf("%s is locked by %s (%s, generation %d); retry after %ds",
 		e.Resource, e.Holder, e.Purpose, e.Generation, int64(e.RetryAfter/time.Second))
 }

@@ -91,8 +91,10 @@ func (e *Env) undecidedShas(in *Intent, answers map[string]verdict) []string {
 		if sc == nil {
 			continue
 		}
-		if m := sc.Mailbox; m != nil && m.Ref == in.Ref && decide(in, m.Sha, m.Before, m.Order, answers) == undecided {
-			out = append(out, m.Sha)
+		for _, m := range sc.Entries() {
+			if m.Ref == in.Ref && decide(in, m.Sha, m.Before, m.Order, answers) == undecided {
+				out = append(out, m.Sha)
+			}
 		}
 		if l := sc.Live; l != nil && l.Ref == in.Ref && decide(in, l.Sha, l.Before, l.Order, answers) == undecided {
 			out = append(out, l.Sha)

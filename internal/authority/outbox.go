@@ -333,6 +333,9 @@ func (e *Env) report(name string, r *Report, repeat bool, now time.Time) Result 
 	if m == nil || m.Sha != r.Sha {
 		return ResultSuperseded
 	}
+	if m.Failed {
+		return ResultFailed // it blocks: a decision, not a report, moves it
+	}
 	if repeat {
 		return ResultRetry // this delivery was counted before
 	}
@@ -340,7 +343,8 @@ func (e *Env) report(name string, r *Report, repeat bool, now time.Time) Result 
 	if r.Success {
 		sc.Live = &Live{Sha: m.Sha, Ref: m.Ref, Generation: m.Generation, Run: r.Run, Before: m.Before, Order: m.Order, At: now}
 		sc.Owner = max(sc.Owner, m.Generation)
-		sc.Mailbox, sc.Failure = nil, nil
+		sc.Failure = nil
+		e.endEntry(sc, 0, false, now)
 		e.record(now, Event{Kind: EventDeployed, Scope: name, Generation: m.Generation, Sha: m.Sha,
 			Message: fmt.Sprintf("Deployed %s (generation %d), reported by GitHub's deployment status", shortSha(m.Sha), m.Generation)})
 		return ResultDeployed
@@ -352,7 +356,7 @@ func (e *Env) report(name string, r *Report, repeat bool, now time.Time) Result 
 	}
 	if m.Attempt >= r.MaxAttempts {
 		sc.Failure = &Failure{Generation: m.Generation, Sha: m.Sha, Message: truncate(msg, maxMessageSize), Attempt: m.Attempt, MaxAttempts: r.MaxAttempts, At: now}
-		sc.Mailbox = nil
+		e.endEntry(sc, 0, true, now)
 		e.record(now, Event{Kind: EventFailed, Scope: name, Generation: m.Generation, Sha: m.Sha,
 			Message: fmt.Sprintf("Failed on the final attempt (%d of %d), reported by GitHub's deployment status: %s", m.Attempt, r.MaxAttempts, msg)})
 		return ResultFailed

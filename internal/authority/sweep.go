@@ -151,7 +151,7 @@ func (e *Env) stalled(now time.Time, stall, skew time.Duration, maxAttempts int)
 	for _, name := range sortedKeys(e.Scopes) {
 		sc := e.Scopes[name]
 		m := sc.Mailbox
-		if m == nil || liveLease(&sc.Lease, now, skew) || now.Sub(sc.ActiveAt) < stall {
+		if m == nil || m.Failed || liveLease(&sc.Lease, now, skew) || now.Sub(sc.ActiveAt) < stall {
 			continue
 		}
 		gen, attempt := max(sc.Owner, m.Generation), m.Attempt+1
@@ -222,7 +222,10 @@ func (e *Env) exhaust(name string, gen int64, maxAttempts int, now time.Time) {
 	m := sc.Mailbox
 	msg := fmt.Sprintf("no pass completed after %d attempts", maxAttempts)
 	sc.Failure = &Failure{Generation: gen, Sha: m.Sha, Message: msg, Attempt: m.Attempt, MaxAttempts: maxAttempts, At: now}
-	sc.Mailbox = nil
+	e.endEntry(sc, 0, true, now)
+	if m.Failed {
+		msg += "; nothing behind it deploys until someone decides (skip or retry)"
+	}
 	e.record(now, Event{Kind: EventFailed, Scope: name, Generation: gen, Sha: m.Sha,
 		Message: fmt.Sprintf("Failed on the final attempt (%d of %d): %s", m.Attempt, maxAttempts, msg)})
 }

@@ -42,6 +42,14 @@ type Intent struct {
 	Origin string `json:"origin,omitempty"`
 	// Order is what the push's payload says about when it happened (see Order).
 	Order Order `json:"order,omitzero"`
+	// Policy, when set, is the environment's policy as its maker's configuration says: an intent
+	// with another policy than the stored one switches the environment first, in the same write,
+	// and records the switch (see Env.setPolicy). Empty keeps the stored policy.
+	Policy Policy `json:"policy,omitempty"`
+	// Barrier lists the scopes of Scopes for which this intent is a barrier: newer intents wait
+	// behind it instead of superseding it. The maker decides (the App: the push's changed files
+	// match the scope's barrier-paths, or the changed files are not known).
+	Barrier []string `json:"barrier,omitempty"`
 }
 
 func (in *Intent) validate() error {
@@ -57,6 +65,16 @@ func (in *Intent) validate() error {
 	for field, v := range map[string]string{"ref": in.Ref, "source": in.Source, "actor": in.Actor, "origin": in.Origin} {
 		if len(v) > maxFieldLen {
 			return &InputError{Field: field, Value: truncate(v, 40), Fix: fmt.Sprintf("use at most %d characters", maxFieldLen)}
+		}
+	}
+	if in.Policy != "" {
+		if _, err := ParsePolicy(string(in.Policy)); err != nil {
+			return err
+		}
+	}
+	for _, b := range in.Barrier {
+		if !slices.Contains(in.Scopes, b) {
+			return &InputError{Field: "barrier", Value: b, Fix: "name as barriers only scopes of the intent"}
 		}
 	}
 	if in.Before != "" {
@@ -110,6 +128,19 @@ type AcceptResult struct {
 	Stale map[string]int64 `json:"stale,omitempty"`
 	// Claim is set when the intent was accepted and claimed in one write.
 	Claim *ClaimResult `json:"claim,omitempty"`
+	// Ahead says, per scope where the intent waits behind others (policy queue, or a barrier), how
+	// many pending intents are ahead of it.
+	Ahead map[string]int `json:"ahead,omitempty"`
+}
+
+func (r *AcceptResult) ahead(scope string, n int) {
+	if n <= 0 {
+		return
+	}
+	if r.Ahead == nil {
+		r.Ahead = map[string]int{}
+	}
+	r.Ahead[scope] = n
 }
 
 // ClaimResult lists the scopes a pass now owns, and those it may not touch.
@@ -122,12 +153,15 @@ type ClaimResult struct {
 
 // ClaimedScope is a scope a pass owns, with the commit it is to reconcile.
 type ClaimedScope struct {
-	Scope      string `json:"scope"`
-	Sha        string `json:"sha"`
-	Ref        string `json:"ref,omitempty"`
-	IntentGen  int64  `json:"intent_generation"`
-	IntentID   string `json:"intent_id"`
-	Attempt    int    `json:"attempt"` // failed attempts so far
+	Scope     string `json:"scope"`
+	Sha       string `json:"sha"`
+	Ref       string `json:"ref,omitempty"`
+	IntentGen int64  `json:"intent_generation"`
+	IntentID  string `json:"intent_id"`
+	Attempt   int    `json:"attempt"` // failed attempts so far
+	// Ahead > 0: the intent waits behind that many others; the pass may work, but takes the scope's
+	// lease (deploys) only once they have their outcomes.
+	Ahead      int    `json:"ahead,omitempty"`
 	PrevHolder string `json:"-"`
 }
 
@@ -263,8 +297,11 @@ func eventMark(ev Event) string {
 func (e *Env) settle() {
 	obs := e.Desired
 	for _, s := range e.Scopes {
-		if s.Mailbox != nil && s.Mailbox.Generation-1 < obs {
-			obs = s.Mailbox.Generation - 1
+		for _, m := range s.Entries() {
+			if !m.Failed { // a failed intent has its outcome, even while it blocks
+				obs = min(obs, m.Generation-1)
+				break
+			}
 		}
 	}
 	if obs > e.Observed {
@@ -285,7 +322,7 @@ func (e *Env) HasPending() bool {
 // accept records an intent: the next generation, and the mailbox entry of each of its scopes unless
 // the commit arrived behind a newer one of its branch. prior is the intent's record when it was
 // accepted before (from the outbox or the records); order answers what the payloads could not.
-func (e *Env) accept(in *Intent, prior *IntentRecord, order map[string]verdict, now time.Time) (*AcceptResult, error) {
+func (e *Env) accept(in *Intent, prior *IntentRecord, order map[string]verdict, limit int, now time.Time) (*AcceptResult, error) {
 	if prior != nil {
 		if err := prior.matches(in); err != nil {
 			return nil, err
@@ -294,12 +331,17 @@ func (e *Env) accept(in *Intent, prior *IntentRecord, order map[string]verdict, 
 		// claim (a later job of the same run may name only some of them).
 		res := &AcceptResult{Generation: prior.Generation, Duplicate: true, Accepted: []string{}}
 		for _, name := range sortedKeys(e.Scopes) {
-			if m := e.Scopes[name].Mailbox; m != nil && m.IntentID == in.ID && slices.Contains(in.Scopes, name) {
-				res.Accepted = append(res.Accepted, name)
+			for i, m := range e.Scopes[name].Entries() {
+				if m.IntentID == in.ID && slices.Contains(in.Scopes, name) {
+					res.Accepted = append(res.Accepted, name)
+					res.ahead(name, i)
+					break
+				}
 			}
 		}
 		return res, nil
 	}
+	e.setPolicy(in.Policy, in.Actor, now)
 	rec := IntentRecord{ID: in.ID, Sha: in.Sha, Scopes: slices.Clone(in.Scopes), At: now}
 	if gen, ok := e.joins(in); ok {
 		// Every scope already has this very commit pending at gen (the App accepted the push, and the
@@ -307,12 +349,14 @@ func (e *Env) accept(in *Intent, prior *IntentRecord, order map[string]verdict, 
 		// generation instead of superseding it or being held back as stale, so its pass can claim it.
 		rec.Generation = gen
 		e.Accepts = append(e.Accepts, rec)
+		res := &AcceptResult{Generation: gen, Joined: true, Accepted: slices.Clone(in.Scopes)}
 		for _, name := range in.Scopes {
 			e.Scopes[name].ActiveAt = now
+			res.ahead(name, e.Scopes[name].position(gen))
 		}
 		e.record(now, Event{Kind: EventAccepted, Generation: gen, Sha: in.Sha,
 			Message: fmt.Sprintf("%s from %s%s joined generation %d, which already has it pending", shortSha(in.Sha), orUnknown(in.Source), byActor(in.Actor), gen)})
-		return &AcceptResult{Generation: gen, Joined: true, Accepted: slices.Clone(in.Scopes)}, nil
+		return res, nil
 	}
 	e.Desired++
 	gen := e.Desired
@@ -331,15 +375,22 @@ func (e *Env) accept(in *Intent, prior *IntentRecord, order map[string]verdict, 
 			continue
 		}
 		entry := &Ref{Generation: gen, Sha: in.Sha, Ref: in.Ref, Before: in.Before, Order: in.Order, Source: in.Source,
-			Actor: in.Actor, IntentID: in.ID, Origin: in.Origin, At: now}
-		if old := sc.Mailbox; old != nil {
-			e.record(now, Event{Kind: EventSuperseded, Scope: name, Generation: old.Generation, Sha: old.Sha,
-				Message: fmt.Sprintf("Superseded by generation %d (%s)", gen, shortSha(in.Sha))})
+			Actor: in.Actor, IntentID: in.ID, Origin: in.Origin, At: now, Barrier: slices.Contains(in.Barrier, name)}
+		if err := e.enqueue(name, sc, entry, limit, now); err != nil {
+			return nil, err
 		}
-		sc.Mailbox = entry
 		res.Accepted = append(res.Accepted, name)
-		e.record(now, Event{Kind: EventAccepted, Scope: name, Generation: gen, Sha: in.Sha,
-			Message: fmt.Sprintf("Accepted %s from %s%s", shortSha(in.Sha), orUnknown(in.Source), byActor(in.Actor))})
+		pos := sc.position(gen)
+		res.ahead(name, pos)
+		what := "Accepted"
+		if entry.Barrier {
+			what = "Accepted barrier"
+		}
+		msg := fmt.Sprintf("%s %s from %s%s", what, shortSha(in.Sha), orUnknown(in.Source), byActor(in.Actor))
+		if pos > 0 {
+			msg += fmt.Sprintf("; queued: %d ahead of this commit", pos)
+		}
+		e.record(now, Event{Kind: EventAccepted, Scope: name, Generation: gen, Sha: in.Sha, Message: msg})
 	}
 	e.Accepts = append(e.Accepts, rec)
 	e.settle()
@@ -401,10 +452,19 @@ func (e *Env) joins(in *Intent) (int64, bool) {
 	var gen int64
 	for _, name := range in.Scopes {
 		sc := e.Scopes[name]
-		if sc == nil || sc.Mailbox == nil || sc.Mailbox.Ref != in.Ref || sc.Mailbox.Sha != in.Sha || (gen != 0 && sc.Mailbox.Generation != gen) {
+		if sc == nil {
 			return 0, false
 		}
-		gen = sc.Mailbox.Generation
+		var found *Ref
+		for _, m := range sc.Entries() {
+			if m.Ref == in.Ref && m.Sha == in.Sha && !m.Failed && (gen == 0 || m.Generation == gen) {
+				found = m
+			}
+		}
+		if found == nil {
+			return 0, false
+		}
+		gen = found.Generation
 	}
 	return gen, gen != 0
 }
@@ -415,7 +475,10 @@ func (e *Env) staleFor(sc *Scope, in *Intent, order map[string]verdict) (int64, 
 	if in.Redeploy || in.Ref == "" {
 		return 0, false
 	}
-	if m := sc.Mailbox; m != nil && m.Ref == in.Ref {
+	for _, m := range sc.Entries() {
+		if m.Ref != in.Ref {
+			continue
+		}
 		if v := decide(in, m.Sha, m.Before, m.Order, order); v == older || v == same {
 			return m.Generation, true
 		}
@@ -443,9 +506,31 @@ func (e *Env) claim(gen int64, scopes []string, now time.Time) *ClaimResult {
 	for _, name := range scopes {
 		sc := e.scope(name)
 		m := sc.Mailbox
+		list := sc.Entries()
+		pos := sc.position(gen)
 		switch {
 		case m == nil:
 			res.Idle = append(res.Idle, name)
+		case pos > 0:
+			// Its own intent waits behind others: the pass claims it, and owns the scope once it is
+			// the head.
+			q := list[pos]
+			if q.Failed {
+				res.Superseded = append(res.Superseded, &SupersededError{Environment: e.Name, Scope: name, Generation: gen, Done: true})
+				continue
+			}
+			if !q.Claimed {
+				q.Claimed = true
+				sc.ActiveAt = now
+				e.record(now, Event{Kind: EventClaimed, Scope: name, Generation: gen, Sha: q.Sha,
+					Message: fmt.Sprintf("Pass %d claimed %s (%s); queued: %d ahead of this commit", gen, name, shortSha(q.Sha), pos)})
+			}
+			res.Claimed = append(res.Claimed, ClaimedScope{Scope: name, Sha: q.Sha, Ref: q.Ref, IntentGen: q.Generation, IntentID: q.IntentID, Attempt: q.Attempt, Ahead: pos})
+		case pos < 0 && list[len(list)-1].Generation > gen:
+			newest := list[len(list)-1]
+			res.Superseded = append(res.Superseded, &SupersededError{Environment: e.Name, Scope: name, Generation: gen, By: newest.Generation, BySha: newest.Sha})
+		case m.Failed:
+			res.Superseded = append(res.Superseded, &SupersededError{Environment: e.Name, Scope: name, Generation: gen, Done: true})
 		case m.Generation > gen:
 			res.Superseded = append(res.Superseded, &SupersededError{Environment: e.Name, Scope: name, Generation: gen, By: m.Generation, BySha: m.Sha})
 		case sc.Owner > gen:
@@ -468,6 +553,21 @@ func (e *Env) authorize(gen int64, name string) *SupersededError {
 	sc := e.Scopes[name]
 	if sc == nil {
 		return &SupersededError{Environment: e.Name, Scope: name, Generation: gen}
+	}
+	list, pos := sc.Entries(), sc.position(gen)
+	switch {
+	case pos > 0 && list[pos].Failed, pos == 0 && list[0].Failed:
+		return &SupersededError{Environment: e.Name, Scope: name, Generation: gen, Done: true}
+	case pos > 0 && !list[pos].Claimed:
+		return &SupersededError{Environment: e.Name, Scope: name, Generation: gen} // never claimed by this pass
+	case pos > 0:
+		return nil // its own intent, waiting: it may work, and takes the lease once at the head (waitFor)
+	case pos < 0 && len(list) > 0 && list[len(list)-1].Generation > gen:
+		newest := list[len(list)-1]
+		if e.policy() == PolicyQueue && gen < list[0].Generation {
+			return &SupersededError{Environment: e.Name, Scope: name, Generation: gen, Done: true}
+		}
+		return &SupersededError{Environment: e.Name, Scope: name, Generation: gen, By: newest.Generation, BySha: newest.Sha}
 	}
 	if m := sc.Mailbox; m != nil && m.Generation > gen {
 		return &SupersededError{Environment: e.Name, Scope: name, Generation: gen, By: m.Generation, BySha: m.Sha}
@@ -542,6 +642,11 @@ func (e *Env) gate(gen int64, scopes []string, phase, holder string, ttl time.Du
 		return g, nil
 	}
 	for _, name := range scopes {
+		if w := e.waitFor(gen, name, now, skew); w != nil {
+			e.recordOnce(now, Event{Kind: EventLocked, Scope: name, Generation: gen, Sha: w.HeadSha,
+				Message: fmt.Sprintf("Pass %d waits before %s: %s", gen, phase, waitText(w))})
+			return nil, w
+		}
 		l := &e.Scopes[name].Lease
 		if !leaseFree(l, holder, gen, now, skew) {
 			held := heldError(resourceName(e.Name, name), l, now, skew)
@@ -560,7 +665,11 @@ func (e *Env) gate(gen int64, scopes []string, phase, holder string, ttl time.Du
 		}
 		// The lease remembers what its pass deploys, so that a deploy finished under it is recorded
 		// as live even when a newer intent took the mailbox meanwhile.
-		sc.Lease.Sha, sc.Lease.Ref = sc.Mailbox.Sha, sc.Mailbox.Ref
+		m := sc.Mailbox
+		if p := sc.position(gen); p > 0 {
+			m = sc.Entries()[p] // cannot happen: waitFor refused it; never lease the head's commit to another pass
+		}
+		sc.Lease.Sha, sc.Lease.Ref = m.Sha, m.Ref
 		sc.ActiveAt = now
 		g.Tokens[name] = sc.Lease.Token
 		e.record(now, Event{Kind: EventLeased, Scope: name, Generation: gen, Holder: holder, Token: sc.Lease.Token,
@@ -673,7 +782,7 @@ func (e *Env) complete(c *Completion, now time.Time, skew time.Duration) (*Compl
 	for _, name := range c.Scopes {
 		sc := e.Scopes[name]
 		sc.ActiveAt = now
-		if sc.Owner == c.Generation && sc.Mailbox == nil {
+		if sc.Owner == c.Generation && (sc.Mailbox == nil || (sc.Mailbox.Failed && sc.Mailbox.Generation == c.Generation)) {
 			// A repeat of a completion that took effect reports the same result and changes nothing.
 			switch {
 			case c.Outcome == OutcomeSuccess && sc.Live != nil && sc.Live.Generation == c.Generation:
@@ -699,12 +808,17 @@ func (e *Env) complete(c *Completion, now time.Time, skew time.Duration) (*Compl
 				Message: fmt.Sprintf("Pass %d ended (%s) without publishing: %s", c.Generation, c.Outcome, supersededBy(sup))})
 			continue
 		}
-		m := sc.Mailbox
+		pos := max(sc.position(c.Generation), 0) // the pass's own intent, or the head it took over
+		m := &Ref{}                              // nothing pending (a lost pass that was superseded): only the timeline changes
+		if list := sc.Entries(); len(list) > 0 {
+			m = list[pos]
+		}
 		switch {
 		case c.Outcome == OutcomeSuccess:
 			live := &Live{Sha: m.Sha, Ref: m.Ref, Generation: c.Generation, Run: c.Run, Token: c.Tokens[name], At: now,
 				Before: m.Before, Order: m.Order}
-			sc.Live, sc.Mailbox, sc.Failure = live, nil, nil
+			sc.Live, sc.Failure = live, nil
+			e.endEntry(sc, pos, false, now)
 			res.Results[name] = ResultDeployed
 			e.record(now, Event{Kind: EventDeployed, Scope: name, Generation: c.Generation, Sha: m.Sha, Holder: c.Holder, Token: live.Token,
 				Message: fmt.Sprintf("Deployed %s (generation %d)", shortSha(m.Sha), c.Generation)})
@@ -715,10 +829,13 @@ func (e *Env) complete(c *Completion, now time.Time, skew time.Duration) (*Compl
 				msg = defaultFailureMessage(c)
 			}
 			sc.Failure = &Failure{Generation: c.Generation, Sha: m.Sha, Message: truncate(msg, maxMessageSize), Attempt: c.Attempt, MaxAttempts: c.MaxAttempts, At: now}
-			sc.Mailbox = nil
+			e.endEntry(sc, pos, true, now)
 			what := "Configuration error"
 			if c.Outcome == OutcomeFailure {
 				what = fmt.Sprintf("Failed on the final attempt (%d of %d)", c.Attempt, c.MaxAttempts)
+			}
+			if m.Failed {
+				msg += "; nothing behind it deploys until someone decides (skip or retry)"
 			}
 			e.record(now, Event{Kind: EventFailed, Scope: name, Generation: c.Generation, Sha: m.Sha,
 				Message: fmt.Sprintf("%s: %s", what, msg)})

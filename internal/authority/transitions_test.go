@@ -110,7 +110,7 @@ func TestAcceptDuplicateChangesNothing(t *testing.T) {
 	// The same id with another commit, or scopes it was not accepted for, is not a repeat: it is
 	// refused, saying why.
 	for _, in := range []*Intent{mainPush("d1", testSha(9), "", "api"), mainPush("d1", testSha(1), "", "api", "db")} {
-		_, err := e.accept(in, e.pendingAccept(in.ID), nil, t0)
+		_, err := e.accept(in, e.pendingAccept(in.ID), nil, DefaultQueueLimit, t0)
 		var ie *InputError
 		if !errors.As(err, &ie) || ie.Field != "intent-id" || !strings.Contains(ie.Fix, "intent d1 was accepted for") {
 			t.Fatalf("intent d1 again with %s %v: %v; want bad input naming what it was accepted for", shortSha(in.Sha), in.Scopes, err)
@@ -646,7 +646,7 @@ func TestLatePushesNewestFirstNeverReplaceTheNewest(t *testing.T) {
 // testAccept accepts an intent on a document whose outbox is never emptied, so that the outbox
 // alone knows the intents seen; it fails the test on bad input.
 func testAccept(e *Env, in *Intent, now time.Time) *AcceptResult {
-	res, err := e.accept(in, e.pendingAccept(in.ID), nil, now)
+	res, err := e.accept(in, e.pendingAccept(in.ID), nil, DefaultQueueLimit, now)
 	if err != nil {
 		panic(err)
 	}

@@ -98,7 +98,9 @@ func LeaseKey(name string) string { return leaseKeyPrefix + name }
 // document it writes; they are copied out as records after that write, and leave the outbox in a
 // later write, once their copies landed.
 type Env struct {
-	Name     string            `json:"name"`
+	Name string `json:"name"`
+	// Policy says how the environment orders its deploys; empty is PolicyLatest.
+	Policy   Policy            `json:"policy,omitempty"`
 	Desired  int64             `json:"desired"`
 	Observed int64             `json:"observed"`
 	Scopes   map[string]*Scope `json:"scopes,omitempty"`
@@ -114,8 +116,14 @@ type Env struct {
 
 // Scope is one separately deployed part of an environment.
 type Scope struct {
-	Mailbox  *Ref      `json:"mailbox,omitempty"` // newest accepted intent not yet reconciled
-	Owner    int64     `json:"owner"`             // generation of the newest pass that claimed the scope
+	// Mailbox is the head of the scope's pending work: under policy latest the newest accepted
+	// intent not yet reconciled (or a barrier), under policy queue the oldest.
+	Mailbox *Ref `json:"mailbox,omitempty"`
+	// Queue holds the intents that wait behind the head, oldest first: every newer intent under
+	// policy queue; under policy latest the barriers behind a barrier and at most one newest
+	// ordinary intent. Bounded (WithQueueLimit).
+	Queue    []*Ref    `json:"queue,omitempty"`
+	Owner    int64     `json:"owner"` // generation of the newest pass that claimed the scope
 	Live     *Live     `json:"live,omitempty"`
 	Lease    Lease     `json:"lease"`
 	Failure  *Failure  `json:"failure,omitempty"` // the last terminal error, until a deploy succeeds
@@ -137,6 +145,13 @@ type Ref struct {
 	Origin     string    `json:"origin,omitempty"`  // how to start the work again (see Intent.Origin)
 	Attempt    int       `json:"attempt,omitempty"` // failed attempts so far
 	At         time.Time `json:"at"`
+	// Barrier: newer intents wait behind this one instead of superseding it (policy latest).
+	Barrier bool `json:"barrier,omitempty"`
+	// Claimed: its pass claimed it while it waited in the queue; it owns the scope once at the head.
+	Claimed bool `json:"claimed,omitempty"`
+	// Failed: it ended with a terminal failure, and, at the head, blocks what waits behind it until
+	// someone decides (Authority.Decide: skip it, or retry it).
+	Failed bool `json:"failed,omitempty"`
 }
 
 // Live is what is deployed in a scope.
@@ -213,6 +228,9 @@ const (
 	EventUnlocked   EventKind = "unlocked"
 	EventRedriven   EventKind = "redriven"  // the recovery sweep re-drove stalled work
 	EventWithdrawn  EventKind = "withdrawn" // pending work ended because what asked for it is gone
+	EventPolicy     EventKind = "policy"    // the environment's policy changed
+	EventSkipped    EventKind = "skipped"   // someone decided to skip a blocking terminal failure
+	EventRetried    EventKind = "retried"   // someone decided to retry a blocking terminal failure
 )
 
 // Event is one timeline entry.

@@ -35,15 +35,17 @@ func (a *Authority) Withdraw(ctx context.Context, env string, scopes []string, r
 			if _, freed := d.Env.unlock(name, reason, actor, now); freed {
 				changed = true
 			}
-			m := sc.Mailbox
-			if m == nil {
+			list := sc.Entries()
+			if len(list) == 0 {
 				continue
 			}
-			sc.Mailbox = nil
+			sc.setEntries(nil, now)
 			sc.ActiveAt = now
 			withdrawn = append(withdrawn, name)
-			d.Env.record(now, Event{Kind: EventWithdrawn, Scope: name, Generation: m.Generation, Sha: m.Sha,
-				Message: fmt.Sprintf("Withdrawn by %s: %s", orUnknown(actor), reason)})
+			for _, m := range list {
+				d.Env.record(now, Event{Kind: EventWithdrawn, Scope: name, Generation: m.Generation, Sha: m.Sha,
+					Message: fmt.Sprintf("Withdrawn by %s: %s", orUnknown(actor), reason)})
+			}
 		}
 		if len(withdrawn) == 0 && !changed {
 			return false, nil

@@ -29,6 +29,7 @@ const (
 	ExitRetry       = 6 // the command failed on a non-final attempt: retryable, nothing terminal published
 	ExitFailed      = 7 // the command failed on the final attempt: one terminal error published
 	ExitInterrupted = 8 // stopped by SIGINT/SIGTERM: the lease was released, retryable
+	ExitQueueFull   = 9 // the scope's queue is full: the intent was refused, nothing written; retryable
 )
 
 // IO is the process's surroundings, injected so that tests run the CLI in-process. Stdout and
@@ -59,6 +60,9 @@ func commands() []command {
 		{"status", "print an environment's status table: status ENV [--json]", runStatus},
 		{"history", "print an environment's timeline: history ENV [--json]", runHistory},
 		{"unlock", "free a lease by hand, audited: unlock ENV/SCOPE --reason TEXT", runUnlock},
+		{"skip", "unblock a scope whose queue head or barrier failed: go on to the next: skip ENV/SCOPE --reason TEXT", runSkip},
+		{"retry", "unblock a scope whose queue head or barrier failed: try it again: retry ENV/SCOPE --reason TEXT", runRetry},
+		{"policy", "set an environment's policy, recorded: policy ENV latest|queue", runPolicy},
 		{"migrate", "create or upgrade the store (DynamoDB table, bolt file); idempotent", runMigrate},
 		{"sweep", "re-drive stalled work once: sweep [--stall 10m] [-- CMD]; without CMD a dry run", runSweep},
 		{"action", "the GitHub Action's step: reads INPUT_* variables (see action.yml)", runAction},
@@ -106,7 +110,8 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "       dynamodb://TABLE?region=R&endpoint=URL")
 	fmt.Fprintln(w, "       Or --api URL (LATESTWINS_API): claim, gate, run, complete, status and history through the App's HTTP API")
 	fmt.Fprintln(w, "\nExit codes: 0 done, 1 error (retryable), 2 bad input, 3 superseded, 4 locked (gave up waiting),")
-	fmt.Fprintln(w, "            5 lease lost (retryable), 6 failed (will retry), 7 failed (final), 8 interrupted")
+	fmt.Fprintln(w, "            5 lease lost (retryable), 6 failed (will retry), 7 failed (final), 8 interrupted,")
+	fmt.Fprintln(w, "            9 queue full (refused, retryable)")
 	fmt.Fprintln(w, "\nRun `latestwins COMMAND -h` for a command's flags.")
 }
 
@@ -164,6 +169,8 @@ func ExitCode(err error) int {
 		return ExitLocked
 	case errors.Is(err, authority.ErrLeaseLost):
 		return ExitLeaseLost
+	case errors.Is(err, authority.ErrQueueFull):
+		return ExitQueueFull
 	}
 	return ExitError
 }

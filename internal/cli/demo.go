@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/demo"
 )
 
@@ -17,10 +18,15 @@ func runDemo(ctx context.Context, c *cmdEnv, args []string) error {
 	o := demo.DefaultOptions()
 	c.durVar(&o.Build, "build", o.Build, "how long each simulated build takes")
 	c.durVar(&o.Deploy, "deploy", o.Deploy, "how long the simulated deploy takes")
+	c.str(&c.s.policy, "policy", "latest", "latest: the A -> B -> C race where C wins; queue: A, B and C deploy in order")
 	if err := c.parse(args); err != nil {
 		return err
 	}
 	if err := c.noArguments(); err != nil {
+		return err
+	}
+	policy, err := authority.ParsePolicy(c.s.policy)
+	if err != nil {
 		return err
 	}
 	given := false
@@ -47,7 +53,11 @@ func runDemo(ctx context.Context, c *cmdEnv, args []string) error {
 		o.Environment = fmt.Sprintf("demo/%d", time.Now().UnixNano())
 	}
 	fmt.Fprintf(c.io.Stdout, "latestwins demo on %s\n", c.s.store)
-	res, err := demo.Run(ctx, c.auth, c.io.Stdout, o)
+	run, won := demo.Run, "C, the newest commit, is live; A and B deployed nothing."
+	if policy == authority.PolicyQueue {
+		run, won = demo.RunQueue, "A, B and C deployed in order; none was superseded."
+	}
+	res, err := run(ctx, c.auth, c.io.Stdout, o)
 	if err != nil {
 		return err
 	}
@@ -58,6 +68,6 @@ func runDemo(ctx context.Context, c *cmdEnv, args []string) error {
 		}
 		return &exitError{code: ExitError, msg: fmt.Sprintf("%d guarantee(s) broken", len(res.Violations))}
 	}
-	fmt.Fprintln(c.io.Stdout, "\nAll guarantees held: C, the newest commit, is live; A and B deployed nothing.")
+	fmt.Fprintln(c.io.Stdout, "\nAll guarantees held: "+won)
 	return nil
 }

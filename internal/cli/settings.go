@@ -84,6 +84,9 @@ type settings struct {
 	tokens      string
 	reason      string
 	limit       int
+	policy      string
+	barrier     string
+	queueLimit  int
 }
 
 // envName is the variable a flag reads: --lease-ttl reads LATESTWINS_LEASE_TTL.
@@ -260,6 +263,9 @@ func (c *cmdEnv) open(ctx context.Context) error {
 	opts := []authority.Option{authority.WithLogger(c.log)}
 	if c.fs != nil && c.fs.Lookup("lease-skew") != nil {
 		opts = append(opts, authority.WithSkew(c.s.skew))
+	}
+	if c.fs != nil && c.fs.Lookup("queue-limit") != nil {
+		opts = append(opts, authority.WithQueueLimit(c.s.queueLimit))
 	}
 	c.auth, c.close, c.where = authority.New(st, opts...), closeFn, c.s.store
 	return nil

@@ -29,6 +29,9 @@ func (c *cmdEnv) intentFlags() {
 	c.str(&c.s.pushedAt, "pushed-at", "", "when the commit was pushed (the push's repository.pushed_at: RFC 3339 or Unix seconds); orders late intents (default: from a push event's payload)")
 	c.str(&c.s.committedAt, "committed-at", "", "the commit's time (head_commit.timestamp: RFC 3339 or Unix seconds); orders pushes of the same second")
 	c.boolean(&c.s.forced, "forced", false, "the push was forced: newer than a push of the same second")
+	c.str(&c.s.policy, "policy", "", "the environment's policy, latest or queue; a change is recorded (default: keep the stored one, latest for a new environment)")
+	c.str(&c.s.barrier, "barrier", "", "comma-separated scopes in which this commit is a barrier: newer commits wait behind it instead of superseding it")
+	c.intVar(&c.s.queueLimit, "queue-limit", authority.DefaultQueueLimit, 1, "pending intents one scope may hold; one more is refused (exit 9)")
 }
 
 // order reads the ordering facts of the intent (--pushed-at, --committed-at, --forced).
@@ -132,8 +135,17 @@ func (c *cmdEnv) intent() (authority.Intent, error) {
 	if err != nil {
 		return authority.Intent{}, err
 	}
-	return authority.Intent{ID: c.s.intentID, Environment: c.s.environment, Scopes: splitList(c.s.scopes), Sha: c.s.sha,
-		Ref: c.s.ref, Before: c.s.before, Order: order, Source: c.s.source, Actor: c.s.actor, Redeploy: c.s.redeploy}, nil
+	in := authority.Intent{ID: c.s.intentID, Environment: c.s.environment, Scopes: splitList(c.s.scopes), Sha: c.s.sha,
+		Ref: c.s.ref, Before: c.s.before, Order: order, Source: c.s.source, Actor: c.s.actor, Redeploy: c.s.redeploy,
+		Barrier: splitList(c.s.barrier)}
+	if c.s.policy != "" {
+		p, err := authority.ParsePolicy(c.s.policy)
+		if err != nil {
+			return authority.Intent{}, err
+		}
+		in.Policy = p
+	}
+	return in, nil
 }
 
 // requireScopes checks that scopes are named, and their names.
@@ -292,6 +304,10 @@ func (c *cmdEnv) gate(ctx context.Context) (*authority.Grant, error) {
 	req := authority.GateRequest{Environment: c.s.environment, Generation: c.s.generation, Scopes: splitList(c.s.scopes),
 		Phase: c.s.phase, Holder: c.s.holder, LeaseTTL: ttl}
 	return pass.Gate(ctx, c.pass, req, c.s.wait, func(held *authority.HeldError, pause, left time.Duration) {
+		if w := report.Waiting(held); w != "" {
+			c.progress("waiting: %s: %s; asking again within %s (%s left to wait)", held.Resource, w, pause.Round(time.Second), left.Round(time.Second))
+			return
+		}
 		c.progress("waiting: %s is locked by %s (%s, generation %d); free within %s at the latest, asking again meanwhile (%s left to wait)",
 			held.Resource, held.Holder, held.Purpose, held.Generation, pause.Round(time.Second), left.Round(time.Second))
 	})
@@ -462,10 +478,11 @@ func (c *cmdEnv) readEnv(ctx context.Context, args []string) (*authority.Env, er
 func statusJSON(e *authority.Env, now time.Time) map[string]any {
 	scopes := map[string]any{}
 	for name, s := range e.Scopes {
-		scopes[name] = map[string]any{"live": s.Live, "pending": s.Mailbox, "owner": s.Owner, "lease": s.Lease,
-			"lease_held": s.Lease.Holder != "" && now.Before(s.Lease.ExpiresAt), "failure": s.Failure}
+		scopes[name] = map[string]any{"live": s.Live, "pending": s.Mailbox, "queue": s.Queue, "owner": s.Owner, "lease": s.Lease,
+			"lease_held": s.Lease.Holder != "" && now.Before(s.Lease.ExpiresAt), "failure": s.Failure,
+			"blocked": s.Mailbox != nil && s.Mailbox.Failed}
 	}
-	return map[string]any{"environment": e.Name, "desired_generation": e.Desired, "observed_generation": e.Observed,
+	return map[string]any{"environment": e.Name, "policy": e.PolicyOrDefault(), "desired_generation": e.Desired, "observed_generation": e.Observed,
 		"settled": e.Observed == e.Desired, "scopes": scopes}
 }
 
@@ -590,4 +607,92 @@ func sortedKeysOf[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+func runSkip(ctx context.Context, c *cmdEnv, args []string) error {
+	return runDecide(ctx, c, authority.DecideSkip, args)
+}
+
+func runRetry(ctx context.Context, c *cmdEnv, args []string) error {
+	return runDecide(ctx, c, authority.DecideRetry, args)
+}
+
+// runDecide unblocks a scope whose head (a queue's, or a barrier) failed terminally.
+func runDecide(ctx context.Context, c *cmdEnv, action authority.DecisionAction, args []string) error {
+	c.newFlags(string(action))
+	c.interspersed = true
+	c.str(&c.s.reason, "reason", "", "why, for the timeline (required)")
+	c.str(&c.s.actor, "actor", "", "who decides (default $GITHUB_ACTOR or $USER)")
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	if len(c.positional) != 1 {
+		return usageErrorf("name one scope: latestwins %s ENV/SCOPE --reason TEXT", action)
+	}
+	env, scope, err := authority.SplitResource(c.positional[0])
+	if err != nil {
+		return err
+	}
+	if c.s.reason = strings.TrimSpace(c.s.reason); c.s.reason == "" {
+		return c.badSetting("reason", "", "say why, e.g. --reason \"fixed the migration by hand\"; it goes in the timeline")
+	}
+	if c.s.actor = strings.TrimSpace(c.s.actor); c.s.actor == "" {
+		c.s.actor = firstNonEmpty(c.io.Getenv("GITHUB_ACTOR"), c.io.Getenv("USER"))
+	}
+	c.mode = storeMustExist
+	if err := c.open(ctx); err != nil {
+		return err
+	}
+	defer c.done()
+	failed, err := c.auth.Decide(ctx, authority.Decision{Environment: env, Scope: scope, Action: action, Reason: c.s.reason, Actor: c.s.actor})
+	if errors.Is(err, authority.ErrNotBlocked) {
+		c.printf("%s is not blocked by a failure; nothing to do\n", c.positional[0])
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if c.s.jsonOut {
+		return c.printJSON(map[string]any{string(action): c.positional[0], "failed": failed})
+	}
+	if action == authority.DecideSkip {
+		c.printf("skipped %s (generation %d) in %s: the next waiting intent goes\n", report.ShortSha(failed.Sha), failed.Generation, c.positional[0])
+	} else {
+		c.printf("%s (generation %d) in %s will be retried: the recovery sweep re-drives it, or run its pass again\n", report.ShortSha(failed.Sha), failed.Generation, c.positional[0])
+	}
+	return nil
+}
+
+func runPolicy(ctx context.Context, c *cmdEnv, args []string) error {
+	c.newFlags("policy")
+	c.interspersed = true
+	c.str(&c.s.actor, "actor", "", "who changes it (default $GITHUB_ACTOR or $USER)")
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	if len(c.positional) != 2 {
+		return usageErrorf("name the environment and the policy: latestwins policy ENV latest|queue")
+	}
+	p, err := authority.ParsePolicy(c.positional[1])
+	if err != nil {
+		return err
+	}
+	if c.s.actor = strings.TrimSpace(c.s.actor); c.s.actor == "" {
+		c.s.actor = firstNonEmpty(c.io.Getenv("GITHUB_ACTOR"), c.io.Getenv("USER"))
+	}
+	c.mode = storeCreate
+	if err := c.open(ctx); err != nil {
+		return err
+	}
+	defer c.done()
+	changed, err := c.auth.SetPolicy(ctx, c.positional[0], p, c.s.actor)
+	if err != nil {
+		return err
+	}
+	if !changed {
+		c.printf("%s already has policy %s\n", c.positional[0], p)
+		return nil
+	}
+	c.printf("%s now has policy %s\n", c.positional[0], p)
+	return nil
 }

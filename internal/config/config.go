@@ -32,8 +32,7 @@ type Policy string
 const (
 	// PolicyLatest deploys the newest accepted commit and supersedes older pending ones (the default).
 	PolicyLatest Policy = "latest"
-	// PolicyQueue would deploy every accepted intent in generation order, superseding nothing. It is
-	// recognised so that asking for it is a clear error, not silently latest-wins.
+	// PolicyQueue deploys every accepted intent in generation order, superseding nothing.
 	PolicyQueue Policy = "queue"
 )
 
@@ -84,6 +83,9 @@ type Scope struct {
 	Branch string
 	// Paths are glob patterns (`**` spans directories); a change must touch one of them. Empty: any change.
 	Paths []string
+	// BarrierPaths are glob patterns, as Paths: a commit that touches one of them is a barrier in
+	// this scope (under policy latest, nothing newer supersedes it; see IsBarrier).
+	BarrierPaths []string
 	// Workflow is the workflow file (in the repository's .github/workflows) to dispatch; empty:
 	// none, the workflow runs on its own trigger and claims through the Action.
 	Workflow string
@@ -108,6 +110,26 @@ func (s Selection) ScopeNames() []string {
 	out := make([]string, len(s.Scopes))
 	for i, sc := range s.Scopes {
 		out[i] = sc.Name
+	}
+	return out
+}
+
+// IsBarrier reports whether a commit with changedPaths is a barrier in the scope: the scope has
+// barrier-paths and the commit touches one of them. nil or empty changedPaths means the changes are
+// unknown (more files than GitHub lists, a forced push): the commit is then a barrier, which is the
+// safe side, since it may hold the change that must not be skipped.
+func (s Scope) IsBarrier(changedPaths []string) bool {
+	return len(s.BarrierPaths) > 0 && touches(s.BarrierPaths, changedPaths)
+}
+
+// Barriers lists the selected scopes in which a commit with changedPaths is a barrier (IsBarrier):
+// what goes in authority.Intent.Barrier.
+func (s Selection) Barriers(changedPaths []string) []string {
+	var out []string
+	for _, sc := range s.Scopes {
+		if sc.IsBarrier(changedPaths) {
+			out = append(out, sc.Name)
+		}
 	}
 	return out
 }
@@ -419,14 +441,10 @@ func (p *parser) environment(key, val *yaml.Node) (Environment, bool) {
 		case "policy":
 			if s, ok := p.scalar(k, v); ok {
 				switch Policy(s) {
-				case PolicyLatest:
+				case PolicyLatest, PolicyQueue:
 					e.Policy = Policy(s)
-				case PolicyQueue:
-					// Refused rather than ignored: an environment that asks for every intent to deploy in
-					// order must not silently get latest-wins, where older intents are superseded.
-					p.addf(v, "environment %q: policy queue (every intent deploys, in order) is not supported by this version of latestwins; remove the line to use latest (the newest commit wins)", e.Name)
 				default:
-					p.addf(v, "environment %q: policy %q is not known; use latest (the default: the newest commit wins)", e.Name, s)
+					p.addf(v, "environment %q: policy %q is not known; use latest (the default: the newest commit wins) or queue (every commit, in order)", e.Name, s)
 				}
 			}
 		case "scopes":
@@ -551,6 +569,8 @@ func (p *parser) scope(env string, key, val *yaml.Node) (Scope, bool) {
 			}
 		case "paths":
 			s.Paths = p.paths(where, v)
+		case "barrier-paths":
+			s.BarrierPaths = p.paths(where, v)
 		case "workflow":
 			if w, ok := p.scalar(k, v); ok {
 				if !workflowRE.MatchString(w) {
@@ -559,7 +579,7 @@ func (p *parser) scope(env string, key, val *yaml.Node) (Scope, bool) {
 				s.Workflow = w
 			}
 		default:
-			p.addf(k, "unknown key %q in %s; allowed: repository, branch, paths, workflow", k.Value, where)
+			p.addf(k, "unknown key %q in %s; allowed: repository, branch, paths, barrier-paths, workflow", k.Value, where)
 		}
 	})
 	if s.Repository == "" {

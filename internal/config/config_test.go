@@ -107,9 +107,11 @@ func TestParseErrors(t *testing.T) {
 		{"unknown environment key", "environments:\n  staging:\n    polcy: queue\n" + scope, []string{
 			`line 3: unknown key "polcy" in environment "staging"; allowed: policy, scopes, github-environment, allowed-overrides`}},
 		{"bad policy", "environments:\n  staging:\n    policy: fifo\n" + scope, []string{
-			`line 3: environment "staging": policy "fifo" is not known; use latest (the default: the newest commit wins)`}},
-		{"queue policy not supported yet", "environments:\n  staging:\n    policy: queue\n" + scope, []string{
-			`line 3: environment "staging": policy queue (every intent deploys, in order) is not supported by this version of latestwins; remove the line to use latest (the newest commit wins)`}},
+			`line 3: environment "staging": policy "fifo" is not known; use latest (the default: the newest commit wins) or queue (every commit, in order)`}},
+		{"barrier-paths not a list", "environments:\n  staging:\n    scopes:\n      api:\n        repository: acme/api\n        branch: main\n        barrier-paths: migrations/**\n", []string{
+			`line 7: scope "api" of environment "staging": paths must be a list of glob patterns, e.g. [services/api/**]`}},
+		{"bad barrier path", "environments:\n  staging:\n    scopes:\n      api:\n        repository: acme/api\n        branch: main\n        barrier-paths: [/migrations/**]\n", []string{
+			`line 7: scope "api" of environment "staging": path "/migrations/**" must be relative to the repository root, without a leading / or ./`}},
 		{"no scopes", "environments:\n  staging:\n    policy: latest\n", []string{`line 2: environment "staging" has no ` + "`scopes:`" + `; give it at least one scope`}},
 		{"scopes not a mapping", "environments:\n  staging:\n    scopes: [api]\n", []string{`line 3: scopes of "staging" must be a mapping of keys to values`}},
 		{"invalid scope name", "environments:\n  staging:\n    scopes:\n      a/b:\n        repository: acme/api\n        branch: main\n", []string{
@@ -121,7 +123,7 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate scope", "environments:\n  staging:\n" + scope + "      api:\n        repository: acme/web\n        branch: main\n", []string{
 			`line 7: scope "api" of environment "staging" is defined twice (first at line 4); give each scope one entry`}},
 		{"unknown scope key and typo", "environments:\n  staging:\n    scopes:\n      api:\n        repo: acme/api\n        branch: main\n", []string{
-			`line 5: unknown key "repo" in scope "api" of environment "staging"; allowed: repository, branch, paths, workflow`,
+			`line 5: unknown key "repo" in scope "api" of environment "staging"; allowed: repository, branch, paths, barrier-paths, workflow`,
 			`line 4: scope "api" of environment "staging" has no repository; say which repository it is built from (repository: OWNER/NAME)`}},
 		{"bad repository", "environments:\n  staging:\n    scopes:\n      api:\n        repository: https://github.com/acme/api\n        branch: main\n", []string{
 			`line 5: scope "api" of environment "staging": repository "https://github.com/acme/api" must be OWNER/NAME, e.g. acme/api`}},
@@ -322,5 +324,49 @@ func TestDocumentedOwnFileNarrows(t *testing.T) {
 	env, _ := got.Environment("staging")
 	if env.Scopes[0].Workflow != "deploy-api.yml" {
 		t.Errorf("staging/api workflow %q, want the repository's deploy-api.yml", env.Scopes[0].Workflow)
+	}
+}
+
+// TestPolicyQueueAndBarriers: policy queue is accepted; barrier-paths are globs like paths, and a
+// commit is a barrier in a scope when it touches one of them, or when its changes are unknown.
+func TestPolicyQueueAndBarriers(t *testing.T) {
+	t.Parallel()
+	const file = `version: 1
+environments:
+  prod:
+    policy: queue
+    scopes:
+      db:
+        repository: acme/api
+        branch: main
+        barrier-paths: [migrations/**, schema.sql]
+      api:
+        repository: acme/api
+        branch: main
+`
+	c, err := Parse([]byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := c.Environments[0]
+	if e.Policy != PolicyQueue || !cmp.Equal(e.Scopes[0].BarrierPaths, []string{"migrations/**", "schema.sql"}) || e.Scopes[1].BarrierPaths != nil {
+		t.Fatalf("parsed %+v", e)
+	}
+	sels := c.ScopesFor("acme/api", "main", []string{"migrations/2026/001_users.sql", "README.md"})
+	if len(sels) != 1 || sels[0].Policy != PolicyQueue {
+		t.Fatalf("selections %+v", sels)
+	}
+	for _, tt := range []struct {
+		changed []string
+		want    []string
+	}{
+		{[]string{"migrations/2026/001_users.sql"}, []string{"db"}},
+		{[]string{"schema.sql", "api/main.go"}, []string{"db"}},
+		{[]string{"api/main.go"}, nil},
+		{nil, []string{"db"}}, // changes unknown: a barrier where the scope has barrier-paths
+	} {
+		if got := sels[0].Barriers(tt.changed); !cmp.Equal(got, tt.want) {
+			t.Errorf("Barriers(%v) = %v, want %v", tt.changed, got, tt.want)
+		}
 	}
 }

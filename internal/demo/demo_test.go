@@ -65,3 +65,19 @@ func TestDemoEndsWhenAPassFails(t *testing.T) {
 		}
 	}
 }
+
+func TestQueueDemoDeploysInOrder(t *testing.T) {
+	res, err := demo.RunQueue(context.Background(), authority.New(memory.New()), io.Discard, quick())
+	if err != nil || len(res.Violations) > 0 {
+		t.Fatalf("queue demo: %v, violations %v", err, res.Violations)
+	}
+	var order []string
+	for _, ev := range res.Env.Events {
+		if ev.Kind == authority.EventDeployed {
+			order = append(order, ev.Sha[:1])
+		}
+	}
+	if len(order) != 3 || order[0] != "a" || order[1] != "b" || order[2] != "c" {
+		t.Fatalf("deployed %v; want a, b, c", order)
+	}
+}

@@ -91,6 +91,7 @@ func writeStatusTable(b *strings.Builder, e *authority.Env, now time.Time) {
 			if m.Attempt > 0 {
 				pending += fmt.Sprintf(", %d failed", m.Attempt)
 			}
+			pending += queueText(s, func(sha string) string { return code(ShortSha(sha)) })
 		}
 		if f := s.Failure; f != nil && s.Mailbox == nil {
 			pending = fmt.Sprintf("**error** (generation %d): %s", f.Generation, cell(oneLine(f.Message, 120)))

@@ -21,7 +21,11 @@ func StatusText(w io.Writer, e *authority.Env, now time.Time) error {
 	if e.Observed < e.Desired {
 		state = "reconciling"
 	}
-	if _, err := fmt.Fprintf(w, "%s  %d/%d %s\n", Escape(e.Name), e.Observed, e.Desired, state); err != nil {
+	policy := ""
+	if p := e.PolicyOrDefault(); p != authority.PolicyLatest {
+		policy = "  policy " + string(p)
+	}
+	if _, err := fmt.Fprintf(w, "%s  %d/%d %s%s\n", Escape(e.Name), e.Observed, e.Desired, state, policy); err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -43,6 +47,7 @@ func StatusText(w io.Writer, e *authority.Env, now time.Time) error {
 			if m.Attempt > 0 {
 				pending += fmt.Sprintf(", %d failed", m.Attempt)
 			}
+			pending += queueText(s, func(sha string) string { return Escape(ShortSha(sha)) })
 		}
 		if f := s.Failure; f != nil && s.Mailbox == nil {
 			pending = fmt.Sprintf("ERROR gen %d: %s", f.Generation, oneLine(f.Message, 48))
@@ -115,4 +120,32 @@ func oneLine(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// queueText says what more a scope's pending cell holds beyond its head: that the head is a
+// barrier or failed and blocks, and the intents waiting behind it with their places.
+func queueText(s *authority.Scope, sha func(string) string) string {
+	var b strings.Builder
+	if m := s.Mailbox; m != nil && m.Failed {
+		b.WriteString(", FAILED: blocks until skip or retry")
+	} else if m != nil && m.Barrier {
+		b.WriteString(", barrier")
+	}
+	if len(s.Queue) > 0 {
+		parts := make([]string, 0, len(s.Queue))
+		for i, q := range s.Queue {
+			parts = append(parts, fmt.Sprintf("%d. %s (gen %d)", i+2, sha(q.Sha), q.Generation))
+		}
+		fmt.Fprintf(&b, "; waiting: %s", strings.Join(parts, ", "))
+	}
+	return b.String()
+}
+
+// Waiting is the publication's words for a pass that waits its turn: "queued: 3 ahead of this
+// commit", "waiting for barrier abc1234", or blocked by a failure; "" when it does not wait.
+func Waiting(held *authority.HeldError) string {
+	if held == nil || (held.Ahead == 0 && held.Barrier == "" && !held.Blocked) {
+		return ""
+	}
+	return Escape(authority.WaitText(held))
 }

@@ -51,6 +51,7 @@ func Run(t *testing.T, newStore func(t *testing.T) authority.Store) {
 		{"Outbox", outboxCases()},
 		{"Pending", pendingCases()},
 		{"Sweep", sweepCases()},
+		{"Policy", policyCases()},
 		{"InputErrors", inputCases()},
 	}
 	for _, g := range groups {

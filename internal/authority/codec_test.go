@@ -1,0 +1,66 @@
+package authority
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestStoredLayoutVersions: a document of version 2, as builds before policies wrote it, still
+// decodes; a document that uses no policy feature is still written as version 2 (so those builds
+// keep reading it); one with a policy or a queue is written as version 3 and comes back whole; a
+// newer version is refused.
+func TestStoredLayoutVersions(t *testing.T) {
+	v2 := `{"v":2,"n":"staging","d":3,"o":2,"q":7,"s":{"api":{"m":{"g":3,"s":"c3","r":"refs/heads/main","i":"d-3","t":1772366400000000000},"o":3,"t":1772366400000000000}}}`
+	e, err := DecodeEnv([]byte(v2))
+	if err != nil {
+		t.Fatalf("decode a version 2 document: %v", err)
+	}
+	if e.PolicyOrDefault() != PolicyLatest || e.Scopes["api"].Mailbox.Sha != "c3" || len(e.Scopes["api"].Queue) != 0 {
+		t.Fatalf("version 2 document read as %+v", e)
+	}
+	b, err := EncodeEnv(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := version(t, b); v != 2 {
+		t.Fatalf("a document without policy features written as version %d, want 2", v)
+	}
+
+	at := time.Date(2026, 3, 1, 12, 0, 0, 5, time.UTC)
+	q := &Env{Name: "prod", Policy: PolicyQueue, Desired: 3, Observed: 0, Scopes: map[string]*Scope{"db": {
+		Mailbox: &Ref{Generation: 1, Sha: "a1", IntentID: "i1", At: at, Barrier: true, Failed: true},
+		Queue:   []*Ref{{Generation: 2, Sha: "b2", IntentID: "i2", At: at, Claimed: true}, {Generation: 3, Sha: "c3", IntentID: "i3", At: at}},
+	}}}
+	b, err = EncodeEnv(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := version(t, b); v != 3 {
+		t.Fatalf("a queue document written as version %d, want 3", v)
+	}
+	back, err := DecodeEnv(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(q, back); diff != "" {
+		t.Fatalf("queue document round trip (-want +got):\n%s", diff)
+	}
+	if _, err := DecodeEnv([]byte(`{"v":4,"n":"x"}`)); err == nil || !strings.Contains(err.Error(), "upgrade latestwins") {
+		t.Fatalf("a newer layout: %v; want a refusal that says to upgrade", err)
+	}
+}
+
+func version(t *testing.T, b []byte) int {
+	t.Helper()
+	var p struct {
+		V int `json:"v"`
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	return p.V
+}

@@ -1,0 +1,402 @@
+package authority
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Policy says how an environment orders its deploys (docs/config.md, "Policies").
+type Policy string
+
+// Policies.
+const (
+	// PolicyLatest deploys the newest accepted commit of each scope and supersedes older pending
+	// ones, except barriers: an intent marked a barrier is never superseded, newer ones wait behind it.
+	PolicyLatest Policy = "latest"
+	// PolicyQueue deploys every accepted intent of each scope in generation order and supersedes
+	// none: a pass deploys only once every older intent of its scopes has its outcome.
+	PolicyQueue Policy = "queue"
+)
+
+// ParsePolicy checks a policy name.
+func ParsePolicy(s string) (Policy, error) {
+	switch p := Policy(s); p {
+	case PolicyLatest, PolicyQueue:
+		return p, nil
+	}
+	return "", &InputError{Field: "policy", Value: s, Fix: "use latest (the newest commit wins) or queue (every commit, in order)"}
+}
+
+// DefaultQueueLimit is how many intents one scope may hold pending (the head and those waiting
+// behind it) unless WithQueueLimit says otherwise.
+const DefaultQueueLimit = 100
+
+// maxQueuedDocBytes bounds the stored environment document once intents wait in it: an intent
+// that would take it past this is refused like one past the queue limit, so the document stays
+// within a DynamoDB item (400 KB) whatever the limit and the lengths of the intents' fields.
+const maxQueuedDocBytes = 300_000
+
+// WithQueueLimit sets how many intents one scope may hold pending (at least 1).
+func WithQueueLimit(n int) Option { return func(a *Authority) { a.queueLimit = max(n, 1) } }
+
+// ErrQueueFull: a scope already holds as many pending intents as it may; the intent was refused,
+// nothing was written. Retryable once some of them have their outcome.
+var ErrQueueFull = errors.New("queue full")
+
+// QueueFullError is an intent refused because a scope's queue is full.
+type QueueFullError struct {
+	Environment string
+	Scope       string
+	Pending     int
+	Limit       int
+	Bytes       int // > 0: refused for the document's size rather than the count
+}
+
+func (e *QueueFullError) Error() string {
+	if e.Bytes > 0 {
+		return fmt.Sprintf("%s: the intents waiting would make the environment's document %d bytes, more than %d: wait until some are deployed, or split the environment",
+			e.Environment, e.Bytes, maxQueuedDocBytes)
+	}
+	return fmt.Sprintf("%s/%s: %d intents are pending, the most one scope may hold (%d): this one was refused, nothing was written; try again once some are deployed, or raise the queue limit",
+		e.Environment, e.Scope, e.Pending, e.Limit)
+}
+
+func (e *QueueFullError) Is(target error) bool { return target == ErrQueueFull }
+
+func (e *Env) policy() Policy {
+	if e.Policy == "" {
+		return PolicyLatest
+	}
+	return e.Policy
+}
+
+// PolicyOrDefault is the environment's policy, PolicyLatest when none was ever set.
+func (e *Env) PolicyOrDefault() Policy { return e.policy() }
+
+// Entries returns the scope's pending intents, oldest first: the head, then those waiting.
+func (s *Scope) Entries() []*Ref {
+	if s.Mailbox == nil {
+		return nil
+	}
+	return append([]*Ref{s.Mailbox}, s.Queue...)
+}
+
+// position returns the index of the pending intent at generation gen among Entries, or -1.
+func (s *Scope) position(gen int64) int {
+	for i, r := range s.Entries() {
+		if r.Generation == gen {
+			return i
+		}
+	}
+	return -1
+}
+
+// setEntries makes list the scope's pending intents. A new head whose pass claimed it while it
+// waited is owned by that pass from now on.
+func (s *Scope) setEntries(list []*Ref, now time.Time) {
+	prev := s.Mailbox
+	s.Mailbox, s.Queue = nil, nil
+	if len(list) == 0 {
+		return
+	}
+	head := list[0]
+	if head != prev {
+		s.ActiveAt = now
+	}
+	s.Mailbox = head
+	if len(list) > 1 {
+		s.Queue = slices.Clone(list[1:])
+	}
+	if head.Claimed && s.Owner < head.Generation {
+		s.Owner = head.Generation
+	}
+}
+
+// collapse applies latest-wins to a scope's pending intents, oldest first: each ordinary intent
+// with a newer one behind it is superseded (recorded, with why); barriers stay, and so does the
+// newest unless it already failed.
+func (e *Env) collapse(name string, list []*Ref, why string, now time.Time) []*Ref {
+	out := make([]*Ref, 0, len(list))
+	newest := list[len(list)-1]
+	for i, r := range list {
+		last := i == len(list)-1
+		switch {
+		case r.Barrier || (last && !r.Failed):
+			out = append(out, r)
+		case r.Failed:
+			// It has its outcome already; it only stops blocking.
+		default:
+			e.record(now, Event{Kind: EventSuperseded, Scope: name, Generation: r.Generation, Sha: r.Sha,
+				Message: fmt.Sprintf("Superseded by generation %d (%s)%s", newest.Generation, shortSha(newest.Sha), why)})
+		}
+	}
+	return out
+}
+
+// enqueue adds an accepted intent's entry to a scope under the environment's policy: at the end
+// of the queue under policy queue; under policy latest it supersedes the pending ordinary intents
+// and waits behind the barriers. It refuses, changing nothing, past the queue limit.
+func (e *Env) enqueue(name string, sc *Scope, entry *Ref, limit int, now time.Time) error {
+	list := append(sc.Entries(), entry)
+	if e.policy() == PolicyLatest {
+		n := 0
+		for i, r := range list {
+			if r.Barrier || i == len(list)-1 {
+				n++
+			}
+		}
+		if n > limit {
+			return &QueueFullError{Environment: e.Name, Scope: name, Pending: n - 1, Limit: limit}
+		}
+		list = e.collapse(name, list, "", now)
+	} else if len(list) > limit {
+		return &QueueFullError{Environment: e.Name, Scope: name, Pending: len(list) - 1, Limit: limit}
+	}
+	sc.setEntries(list, now)
+	return nil
+}
+
+// endEntry gives the pending intent at pos its outcome. A terminal failure of an intent that
+// others must not pass (any intent under policy queue, a barrier under policy latest) stays in
+// place, marked failed: at the head it blocks the scope until someone decides.
+func (e *Env) endEntry(sc *Scope, pos int, failed bool, now time.Time) {
+	list := sc.Entries()
+	if pos < 0 || pos >= len(list) {
+		return
+	}
+	if failed && (e.policy() == PolicyQueue || list[pos].Barrier) {
+		list[pos].Failed = true
+		return
+	}
+	list = slices.Delete(list, pos, pos+1)
+	sc.setEntries(list, now)
+}
+
+// setPolicy switches the environment's policy and records the switch. Latest to queue keeps what
+// is pending as it is (its head stays the head). Queue to latest applies latest-wins to every
+// scope: only the newest intent and the barriers stay pending, the others are superseded.
+func (e *Env) setPolicy(p Policy, actor string, now time.Time) {
+	from := e.policy()
+	if p == "" || p == from {
+		return
+	}
+	e.Policy = p
+	if p == PolicyLatest {
+		e.Policy = "" // the default is stored as nothing
+	}
+	e.record(now, Event{Kind: EventPolicy, Message: fmt.Sprintf("Policy changed from %s to %s by %s", from, p, orUnknown(actor))})
+	if p != PolicyLatest {
+		return
+	}
+	for _, name := range sortedKeys(e.Scopes) {
+		sc := e.Scopes[name]
+		if list := sc.Entries(); len(list) > 0 {
+			sc.setEntries(e.collapse(name, list, ": the policy changed to latest", now), now)
+		}
+	}
+	e.settle()
+}
+
+// waitFor says why the pass at gen may not take the scope's lease yet although it owns its intent
+// there: older intents are ahead of it, or a barrier, or a terminal failure that blocks. nil: it
+// may.
+func (e *Env) waitFor(gen int64, name string, now time.Time, skew time.Duration) *HeldError {
+	sc := e.Scopes[name]
+	pos := sc.position(gen)
+	if pos <= 0 {
+		return nil
+	}
+	head := sc.Mailbox
+	held := &HeldError{Resource: resourceName(e.Name, name), Holder: sc.Lease.Holder, Purpose: sc.Lease.Purpose, Generation: head.Generation,
+		Ahead: pos, HeadSha: head.Sha, RetryAfter: queueRetry}
+	if liveLease(&sc.Lease, now, skew) {
+		held.ExpiresAt = sc.Lease.ExpiresAt
+		held.RetryAfter = min(queueRetry, heldError("", &sc.Lease, now, skew).RetryAfter)
+	}
+	switch {
+	case head.Failed:
+		held.Blocked = true
+	case e.policy() == PolicyLatest:
+		// Under latest only barriers keep anything waiting: the nearest one ahead is what it waits for.
+		for _, r := range sc.Entries()[:pos] {
+			if r.Barrier {
+				held.Barrier = r.Sha
+			}
+		}
+	}
+	return held
+}
+
+// queueRetry is how soon a pass waiting in a queue is told to ask again when the head holds no
+// lease that says when it frees.
+const queueRetry = 5 * time.Second
+
+// SetPolicy sets an environment's policy and records the switch in its timeline (see setPolicy);
+// the environment is made if nothing was accepted for it yet. It reports whether the policy changed.
+func (a *Authority) SetPolicy(ctx context.Context, env string, p Policy, actor string) (bool, error) {
+	if err := ValidateEnvironment(env); err != nil {
+		return false, err
+	}
+	if _, err := ParsePolicy(string(p)); err != nil {
+		return false, err
+	}
+	changed := false
+	_, err := a.update(ctx, EnvKey(env), func(d *Doc, now time.Time) (bool, error) {
+		if d.Env == nil {
+			d.Env = newEnv(env)
+		}
+		changed = d.Env.policy() != p
+		d.Env.setPolicy(p, actor, now)
+		return changed, nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("set the policy of %s: %w", env, err)
+	}
+	return changed, nil
+}
+
+// DecisionAction is what someone decided about a terminal failure that blocks a scope.
+type DecisionAction string
+
+// Decisions about a blocking failure.
+const (
+	// DecideSkip gives up on the failed intent: the next one waiting goes.
+	DecideSkip DecisionAction = "skip"
+	// DecideRetry tries the failed intent again, from its first attempt: the recovery sweep
+	// re-drives it at once (or its pass, run again, claims it).
+	DecideRetry DecisionAction = "retry"
+)
+
+// Decision unblocks a scope whose head failed terminally under policy queue, or as a barrier.
+type Decision struct {
+	Environment string
+	Scope       string
+	Action      DecisionAction
+	Reason      string
+	Actor       string
+	// Request, when set (a webhook delivery id), makes the decision happen once for it: a repeat
+	// returns ErrRepeated instead of skipping the next failure too.
+	Request string
+}
+
+// ErrNotBlocked: a decision was asked for a scope that nothing blocks.
+var ErrNotBlocked = errors.New("not blocked")
+
+// Decide carries out a decision about the terminal failure that blocks a scope and records who
+// decided and why. It returns the failed intent it decided about; an error matching ErrNotBlocked
+// when the scope's head has not failed.
+func (a *Authority) Decide(ctx context.Context, d Decision) (*Ref, error) {
+	if err := ValidateEnvironment(d.Environment); err != nil {
+		return nil, err
+	}
+	if err := ValidateScope(d.Scope); err != nil {
+		return nil, err
+	}
+	if d.Action != DecideSkip && d.Action != DecideRetry {
+		return nil, &InputError{Field: "decision", Value: string(d.Action), Fix: "use skip or retry"}
+	}
+	if strings.TrimSpace(d.Reason) == "" {
+		return nil, &InputError{Field: "reason", Fix: fmt.Sprintf("say why the failure is %sped (--reason TEXT); it goes in the timeline", d.Action)}
+	}
+	id := ""
+	if d.Request != "" {
+		id = "decide:" + d.Scope + ":" + d.Request
+	}
+	var done *IntentRecord
+	prepare := func(ctx context.Context, doc *Doc) error {
+		done = nil
+		if id == "" {
+			return nil
+		}
+		if doc.Env != nil {
+			if done = doc.Env.pendingAccept(id); done != nil {
+				return nil
+			}
+		}
+		var err error
+		done, err = a.intentRecord(ctx, d.Environment, id)
+		return err
+	}
+	var decided *Ref
+	_, err := a.updatePrepared(ctx, EnvKey(d.Environment), prepare, func(doc *Doc, now time.Time) (bool, error) {
+		decided = nil
+		if done != nil {
+			return false, nil
+		}
+		if doc.Env == nil {
+			return false, &InputError{Field: "environment", Value: d.Environment, Fix: "unknown environment: nothing was ever accepted for it; check the name"}
+		}
+		if err := doc.Env.requireScopes([]string{d.Scope}); err != nil {
+			return false, err
+		}
+		sc := doc.Env.Scopes[d.Scope]
+		if sc.Mailbox == nil || !sc.Mailbox.Failed {
+			return false, nil
+		}
+		m := *sc.Mailbox
+		decided = &m
+		if d.Action == DecideSkip {
+			doc.Env.record(now, Event{Kind: EventSkipped, Scope: d.Scope, Generation: m.Generation, Sha: m.Sha,
+				Message: fmt.Sprintf("Failed %s skipped by %s: %s", shortSha(m.Sha), orUnknown(d.Actor), d.Reason)})
+			sc.setEntries(sc.Entries()[1:], now)
+		} else {
+			sc.Mailbox.Failed, sc.Mailbox.Attempt = false, 0
+			sc.ActiveAt = time.Time{} // stalled at once: the sweep re-drives it on its next round
+			doc.Env.record(now, Event{Kind: EventRetried, Scope: d.Scope, Generation: m.Generation, Sha: m.Sha,
+				Message: fmt.Sprintf("Failed %s to be retried, by %s: %s", shortSha(m.Sha), orUnknown(d.Actor), d.Reason)})
+		}
+		if id != "" {
+			doc.Env.Accepts = append(doc.Env.Accepts, IntentRecord{ID: id, At: now})
+		}
+		doc.Env.settle()
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s in %s/%s: %w", d.Action, d.Environment, d.Scope, err)
+	}
+	if done != nil {
+		return nil, fmt.Errorf("%s in %s/%s for request %s: %w", d.Action, d.Environment, d.Scope, d.Request, ErrRepeated)
+	}
+	if decided == nil {
+		return nil, fmt.Errorf("%s in %s/%s: no terminal failure blocks it: %w", d.Action, d.Environment, d.Scope, ErrNotBlocked)
+	}
+	return decided, nil
+}
+
+// checkQueuedSize refuses a document that holds waiting intents and has grown past
+// maxQueuedDocBytes in its stored form.
+func (e *Env) checkQueuedSize() error {
+	waiting := false
+	for _, sc := range e.Scopes {
+		waiting = waiting || len(sc.Queue) > 0
+	}
+	if !waiting {
+		return nil
+	}
+	b, err := EncodeEnv(e)
+	if err != nil {
+		return err
+	}
+	if len(b) > maxQueuedDocBytes {
+		return &QueueFullError{Environment: e.Name, Bytes: len(b)}
+	}
+	return nil
+}
+
+// waitText says in a few words what a waiting pass waits for: the publications' wording.
+func waitText(w *HeldError) string {
+	switch {
+	case w.Blocked:
+		return fmt.Sprintf("blocked: generation %d (%s) failed terminally; waiting for a decision (skip or retry)", w.Generation, shortSha(w.HeadSha))
+	case w.Barrier != "":
+		return "waiting for barrier " + shortSha(w.Barrier)
+	}
+	return fmt.Sprintf("queued: %d ahead of this commit", w.Ahead)
+}
+
+// WaitText is waitText for renderers outside the package.
+func WaitText(w *HeldError) string { return waitText(w) }
