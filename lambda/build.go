@@ -64,6 +64,14 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 		return nil, fmt.Errorf("no configuration source: set %s and %s so that each repository's .github/latestwins.yml is read, or %s to %s",
 			EnvAppID, EnvAppPrivateKeySSM, EnvConfig, configFileConvention)
 	}
+	o.StatusPage = s.StatusPage
+	if s.StatusPage == app.StatusPageGitHub {
+		o.SignIn = &app.SignInOptions{PublicURL: s.PublicURL, SessionKey: s.SessionKey,
+			GitHub: &githubapp.OAuth{ClientID: s.ClientID, ClientSecret: s.ClientSecret, WebURL: s.GitHubURL, APIURL: s.GitHubAPIURL}}
+	}
+	if inst != nil {
+		o.Installations = inst
+	}
 	a, err := app.New(o)
 	if err != nil {
 		return nil, err
