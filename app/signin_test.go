@@ -363,3 +363,57 @@ func TestRedeployButton(t *testing.T) {
 		t.Errorf("the form sent twice redeployed twice: desired %d -> %d", after.Desired, again.Desired)
 	}
 }
+
+func TestSignInState(t *testing.T) {
+	t.Parallel()
+	w := newSignInWorld(t)
+	w.oauth.SignIn("mona")
+	jar, _ := cookiejar.New(nil)
+	noFollow := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	callback := func(c *http.Client, query string) *http.Response {
+		t.Helper()
+		resp, err := c.Get(w.url + "/signin/callback?" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp
+	}
+	// A callback this browser did not start (a link from elsewhere) is refused.
+	if resp := callback(noFollow, "code=abc&state=xyz"); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a callback without a sign-in started here: %d, want 400", resp.StatusCode)
+	}
+	resp, err := noFollow.Get(w.url + "/signin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	authz, err := url.Parse(resp.Header.Get("Location"))
+	if err != nil || authz.Query().Get("state") == "" || authz.Query().Get("redirect_uri") != w.url+"/signin/callback" {
+		t.Fatalf("GET /signin redirected to %q, want GitHub's authorize with a state and the exact callback", resp.Header.Get("Location"))
+	}
+	// GitHub's answer with another state (an attacker's code pushed into this browser) is refused.
+	resp, err = noFollow.Get(authz.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	back, _ := url.Parse(resp.Header.Get("Location"))
+	q := back.Query()
+	q.Set("state", "forged-"+q.Get("state"))
+	if resp := callback(noFollow, q.Encode()); resp.StatusCode != http.StatusForbidden || slicesContainSession(resp.Cookies()) {
+		t.Errorf("a callback with another state: %d, cookies %v; want 403 and no session", resp.StatusCode, resp.Cookies())
+	}
+	if _, exchanged := w.oauth.Codes(); exchanged != 0 {
+		t.Errorf("the code of a refused callback was exchanged")
+	}
+}
+
+func slicesContainSession(cs []*http.Cookie) bool {
+	for _, c := range cs {
+		if c.Name == sessionCookie && c.MaxAge >= 0 && c.Value != "" {
+			return true
+		}
+	}
+	return false
+}
