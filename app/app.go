@@ -80,6 +80,13 @@ type Options struct {
 	Commits Commits
 	// Environments lists environments the status page always shows (besides those with pending work).
 	Environments func(ctx context.Context) ([]string, error)
+	// StatusPage says who may see the status page; the zero value is StatusPageOff.
+	StatusPage StatusPage
+	// SignIn configures StatusPageGitHub; required with it.
+	SignIn *SignInOptions
+	// Installations finds the App's installation on a repository, for the status page's redeploys
+	// when the configuration source cannot; nil: such redeploys dispatch as no installation.
+	Installations InstallationFinder
 	// Tokens verifies the OIDC tokens of the /v1 API; nil: GitHub Actions' issuer, audience latestwins.
 	Tokens TokenVerifier
 	// MaxBodyBytes caps a webhook body; 0 means DefaultMaxBodyBytes.
@@ -97,10 +104,13 @@ type App struct {
 	review   ProtectionReviewer
 	commits  Commits
 	envs     func(ctx context.Context) ([]string, error)
+	signIn   *signIn // StatusPageGitHub only
 	maxBody  int64
 	intake   *intake
 	log      *slog.Logger
 	mux      *http.ServeMux
+
+	installations InstallationFinder
 }
 
 var _ http.Handler = (*App)(nil)
@@ -118,7 +128,7 @@ func New(o Options) (*App, error) {
 		return nil, &authority.InputError{Field: "max body bytes", Value: fmt.Sprint(o.MaxBodyBytes), Fix: "give a positive size, or 0 for the default"}
 	}
 	a := &App{secret: o.Secret, auth: o.Authority, config: o.Config, dispatch: o.Dispatcher, convo: o.Conversation, review: o.Reviewer, commits: o.Commits, envs: o.Environments,
-		maxBody: o.MaxBodyBytes, log: o.Logger}
+		maxBody: o.MaxBodyBytes, log: o.Logger, installations: o.Installations}
 	if a.maxBody == 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
@@ -132,7 +142,9 @@ func New(o Options) (*App, error) {
 	a.mux = http.NewServeMux()
 	a.mux.HandleFunc("POST /webhook", a.serveWebhook)
 	a.mux.HandleFunc("GET /healthz", serveHealth)
-	a.mux.HandleFunc("GET /{$}", a.serveStatus)
+	if err := a.routeStatus(o.StatusPage, o.SignIn); err != nil {
+		return nil, err
+	}
 	if o.Tokens == nil {
 		v, err := NewOIDCVerifier(OIDCOptions{Clock: o.Authority})
 		if err != nil {

@@ -288,20 +288,15 @@ func (a *App) commandDeploy(ctx context.Context, run *commentRun, sels []config.
 func (a *App) commandRedeploy(ctx context.Context, run *commentRun, sels []config.Selection) error {
 	scope := run.cmd.Scopes[0]
 	for _, sel := range sels {
-		env, err := a.auth.Status(ctx, sel.Environment)
-		if err != nil && !errors.Is(err, authority.ErrInvalidInput) {
-			return err
-		}
-		var live *authority.Live
-		if env != nil && env.Scopes[scope] != nil {
-			live = env.Scopes[scope].Live
-		}
-		if live == nil {
+		in, err := a.redeployIntent(ctx, sel.Environment, scope, authority.Intent{ID: run.d.ID,
+			Source: fmt.Sprintf("redeploy comment %s#%d", run.at.Repo, run.number), Actor: run.actor})
+		if errors.Is(err, errNothingLive) {
 			fmt.Fprintf(&run.reply, "%s: %s has nothing live to redeploy; use `/latestwins deploy %s`.\n", sel.Environment, scope, scope)
 			continue
 		}
-		in := authority.Intent{ID: run.d.ID, Sha: live.Sha, Ref: live.Ref, Redeploy: true,
-			Source: fmt.Sprintf("redeploy comment %s#%d", run.at.Repo, run.number), Actor: run.actor}
+		if err != nil {
+			return err
+		}
 		if err := a.acceptOne(ctx, run, sel, in); err != nil {
 			return err
 		}
@@ -309,17 +304,35 @@ func (a *App) commandRedeploy(ctx context.Context, run *commentRun, sels []confi
 	return nil
 }
 
+// errNothingLive is a redeploy of a scope with nothing deployed.
+var errNothingLive = errors.New("nothing live to redeploy")
+
+// redeployIntent is the intent that deploys scope of env again at its live commit: in, with the live
+// commit, its ref and Redeploy set. Accepted for a selection of that scope alone, it changes nothing
+// of the other scopes (their live sha, generation, run and time). The comment command and the status
+// page's button both make it.
+func (a *App) redeployIntent(ctx context.Context, env, scope string, in authority.Intent) (authority.Intent, error) {
+	doc, err := a.auth.Status(ctx, env)
+	if err != nil && !errors.Is(err, authority.ErrInvalidInput) {
+		return in, err
+	}
+	var live *authority.Live
+	if doc != nil && doc.Scopes[scope] != nil {
+		live = doc.Scopes[scope].Live
+	}
+	if live == nil {
+		return in, fmt.Errorf("%s/%s: %w", env, scope, errNothingLive)
+	}
+	in.Sha, in.Ref, in.Redeploy = live.Sha, live.Ref, true
+	return in, nil
+}
+
 // acceptOne accepts in for one selection, dispatching on the intent's branch, and says what happened.
 // An intent whose ref is not a branch of the repository (a fork's pull request, refs/pull/N/head) is
 // accepted but neither dispatched nor given an origin for the recovery sweep.
 func (a *App) acceptOne(ctx context.Context, run *commentRun, sel config.Selection, in authority.Intent) error {
 	res := run.res
-	sub := Result{}
-	branch, isBranch := strings.CutPrefix(in.Ref, "refs/heads/")
-	if !isBranch {
-		branch = ""
-	}
-	err := a.accept(ctx, run.log, []config.Selection{sel}, in, branch, run.at.Installation, &sub)
+	sub, isBranch, err := a.acceptSelection(ctx, run.log, sel, in, run.at.Installation)
 	res.Intents = append(res.Intents, sub.Intents...)
 	res.Dispatched = append(res.Dispatched, sub.Dispatched...)
 	switch {
@@ -348,6 +361,18 @@ func (a *App) acceptOne(ctx context.Context, run *commentRun, sel config.Selecti
 			sel.Environment, in.Ref, run.at.Repo, sel.Environment, accepted)
 	}
 	return nil
+}
+
+// acceptSelection accepts in for one selection and dispatches its scopes' workflows on the intent's
+// branch, as installation; isBranch is false when the intent's ref is no branch (then nothing is
+// dispatched).
+func (a *App) acceptSelection(ctx context.Context, log *slog.Logger, sel config.Selection, in authority.Intent, installation int64) (sub Result, isBranch bool, err error) {
+	branch, isBranch := strings.CutPrefix(in.Ref, "refs/heads/")
+	if !isBranch {
+		branch = ""
+	}
+	err = a.accept(ctx, log, []config.Selection{sel}, in, branch, installation, &sub)
+	return sub, isBranch, err
 }
 
 // generationOf is the generation at which the intents accepted scopes, 0 when they accepted none.

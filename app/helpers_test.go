@@ -116,7 +116,7 @@ func newHarness(t testing.TB, cfgYAML string, opts ...func(*Options)) *harness {
 	}
 	clock := storetest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	h := &harness{auth: authority.New(memory.New(), authority.WithClock(clock)), disp: &recorder{}, clock: clock}
-	o := Options{Secret: testSecret, Authority: h.auth, Config: staticConfig{cfg}, Dispatcher: h.disp,
+	o := Options{Secret: testSecret, Authority: h.auth, Config: staticConfig{cfg}, Dispatcher: h.disp, StatusPage: StatusPageOpen,
 		Environments: func(context.Context) ([]string, error) { return []string{"staging"}, nil }}
 	for _, f := range opts {
 		f(&o)

@@ -21,6 +21,10 @@ const timelineLen = 12
 type pageData struct {
 	Now          time.Time
 	Environments []envView
+	// Viewer is the signed-in user (StatusPageGitHub), nil on an open page.
+	Viewer *viewer
+	// Actions: some row has a button, so the tables get a column for them.
+	Actions bool
 }
 
 type envView struct {
@@ -44,6 +48,8 @@ type scopeView struct {
 	Lease       string
 	LeaseHeld   bool
 	Failure     string
+	// Redeploy is set when the viewer may redeploy the scope: the form's one-time request id.
+	Redeploy string
 }
 
 type eventView struct {
@@ -65,20 +71,23 @@ body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #1f2328; }
 table { border-collapse: collapse; margin: .5em 0 1.5em; }
 th, td { text-align: left; padding: .25em .75em; border-bottom: 1px solid #d0d7de; }
 code { font: 13px ui-monospace, monospace; }
+form { margin: 0; } .who { float: right; }
 .held { color: #9a6700; } .settled { color: #1a7f37; } .reconciling { color: #9a6700; } .error { color: #cf222e; }
 </style>
 </head>
 <body>
 <h1>latestwins</h1>
-<p>Read-only status, from the store at {{.Now.Format "2006-01-02 15:04:05 MST"}}.</p>
-{{range .Environments}}
+{{with .Viewer}}<form method="post" action="/signout" class="who">Signed in as <strong id="login">{{.Login}}</strong>
+<input type="hidden" name="csrf" value="{{.CSRF}}"> <button type="submit">Sign out</button></form>
+{{end}}<p>{{if not .Actions}}Read-only status{{else}}Status{{end}}, from the store at {{.Now.Format "2006-01-02 15:04:05 MST"}}.</p>
+{{range $env := .Environments}}
 <section id="env-{{.Name}}">
 <h2>{{.Name}}</h2>
 {{if .Missing}}<p>Nothing accepted yet.</p>{{else}}
 <p>Observed/desired: <strong>{{.Observed}}/{{.Desired}}</strong>
 {{if .Settled}}<span class="settled">settled</span>{{else}}<span class="reconciling">reconciling</span>{{end}}</p>
 <table>
-<thead><tr><th>scope</th><th>live sha</th><th>generation</th><th>deployed</th><th>pending</th><th>owner</th><th>lease</th></tr></thead>
+<thead><tr><th>scope</th><th>live sha</th><th>generation</th><th>deployed</th><th>pending</th><th>owner</th><th>lease</th>{{if $.Actions}}<th></th>{{end}}</tr></thead>
 <tbody>
 {{range .Scopes}}<tr>
 <td>{{.Name}}</td>
@@ -88,6 +97,10 @@ code { font: 13px ui-monospace, monospace; }
 <td>{{if .Failure}}<span class="error">{{.Failure}}</span>{{else}}{{.Pending}}{{end}}</td>
 <td>{{if .Owner}}{{.Owner}}{{else}}-{{end}}</td>
 <td{{if .LeaseHeld}} class="held"{{end}}>{{.Lease}}</td>
+{{if $.Actions}}<td>{{if .Redeploy}}<form method="post" action="/redeploy">
+<input type="hidden" name="csrf" value="{{$.Viewer.CSRF}}"><input type="hidden" name="environment" value="{{$env.Name}}">
+<input type="hidden" name="scope" value="{{.Name}}"><input type="hidden" name="request" value="{{.Redeploy}}">
+<button type="submit" id="redeploy-{{$env.Name}}/{{.Name}}">Redeploy</button></form>{{end}}</td>{{end}}
 </tr>
 {{end}}</tbody>
 </table>
@@ -101,15 +114,16 @@ code { font: 13px ui-monospace, monospace; }
 {{end}}
 </section>
 {{else}}
-<p>No environments yet: nothing is configured or pending.</p>
+<p>{{if .Viewer}}No environment you can see: none is fed by a repository you can read.{{else}}No environments yet: nothing is configured or pending.{{end}}</p>
 {{end}}
 </body>
 </html>
 `))
 
-// serveStatus renders the status page from the store's current state.
-func (a *App) serveStatus(w http.ResponseWriter, r *http.Request) {
-	data, err := a.statusData(r.Context())
+// serveStatus renders the status page from the store's current state: every environment on an
+// open page (v nil), or those v may see.
+func (a *App) serveStatus(w http.ResponseWriter, r *http.Request, v *viewer) {
+	data, err := a.statusData(r.Context(), v)
 	if err != nil {
 		a.log.ErrorContext(r.Context(), "status page", "err", err)
 		http.Error(w, "status unavailable: "+err.Error(), http.StatusInternalServerError)
@@ -121,15 +135,10 @@ func (a *App) serveStatus(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "status page failed to render", http.StatusInternalServerError)
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Cache-Control", "no-store")
-	_, _ = w.Write(buf.Bytes())
+	writeHTML(w, http.StatusOK, buf.String())
 }
 
-func (a *App) statusData(ctx context.Context) (*pageData, error) {
+func (a *App) statusData(ctx context.Context, v *viewer) (*pageData, error) {
 	configured, err := a.envs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list configured environments: %w", err)
@@ -142,19 +151,68 @@ func (a *App) statusData(ctx context.Context) (*pageData, error) {
 	sort.Strings(names)
 	names = slices.Compact(names)
 	now := a.now()
-	data := &pageData{Now: now.UTC()}
+	data := &pageData{Now: now.UTC(), Viewer: v}
 	for _, name := range names {
 		env, err := a.auth.Status(ctx, name)
-		if errors.Is(err, authority.ErrInvalidInput) {
+		missing := errors.Is(err, authority.ErrInvalidInput)
+		if err != nil && !missing {
+			return nil, err
+		}
+		if missing {
+			env = nil
+		}
+		var write map[string]bool
+		if v != nil {
+			visible, w, err := a.visibleTo(ctx, v, name, env)
+			if err != nil {
+				return nil, err
+			}
+			if !visible {
+				continue
+			}
+			write = w
+		}
+		if missing {
 			data.Environments = append(data.Environments, envView{Name: name, Missing: true})
 			continue
 		}
-		if err != nil {
-			return nil, err
+		ev := viewOf(env, now)
+		for i := range ev.Scopes {
+			sv := &ev.Scopes[i]
+			if !write[sv.Name] || sv.LiveSha == "" {
+				continue
+			}
+			if sv.Redeploy, err = randomToken(16); err != nil {
+				return nil, err
+			}
+			data.Actions = true
 		}
-		data.Environments = append(data.Environments, viewOf(env, now))
+		data.Environments = append(data.Environments, ev)
 	}
 	return data, nil
+}
+
+// visibleTo reports whether the viewer may see the environment (they can read a repository that
+// feeds one of its scopes) and, per scope, whether they may redeploy it (they can push to its
+// repository).
+func (a *App) visibleTo(ctx context.Context, v *viewer, name string, env *authority.Env) (bool, map[string]bool, error) {
+	log := a.log.With("login", v.Login, "environment", name)
+	feeds, err := a.scopeFeeds(ctx, log, name, env)
+	if err != nil {
+		return false, nil, err
+	}
+	visible, write := false, map[string]bool{}
+	for scope, f := range feeds {
+		acc, err := a.repoAccess(ctx, v.sess, f.repo)
+		if err != nil {
+			// Fail closed: what GitHub does not confirm is not shown.
+			log.WarnContext(ctx, "status page: GitHub did not say what the user may read; not shown", "repo", f.repo.String(), "err", err)
+			continue
+		}
+		visible = visible || acc.read
+		write[scope] = acc.write
+	}
+	return visible, write, nil
 }
 
 func viewOf(e *authority.Env, now time.Time) envView {

@@ -62,6 +62,7 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 		}
 		o.Dispatcher, o.Commits, o.Conversation, o.Reviewer = gh.Dispatcher, gh.Commits, gh.Conversation, gh.Reviewer
 		trusted.Files, trusted.Installations, trusted.AppOwner = gh.Files, gh.Finder, gh.AppOwner
+		o.Installations = gh.Finder
 	}
 	src, err := app.NewTrustedConfig(trusted)
 	if err != nil {
@@ -74,6 +75,11 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 			return nil, nil // a bad or missing trusted file is reported on each delivery
 		}
 		return envs, err
+	}
+	o.StatusPage = s.StatusPage
+	if s.StatusPage == app.StatusPageGitHub {
+		o.SignIn = &app.SignInOptions{PublicURL: s.PublicURL, SessionKey: s.SessionKey,
+			GitHub: &githubapp.OAuth{ClientID: s.ClientID, ClientSecret: s.ClientSecret, WebURL: s.GitHubURL, APIURL: s.GitHubAPIURL}}
 	}
 	a, err := app.New(o)
 	if err != nil {

@@ -32,6 +32,14 @@ const (
 	EnvMaxAttempts       = "LATESTWINS_MAX_ATTEMPTS"
 	EnvOIDCIssuer        = "LATESTWINS_OIDC_ISSUER"
 	EnvOIDCAudience      = "LATESTWINS_OIDC_AUDIENCE"
+	EnvStatusPage        = "LATESTWINS_STATUS_PAGE"
+	EnvPublicURL         = "LATESTWINS_PUBLIC_URL"
+	EnvGitHubURL         = "LATESTWINS_GITHUB_URL"
+	EnvClientID          = "LATESTWINS_APP_CLIENT_ID"
+	EnvClientSecret      = "LATESTWINS_APP_CLIENT_SECRET"
+	EnvClientSecretSSM   = "LATESTWINS_APP_CLIENT_SECRET_SSM_PARAMETER"
+	EnvSessionKey        = "LATESTWINS_SESSION_KEY"
+	EnvSessionKeySSM     = "LATESTWINS_SESSION_KEY_SSM_PARAMETER"
 	defaultGitHubAPIURL  = "https://api.github.com/"
 	storeExample         = "dynamodb://TABLE?region=REGION"
 	configFileConvention = "a file in the .github/latestwins.yml schema shipped with the function, e.g. /var/task/latestwins.yml"
@@ -58,11 +66,21 @@ type Settings struct {
 	MaxAttempts   int
 	OIDCIssuer    string // issuer of the tokens the /v1 API accepts ("": GitHub's)
 	OIDCAudience  string // audience they must carry ("": latestwins)
+	// StatusPage is who sees the status page: off unless LATESTWINS_STATUS_PAGE says open or github
+	// (auto is off: a Function URL is public).
+	StatusPage app.StatusPage
+	// SignIn configures StatusPage github: PublicURL, ClientID, ClientSecret, SessionKey, GitHubURL.
+	PublicURL    string
+	GitHubURL    string
+	ClientID     string
+	ClientSecret string
+	SessionKey   []byte
 }
 
 // UsesSSM reports whether any secret is to be read from SSM Parameter Store.
 func UsesSSM(getenv func(string) string) bool {
-	return getenv(EnvWebhookSecretSSM) != "" || getenv(EnvAppPrivateKeySSM) != ""
+	return getenv(EnvWebhookSecretSSM) != "" || getenv(EnvAppPrivateKeySSM) != "" ||
+		getenv(EnvClientSecretSSM) != "" || getenv(EnvSessionKeySSM) != ""
 }
 
 // LoadSettings reads the settings through getenv. A secret named by a *_SSM_PARAMETER variable is
@@ -129,10 +147,50 @@ func LoadSettings(ctx context.Context, getenv func(string) string, params Parame
 			s.MaxAttempts = n
 		}
 	}
+	if err := s.loadStatusPage(ctx, getenv, params); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("settings: %w", errors.Join(errs...))
 	}
 	return s, nil
+}
+
+// loadStatusPage reads the status page's settings. On Lambda the page is off unless set: the
+// Function URL must be public for webhooks, and auto never opens a public address.
+func (s *Settings) loadStatusPage(ctx context.Context, getenv func(string) string, params ParameterReader) error {
+	mode, err := app.ResolveStatusPage(getenv(EnvStatusPage), false)
+	if err != nil {
+		return fmt.Errorf("%s: %w", EnvStatusPage, err)
+	}
+	s.StatusPage = mode
+	if mode != app.StatusPageGitHub {
+		return nil
+	}
+	s.PublicURL, s.GitHubURL, s.ClientID = getenv(EnvPublicURL), getenv(EnvGitHubURL), getenv(EnvClientID)
+	secret, err := secretSetting(ctx, getenv, params, EnvClientSecret, EnvClientSecretSSM)
+	if err != nil {
+		return err
+	}
+	key, err := secretSetting(ctx, getenv, params, EnvSessionKey, EnvSessionKeySSM)
+	if err != nil {
+		return err
+	}
+	s.ClientSecret, s.SessionKey = secret, []byte(key)
+	var missing []string
+	for _, m := range []struct{ v, name string }{{s.PublicURL, EnvPublicURL + " (the Function URL)"}, {s.ClientID, EnvClientID},
+		{s.ClientSecret, EnvClientSecretSSM + " or " + EnvClientSecret}, {key, EnvSessionKeySSM + " or " + EnvSessionKey}} {
+		if m.v == "" {
+			missing = append(missing, m.name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%s=github needs %s; see docs/deploy.md", EnvStatusPage, strings.Join(missing, ", "))
+	}
+	if len(key) < app.MinSessionKeyBytes {
+		return fmt.Errorf("the session key has %d bytes: give at least %d random bytes (openssl rand -base64 48)", len(key), app.MinSessionKeyBytes)
+	}
+	return nil
 }
 
 // loadCredentials reads the App's id and private key: both, or neither (then nothing is published).

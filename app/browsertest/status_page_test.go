@@ -95,7 +95,7 @@ func server(t *testing.T) string {
 	must("gate web", err)
 	clock.Advance(30 * time.Second)
 
-	a, err := app.New(app.Options{Secret: []byte("status page test"), Authority: auth, Config: noConfig{},
+	a, err := app.New(app.Options{Secret: []byte("status page test"), Authority: auth, Config: noConfig{}, StatusPage: app.StatusPageOpen,
 		Environments: func(context.Context) ([]string, error) { return []string{"prod", "staging"}, nil }})
 	must("app.New", err)
 	mux := http.NewServeMux()

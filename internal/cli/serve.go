@@ -41,6 +41,12 @@ type serveSettings struct {
 	sweepEvery    time.Duration
 	stall         time.Duration
 	maxAttempts   int
+	statusPage    string
+	publicURL     string
+	clientID      string
+	clientSecret  string
+	sessionKey    string
+	githubURL     string
 	redrive       func(context.Context, authority.StalledWork) error // nil: sweeps only log
 }
 
@@ -114,6 +120,13 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	c.durVar(&ss.sweepEvery, "sweep-every", time.Minute, "how often to run the recovery sweep (0: never)")
 	c.durVar(&ss.stall, "stall", 10*time.Minute, "how long pending work may sit idle with no live lease before the sweep re-drives it")
 	c.intVar(&ss.maxAttempts, "max-attempts", 3, 1, "re-drives of one intent before it ends with a terminal error")
+	c.str(&ss.statusPage, "status-page", app.StatusPageAuto, "who sees the status page (/): auto (open when --addr is loopback, off otherwise), off, "+
+		"open (anyone who can reach the address: actors, lease holders and failure messages included) or github (sign in with GitHub)")
+	c.str(&ss.publicURL, "public-url", "", "the App's address as browsers reach it, for --status-page github (the callback URL to register on the App is this plus /signin/callback)")
+	c.str(&ss.clientID, "app-client-id", "", "the GitHub App's client id, for --status-page github")
+	c.str(&ss.clientSecret, "app-client-secret", "", "the GitHub App's client secret, for --status-page github (prefer the variable)")
+	c.str(&ss.sessionKey, "session-key", "", "at least 32 random bytes sealing the status page's sign-in cookies, for --status-page github (prefer the variable)")
+	c.str(&ss.githubURL, "github-url", githubapp.DefaultWebURL, "where users sign in to GitHub (GitHub Enterprise Server: https://HOST)")
 	if err := c.parse(args); err != nil {
 		return nil, nil, err
 	}
@@ -166,6 +179,10 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 		return nil, nil, usageErrorf("--oidc-issuer: %v", err)
 	}
 	o := app.Options{Secret: []byte(ss.webhookSecret), Authority: c.auth, MaxBodyBytes: ss.maxBody, Logger: log, Tokens: tokens}
+	if o.StatusPage, o.SignIn, err = statusPageOptions(ss); err != nil {
+		c.done()
+		return nil, nil, err
+	}
 	trusted := app.TrustedOptions{Path: ss.config, Repo: ss.configRepo}
 	if inst != nil {
 		gh, err := ghadapter.New(inst, c.auth, log)
@@ -175,6 +192,7 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 		}
 		o.Dispatcher, o.Commits, o.Conversation, o.Reviewer = gh.Dispatcher, gh.Commits, gh.Conversation, gh.Reviewer
 		trusted.Files, trusted.Installations, trusted.AppOwner = gh.Files, gh.Finder, gh.AppOwner
+		o.Installations = gh.Finder
 	}
 	src, err := app.NewTrustedConfig(trusted)
 	if err != nil {
@@ -200,6 +218,7 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 		return nil, nil, err
 	}
 	c.progress("latestwins serve: API /v1 takes OIDC tokens of %s with audience %s", ss.oidcIssuer, ss.oidcAudience)
+	c.progress("latestwins serve: status page: %s", describeStatusPage(o.StatusPage))
 	if o.Dispatcher != nil {
 		ss.redrive = a.Redrive
 	}
@@ -313,4 +332,43 @@ func configuredEnvironments(ctx context.Context, src *app.TrustedConfig) ([]stri
 		return nil, nil // a bad or missing trusted file is reported on each delivery; the page shows what the store holds
 	}
 	return envs, err
+}
+
+// statusPageOptions resolves --status-page (auto: open when --addr is loopback) and, for github,
+// checks the sign-in settings.
+func statusPageOptions(ss *serveSettings) (app.StatusPage, *app.SignInOptions, error) {
+	mode, err := app.ResolveStatusPage(ss.statusPage, app.LoopbackAddr(ss.addr))
+	if err != nil {
+		return "", nil, usageErrorf("--status-page %q: %v", ss.statusPage, err)
+	}
+	if mode != app.StatusPageGitHub {
+		return mode, nil, nil
+	}
+	var missing []string
+	for _, m := range []struct{ v, name string }{{ss.publicURL, "LATESTWINS_PUBLIC_URL"}, {ss.clientID, "LATESTWINS_APP_CLIENT_ID"},
+		{ss.clientSecret, "LATESTWINS_APP_CLIENT_SECRET"}, {ss.sessionKey, "LATESTWINS_SESSION_KEY"}} {
+		if m.v == "" {
+			missing = append(missing, m.name)
+		}
+	}
+	if len(missing) > 0 {
+		return "", nil, usageErrorf("--status-page github needs %s: the App's address as browsers reach it, its client id and secret "+
+			"(the App's settings page), and a session key of at least %d random bytes (openssl rand -base64 48); see docs/deploy.md",
+			strings.Join(missing, ", "), app.MinSessionKeyBytes)
+	}
+	if len(ss.sessionKey) < app.MinSessionKeyBytes {
+		return "", nil, usageErrorf("LATESTWINS_SESSION_KEY has %d bytes: give at least %d random bytes (openssl rand -base64 48)", len(ss.sessionKey), app.MinSessionKeyBytes)
+	}
+	oauth := &githubapp.OAuth{ClientID: ss.clientID, ClientSecret: ss.clientSecret, WebURL: ss.githubURL, APIURL: ss.apiURL}
+	return mode, &app.SignInOptions{GitHub: oauth, PublicURL: ss.publicURL, SessionKey: []byte(ss.sessionKey)}, nil
+}
+
+func describeStatusPage(mode app.StatusPage) string {
+	switch mode {
+	case app.StatusPageOpen:
+		return "open to anyone who can reach this address (--status-page)"
+	case app.StatusPageGitHub:
+		return "sign in with GitHub; each user sees the environments of repositories they can read"
+	}
+	return "off (--status-page open or github to turn it on)"
 }

@@ -101,6 +101,12 @@ func TestServeRefusesBadSettings(t *testing.T) {
 		{"bad oidc issuer", map[string]string{"LATESTWINS_WEBHOOK_SECRET": "s", "LATESTWINS_OIDC_ISSUER": "token.actions.githubusercontent.com"}, []string{"--config", cfg},
 			"--oidc-issuer: invalid OIDC issuer"},
 		{"bad max body", map[string]string{"LATESTWINS_WEBHOOK_SECRET": "s", "LATESTWINS_MAX_BODY": "ten"}, []string{"--config", cfg}, "LATESTWINS_MAX_BODY=\"ten\""},
+		{"unknown status page mode", map[string]string{"LATESTWINS_WEBHOOK_SECRET": "s"}, []string{"--config", cfg, "--status-page", "public"}, "--status-page \"public\""},
+		{"github status page without its settings", map[string]string{"LATESTWINS_WEBHOOK_SECRET": "s", "LATESTWINS_STATUS_PAGE": "github"}, []string{"--config", cfg},
+			"--status-page github needs LATESTWINS_PUBLIC_URL, LATESTWINS_APP_CLIENT_ID, LATESTWINS_APP_CLIENT_SECRET, LATESTWINS_SESSION_KEY"},
+		{"github status page with a short session key", map[string]string{"LATESTWINS_WEBHOOK_SECRET": "s", "LATESTWINS_STATUS_PAGE": "github",
+			"LATESTWINS_PUBLIC_URL": "https://x.example", "LATESTWINS_APP_CLIENT_ID": "c", "LATESTWINS_APP_CLIENT_SECRET": "s", "LATESTWINS_SESSION_KEY": "short"},
+			[]string{"--config", cfg}, "LATESTWINS_SESSION_KEY has 5 bytes: give at least 32"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -169,6 +175,9 @@ func TestServeStatusPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer page.Body.Close()
+	if !strings.Contains(stderr.String(), "status page: open to anyone who can reach this address") {
+		t.Errorf("serve on loopback did not say its status page is open:\n%s", stderr.String())
+	}
 	body, _ := io.ReadAll(page.Body)
 	for _, want := range []string{"<h2>staging</h2>", `<code title="` + fixtureSha + `">6113728</code>`, "held by run-2 for deploy, token 2"} {
 		if !strings.Contains(string(body), want) {
@@ -313,5 +322,41 @@ func TestServeWithAppCredentialsReadsConfigAndDispatches(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("GitHub requests:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// serve on every interface keeps its status page off unless told otherwise; the rest is unchanged.
+func TestServeStatusPageOffOffLoopback(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	cfg := writeServeConfig(t, h.dir, serveConfig)
+	var stderr syncbuf.Buffer
+	vars := map[string]string{"LATESTWINS_WEBHOOK_SECRET": serveSecret, "LATESTWINS_STORE": h.store}
+	c := &cmdEnv{io: IO{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &stderr, Getenv: func(k string) string { return vars[k] }},
+		log: slog.New(slog.DiscardHandler)}
+	// Not listened on: only the handler is built, and served on loopback by the test.
+	handler, _, err := c.serveHandler(context.Background(), []string{"--config", cfg, "--addr", ":8080"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.done()
+	srv := httptest.NewServer(handler)
+	defer srv.Close()
+	for path, want := range map[string]int{"/": http.StatusNotFound, "/healthz": http.StatusOK} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: %d %s, want %d", path, resp.StatusCode, body, want)
+		}
+		if path == "/" && !strings.Contains(string(body), "LATESTWINS_STATUS_PAGE") {
+			t.Errorf("the page that is off does not say how to turn it on: %s", body)
+		}
+	}
+	if !strings.Contains(stderr.String(), "status page: off") {
+		t.Errorf("serve did not say its status page is off:\n%s", stderr.String())
 	}
 }

@@ -33,5 +33,8 @@ func Endpoints() []Endpoint {
 		{http.MethodPost, "/repos/{owner}/{repo}/deployments"},
 		{http.MethodPost, "/repos/{owner}/{repo}/deployments/{deployment_id}/statuses"},
 		{http.MethodPost, "/app-manifests/{code}/conversions"},
+		// With a signed-in user's token (OAuth): who signed in, and what they may do on a repository.
+		{http.MethodGet, "/user"},
+		{http.MethodGet, "/repos/{owner}/{repo}"},
 	}
 }

@@ -49,6 +49,7 @@ type Server struct {
 	mu       sync.Mutex
 	stubs    []*Stub
 	requests []Request
+	oauth    *OAuthApp // the OAuth endpoints' client, once OAuthApp registered it
 }
 
 // Request is one request the fake received.
@@ -72,7 +73,8 @@ type Stub struct {
 	status  int
 	body    []byte
 	header  http.Header
-	times   int // -1: any number of times, at least once
+	times   int    // -1: any number of times, at least once
+	token   string // when set, only requests with this bearer token match
 	calls   []Request
 }
 
@@ -202,6 +204,10 @@ func (s *Server) Requests() []Request {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, oauthPrefix) {
+		s.serveOAuth(w, r)
+		return
+	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		s.fail(w, http.StatusBadRequest, "githubtest: read request body of %s %s: %v", r.Method, r.URL.Path, err)
@@ -276,6 +282,9 @@ func (s *Server) match(rec Request) *Stub {
 	defer s.mu.Unlock()
 	for _, st := range s.stubs {
 		if st.method != rec.Method || !st.re.MatchString(rec.Path) || !hasQuery(rec.Query, st.query) {
+			continue
+		}
+		if st.token != "" && !hasToken(rec.Header, st.token) {
 			continue
 		}
 		if st.times >= 0 && len(st.calls) >= st.times {

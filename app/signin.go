@@ -1,0 +1,577 @@
+package app
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"html"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/config"
+)
+
+// StatusPage says who may see the status page (GET /). The webhook, /healthz and /v1 are the same
+// in every mode.
+type StatusPage string
+
+// Status page modes.
+const (
+	// StatusPageOff answers 404, with a body that says how to turn the page on. The zero value.
+	StatusPageOff StatusPage = "off"
+	// StatusPageOpen shows every environment, read-only, to anyone who can reach the App: actors,
+	// lease holders and failure messages included.
+	StatusPageOpen StatusPage = "open"
+	// StatusPageGitHub signs users in with GitHub and shows each one the environments fed by a
+	// repository they can read; users with write permission on a scope's repository can redeploy it.
+	StatusPageGitHub StatusPage = "github"
+)
+
+// StatusPageAuto is the setting that picks StatusPageOpen on a loopback address and StatusPageOff
+// elsewhere (ResolveStatusPage).
+const StatusPageAuto = "auto"
+
+// ResolveStatusPage reads the status page setting: off, open, github, or auto (or empty): open when
+// loopback is true (the App listens on a loopback address only), off otherwise.
+func ResolveStatusPage(setting string, loopback bool) (StatusPage, error) {
+	switch s := strings.ToLower(strings.TrimSpace(setting)); s {
+	case "", StatusPageAuto:
+		if loopback {
+			return StatusPageOpen, nil
+		}
+		return StatusPageOff, nil
+	case string(StatusPageOff), string(StatusPageOpen), string(StatusPageGitHub):
+		return StatusPage(s), nil
+	}
+	return "", &authority.InputError{Field: "status page", Value: setting,
+		Fix: "give auto (open on a loopback address, off elsewhere), off, open (anyone who can reach the App sees it) or github (sign in with GitHub)"}
+}
+
+// LoopbackAddr reports whether a listening address (host:port) or URL host is loopback only:
+// 127.0.0.0/8, ::1 or localhost. An empty host (":8080", every interface) is not.
+func LoopbackAddr(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// GitHubSignIn is the App's user sign-in on GitHub and the one question the page asks with a
+// user's token; internal/githubapp.OAuth is one.
+type GitHubSignIn interface {
+	// AuthorizeURL is GitHub's page that asks the user to authorize the App, then redirects to
+	// redirectURI with a code and state.
+	AuthorizeURL(redirectURI, state string) string
+	// Exchange trades the code for the user's access token.
+	Exchange(ctx context.Context, code, redirectURI string) (string, error)
+	// Login is the token's user.
+	Login(ctx context.Context, token string) (string, error)
+	// RepoAccess reports whether the token's user can read, and push to, owner/repo.
+	RepoAccess(ctx context.Context, token, owner, repo string) (read, write bool, err error)
+}
+
+// Defaults of SignInOptions.
+const (
+	DefaultSessionTTL = 8 * time.Hour // a GitHub App's user tokens expire after 8 hours
+	DefaultAccessTTL  = time.Minute
+	signinTTL         = 10 * time.Minute // GitHub's codes live 10 minutes
+	maxAccessEntries  = 10000
+	callbackPath      = "/signin/callback"
+)
+
+// SignInOptions configure StatusPageGitHub.
+type SignInOptions struct {
+	// GitHub signs users in; required.
+	GitHub GitHubSignIn
+	// PublicURL is the App's address as browsers reach it (https://HOST, or http on loopback); the
+	// callback URL to register on the App is PublicURL + "/signin/callback". Required.
+	PublicURL string
+	// SessionKey seals the cookies; at least MinSessionKeyBytes random bytes. Required.
+	SessionKey []byte
+	// SessionTTL is how long a sign-in lasts; 0 means DefaultSessionTTL.
+	SessionTTL time.Duration
+	// AccessTTL is how long a user's access to a repository is remembered in this process; 0 means
+	// DefaultAccessTTL.
+	AccessTTL time.Duration
+}
+
+// signIn is StatusPageGitHub's state.
+type signIn struct {
+	github   GitHubSignIn
+	callback string
+	secure   bool // cookies are Secure (https)
+	seal     *sealer
+	ttl      time.Duration
+	access   *accessCache
+}
+
+func newSignIn(o *SignInOptions, now func() time.Time) (*signIn, error) {
+	if o == nil || o.GitHub == nil {
+		return nil, &authority.InputError{Field: "status page sign-in", Fix: "give the App's client id and client secret (LATESTWINS_APP_CLIENT_ID, LATESTWINS_APP_CLIENT_SECRET) for --status-page github"}
+	}
+	u, err := url.Parse(o.PublicURL)
+	if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return nil, &authority.InputError{Field: "public URL", Value: o.PublicURL,
+			Fix: "give the App's address as browsers reach it, such as https://latestwins.example.com (LATESTWINS_PUBLIC_URL); the callback URL to register on the App is that plus " + callbackPath}
+	}
+	switch {
+	case u.Scheme == "https":
+	case u.Scheme == "http" && LoopbackAddr(u.Host):
+	default:
+		return nil, &authority.InputError{Field: "public URL", Value: o.PublicURL,
+			Fix: "the sign-in cookie carries a GitHub token: give an https:// address (http only on a loopback address)"}
+	}
+	seal, err := newSealer(o.SessionKey)
+	if err != nil {
+		return nil, &authority.InputError{Field: "session key", Fix: "set LATESTWINS_SESSION_KEY (--session-key) for --status-page github: " + err.Error()}
+	}
+	s := &signIn{github: o.GitHub, callback: strings.TrimSuffix(u.String(), "/") + callbackPath, secure: u.Scheme == "https",
+		seal: seal, ttl: o.SessionTTL, access: &accessCache{ttl: o.AccessTTL, now: now, m: map[accessKey]accessEntry{}}}
+	if s.ttl <= 0 {
+		s.ttl = DefaultSessionTTL
+	}
+	if s.access.ttl <= 0 {
+		s.access.ttl = DefaultAccessTTL
+	}
+	return s, nil
+}
+
+// routeStatus registers the status page and, for StatusPageGitHub, its sign-in and redeploy.
+func (a *App) routeStatus(mode StatusPage, o *SignInOptions) error {
+	switch mode {
+	case "", StatusPageOff:
+		a.mux.HandleFunc("GET /{$}", serveStatusOff)
+		return nil
+	case StatusPageOpen:
+		a.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { a.serveStatus(w, r, nil) })
+		return nil
+	case StatusPageGitHub:
+	default:
+		_, err := ResolveStatusPage(string(mode), false)
+		return err
+	}
+	s, err := newSignIn(o, a.now)
+	if err != nil {
+		return err
+	}
+	a.signIn = s
+	a.mux.HandleFunc("GET /{$}", a.serveSignedIn)
+	a.mux.HandleFunc("GET /signin", a.serveSignIn)
+	a.mux.HandleFunc("GET "+callbackPath, a.serveCallback)
+	a.mux.HandleFunc("POST /signout", a.serveSignOut)
+	a.mux.HandleFunc("POST /redeploy", a.serveRedeploy)
+	return nil
+}
+
+// statusOffBody is the whole answer of a status page that is off.
+const statusOffBody = "The status page is off on this address.\n\n" +
+	"Turn it on with LATESTWINS_STATUS_PAGE (or --status-page):\n" +
+	"  github  sign in with GitHub; each user sees the environments of repositories they can read\n" +
+	"  open    anyone who can reach this address sees every environment, actors and failure messages included\n" +
+	"See docs/deploy.md, \"The status page\".\n"
+
+func serveStatusOff(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusNotFound)
+	_, _ = w.Write([]byte(statusOffBody))
+}
+
+// viewer is the signed-in user a page is rendered for, with their CSRF token.
+type viewer struct {
+	Login string
+	CSRF  string
+	sess  *session
+}
+
+// currentSession is the request's valid session, or nil.
+func (a *App) currentSession(r *http.Request) *session {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return nil
+	}
+	sess, err := a.signIn.seal.openSession(c.Value, a.now())
+	if err != nil {
+		return nil
+	}
+	return sess
+}
+
+func (a *App) serveSignedIn(w http.ResponseWriter, r *http.Request) {
+	sess := a.currentSession(r)
+	if sess == nil {
+		if _, err := r.Cookie(sessionCookie); err == nil {
+			a.clearCookie(w, sessionCookie, "/") // expired or not ours
+		}
+		writeHTML(w, http.StatusOK, signInPage)
+		return
+	}
+	a.serveStatus(w, r, &viewer{Login: sess.Login, CSRF: a.signIn.seal.csrf(sess), sess: sess})
+}
+
+const signInPage = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>latestwins status</title>
+<style>body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #1f2328; }</style></head>
+<body><h1>latestwins</h1>
+<p>Sign in to see the environments of the repositories you can read.</p>
+<p><a id="signin" href="/signin">Sign in with GitHub</a></p>
+</body></html>
+`
+
+func writeHTML(w http.ResponseWriter, status int, body string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(body))
+}
+
+func (a *App) setCookie(w http.ResponseWriter, name, value, path string, ttl time.Duration) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: path, MaxAge: int(ttl.Seconds()),
+		HttpOnly: true, Secure: a.signIn.secure, SameSite: http.SameSiteLaxMode})
+}
+
+func (a *App) clearCookie(w http.ResponseWriter, name, path string) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: path, MaxAge: -1,
+		HttpOnly: true, Secure: a.signIn.secure, SameSite: http.SameSiteLaxMode})
+}
+
+// serveSignIn starts a sign-in: a random state, kept in a sealed cookie of this browser, and a
+// redirect to GitHub.
+func (a *App) serveSignIn(w http.ResponseWriter, r *http.Request) {
+	state, err := randomToken(32)
+	if err != nil {
+		a.refuse(w, r, http.StatusInternalServerError, "sign-in failed to start", err)
+		return
+	}
+	v, err := a.signIn.seal.seal(signinCookie, signinState{State: state, Expires: a.now().Add(signinTTL)})
+	if err != nil {
+		a.refuse(w, r, http.StatusInternalServerError, "sign-in failed to start", err)
+		return
+	}
+	a.setCookie(w, signinCookie, v, "/signin", signinTTL)
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, a.signIn.github.AuthorizeURL(a.signIn.callback, state), http.StatusFound)
+}
+
+// serveCallback finishes a sign-in: the state GitHub sent back must be this browser's, then the code
+// is exchanged for the user's token and a session cookie is set.
+func (a *App) serveCallback(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	c, err := r.Cookie(signinCookie)
+	if err != nil {
+		a.refuse(w, r, http.StatusBadRequest, "this sign-in was not started in this browser (or took over 10 minutes): sign in again", nil)
+		return
+	}
+	a.clearCookie(w, signinCookie, "/signin")
+	var st signinState
+	if err := a.signIn.seal.open(signinCookie, c.Value, &st); err != nil || !a.now().Before(st.Expires) {
+		a.refuse(w, r, http.StatusBadRequest, "this sign-in expired or was not started here: sign in again", nil)
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(st.State)) != 1 {
+		a.refuse(w, r, http.StatusForbidden, "the sign-in's state does not match this browser's: sign in again", nil)
+		return
+	}
+	if e := q.Get("error"); e != "" {
+		a.refuse(w, r, http.StatusForbidden, "GitHub did not sign you in: "+e+" "+q.Get("error_description"), nil)
+		return
+	}
+	token, err := a.signIn.github.Exchange(r.Context(), q.Get("code"), a.signIn.callback)
+	if err != nil {
+		a.refuse(w, r, http.StatusBadGateway, "GitHub did not complete the sign-in: sign in again", err)
+		return
+	}
+	login, err := a.signIn.github.Login(r.Context(), token)
+	if err != nil {
+		a.refuse(w, r, http.StatusBadGateway, "GitHub did not say who signed in: sign in again", err)
+		return
+	}
+	id, err := randomToken(24)
+	if err != nil {
+		a.refuse(w, r, http.StatusInternalServerError, "sign-in failed", err)
+		return
+	}
+	v, err := a.signIn.seal.seal(sessionCookie, session{Login: login, Token: token, ID: id, Expires: a.now().Add(a.signIn.ttl)})
+	if err != nil {
+		a.refuse(w, r, http.StatusInternalServerError, "sign-in failed", err)
+		return
+	}
+	a.setCookie(w, sessionCookie, v, "/", a.signIn.ttl)
+	a.log.InfoContext(r.Context(), "status page: signed in", "login", login)
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+func (a *App) serveSignOut(w http.ResponseWriter, r *http.Request) {
+	sess := a.currentSession(r)
+	if sess == nil || !a.signIn.seal.checkCSRF(sess, formValue(r, "csrf")) {
+		a.refuse(w, r, http.StatusForbidden, "sign-out refused: the form is not from this session's page", nil)
+		return
+	}
+	a.clearCookie(w, sessionCookie, "/")
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// maxFormBytes bounds a form POST of the page.
+const maxFormBytes = 4 << 10
+
+func formValue(r *http.Request, name string) string {
+	if r.PostForm == nil {
+		r.Body = http.MaxBytesReader(nil, r.Body, maxFormBytes)
+		if err := r.ParseForm(); err != nil {
+			return ""
+		}
+	}
+	return r.PostForm.Get(name)
+}
+
+// refuse answers the browser with a short page; err (not shown) is logged.
+func (a *App) refuse(w http.ResponseWriter, r *http.Request, status int, msg string, err error) {
+	if err != nil {
+		a.log.WarnContext(r.Context(), "status page", "status", status, "msg", msg, "err", err)
+	} else {
+		a.log.InfoContext(r.Context(), "status page refused", "status", status, "msg", msg)
+	}
+	writeHTML(w, status, `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>latestwins</title></head><body><p id="message">`+
+		html.EscapeString(msg)+`</p><p><a href="/">Back to the status page</a></p></body></html>`)
+}
+
+// serveRedeploy is the Redeploy button: the same row-level redeploy as `/latestwins redeploy SCOPE`,
+// for a signed-in user with write permission on the scope's repository, from a form of their own
+// session's page (its CSRF token).
+func (a *App) serveRedeploy(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	sess := a.currentSession(r)
+	if sess == nil {
+		a.refuse(w, r, http.StatusForbidden, "redeploy refused: sign in first", nil)
+		return
+	}
+	if !a.signIn.seal.checkCSRF(sess, formValue(r, "csrf")) {
+		a.refuse(w, r, http.StatusForbidden, "redeploy refused: the form is not from this session's page (reload the page and try again)", nil)
+		return
+	}
+	env, scope, request := formValue(r, "environment"), formValue(r, "scope"), formValue(r, "request")
+	if authority.ValidateEnvironment(env) != nil || scope == "" || len(request) < 16 || len(request) > 64 {
+		a.refuse(w, r, http.StatusBadRequest, "redeploy refused: the form is incomplete", nil)
+		return
+	}
+	log := a.log.With("login", sess.Login, "environment", env, "scope", scope)
+	doc, err := a.auth.Status(ctx, env)
+	if err != nil && !errors.Is(err, authority.ErrInvalidInput) {
+		a.refuse(w, r, http.StatusInternalServerError, "redeploy failed: the store did not answer", err)
+		return
+	}
+	feeds, err := a.scopeFeeds(ctx, log, env, doc)
+	if err != nil {
+		a.refuse(w, r, http.StatusInternalServerError, "redeploy failed: the configuration could not be read", err)
+		return
+	}
+	feed, ok := feeds[scope]
+	if !ok {
+		a.refuse(w, r, http.StatusForbidden, fmt.Sprintf("redeploy refused: no repository is known to feed %s/%s", env, scope), nil)
+		return
+	}
+	acc, err := a.repoAccess(ctx, sess, feed.repo)
+	if err != nil {
+		a.refuse(w, r, http.StatusBadGateway, "redeploy failed: GitHub did not say what you may do on "+feed.repo.String(), err)
+		return
+	}
+	if !acc.write {
+		log.InfoContext(ctx, "status page: redeploy refused, no write permission", "repo", feed.repo.String())
+		a.refuse(w, r, http.StatusForbidden, fmt.Sprintf("redeploy refused: %s needs write permission on %s", sess.Login, feed.repo), nil)
+		return
+	}
+	in, err := a.redeployIntent(ctx, env, scope, authority.Intent{ID: "status-page:" + request, Source: "status page redeploy", Actor: sess.Login})
+	if errors.Is(err, errNothingLive) {
+		a.refuse(w, r, http.StatusConflict, fmt.Sprintf("%s/%s has nothing live to redeploy", env, scope), nil)
+		return
+	}
+	if err != nil {
+		a.refuse(w, r, http.StatusInternalServerError, "redeploy failed: the store did not answer", err)
+		return
+	}
+	installation := feed.installation
+	if installation == 0 {
+		if installation, err = a.installationOf(ctx, feed.repo); err != nil {
+			a.refuse(w, r, http.StatusBadGateway, "redeploy failed: the App's installation on "+feed.repo.String()+" is not known", err)
+			return
+		}
+	}
+	// The repository's own file may have chosen the scope's workflow: the same narrowed
+	// configuration as a comment command's.
+	own, err := a.configFor(ctx, log, installation, feed.repo, "")
+	if err != nil {
+		a.refuse(w, r, StatusFor(err), "redeploy refused: "+err.Error(), err)
+		return
+	}
+	if e, ok := own.Environment(env); ok {
+		for _, s := range e.Scopes {
+			if s.Name == feed.scope.Name {
+				feed.scope = s
+			}
+		}
+	}
+	sel := config.Selection{Environment: env, Policy: feed.policy, Scopes: []config.Scope{feed.scope}}
+	res, _, err := a.acceptSelection(ctx, log, sel, in, installation)
+	if err != nil {
+		a.refuse(w, r, StatusFor(err), "redeploy accepted but not started: "+err.Error(), err)
+		return
+	}
+	log.InfoContext(ctx, "status page: redeploy", "outcome", res.Outcome, "dispatched", len(res.Dispatched))
+	http.Redirect(w, r, "/#env-"+url.PathEscape(env), http.StatusSeeOther)
+}
+
+// installationOf is the App's installation on repo, for a dispatch that no delivery names one for.
+func (a *App) installationOf(ctx context.Context, repo RepoRef) (int64, error) {
+	if a.installations != nil {
+		return a.installations.ForRepo(ctx, repo.Owner, repo.Name)
+	}
+	return 0, nil // no App credentials: the dispatch is logged and skipped
+}
+
+// scopeFeed is what feeds one scope of an environment: the repository, its configured scope
+// (workflow), the environment's policy and, when known, the App's installation on the repository.
+type scopeFeed struct {
+	repo         RepoRef
+	scope        config.Scope
+	policy       config.Policy
+	installation int64
+}
+
+// scopeFeeds says which repository feeds each scope of the environment named env, from the
+// trusted configuration, with the App's installation on it when the environment's pending work
+// recorded one. This is the only place the page learns where scopes come from.
+func (a *App) scopeFeeds(ctx context.Context, log *slog.Logger, env string, doc *authority.Env) (map[string]scopeFeed, error) {
+	out := map[string]scopeFeed{}
+	cfg, err := a.configFor(ctx, log, 0, RepoRef{}, "")
+	if errors.Is(err, authority.ErrInvalidInput) {
+		log.WarnContext(ctx, "status page: the trusted configuration is unreadable; its environments show to nobody signed in", "err", err)
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	installations := map[string]int64{} // by lower-case OWNER/NAME, from pending work's origins
+	if doc != nil {
+		for _, s := range doc.Scopes {
+			if s.Mailbox == nil || s.Mailbox.Origin == "" {
+				continue
+			}
+			if inst, repo, _, err := parseOrigin(s.Mailbox.Origin); err == nil && inst != 0 {
+				installations[strings.ToLower(repo.String())] = inst
+			}
+		}
+	}
+	for i := range cfg.Environments {
+		e := &cfg.Environments[i]
+		if !envMatches(e, env) {
+			continue
+		}
+		for _, s := range e.Scopes {
+			repo, err := ParseRepo(s.Repository)
+			if err != nil {
+				continue
+			}
+			if _, seen := out[s.Name]; !seen {
+				out[s.Name] = scopeFeed{repo: repo, scope: s, policy: e.Policy, installation: installations[strings.ToLower(repo.String())]}
+			}
+		}
+	}
+	return out, nil
+}
+
+// envMatches reports whether the configured environment e is name: equal, or a preview template
+// ({number}) that name instantiates.
+func envMatches(e *config.Environment, name string) bool {
+	if !e.Preview() {
+		return e.Name == name
+	}
+	prefix, suffix, _ := strings.Cut(e.Name, config.NumberPlaceholder)
+	mid, ok := strings.CutPrefix(name, prefix)
+	if !ok {
+		return false
+	}
+	if mid, ok = strings.CutSuffix(mid, suffix); !ok {
+		return false
+	}
+	n, err := strconv.Atoi(mid)
+	return err == nil && n > 0 && strconv.Itoa(n) == mid
+}
+
+// access is what a signed-in user may do on a repository.
+type access struct{ read, write bool }
+
+type accessKey struct{ token, repo string }
+
+type accessEntry struct {
+	access
+	expires time.Time
+}
+
+// accessCache remembers users' access to repositories for a short while, so that a page view asks
+// GitHub once per repository, not once per row.
+type accessCache struct {
+	mu  sync.Mutex
+	ttl time.Duration
+	now func() time.Time
+	m   map[accessKey]accessEntry
+}
+
+func (c *accessCache) get(k accessKey) (access, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	if !ok || !c.now().Before(e.expires) {
+		return access{}, false
+	}
+	return e.access, true
+}
+
+func (c *accessCache) put(k accessKey, a access) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	if len(c.m) >= maxAccessEntries {
+		for k, e := range c.m {
+			if !now.Before(e.expires) {
+				delete(c.m, k)
+			}
+		}
+		if len(c.m) >= maxAccessEntries {
+			clear(c.m)
+		}
+	}
+	c.m[k] = accessEntry{access: a, expires: now.Add(c.ttl)}
+}
+
+// repoAccess asks GitHub, with the user's token, what the user may do on repo (remembered briefly).
+func (a *App) repoAccess(ctx context.Context, sess *session, repo RepoRef) (access, error) {
+	k := accessKey{token: sess.Token, repo: strings.ToLower(repo.String())}
+	if acc, ok := a.signIn.access.get(k); ok {
+		return acc, nil
+	}
+	read, write, err := a.signIn.github.RepoAccess(ctx, sess.Token, repo.Owner, repo.Name)
+	if err != nil {
+		return access{}, err
+	}
+	acc := access{read: read || write, write: write}
+	a.signIn.access.put(k, acc)
+	return acc, nil
+}
