@@ -699,6 +699,14 @@ func (e *Env) clone() *Env {
 			l := *s.Live
 			sc.Live = &l
 		}
+		if s.Prev != nil {
+			l := *s.Prev
+			sc.Prev = &l
+		}
+		if s.Freeze != nil {
+			f := *s.Freeze
+			sc.Freeze = &f
+		}
 		if s.Failure != nil {
 			f := *s.Failure
 			sc.Failure = &f

@@ -39,14 +39,32 @@ type storedEnv struct {
 }
 
 type storedScope struct {
-	M *storedRef     `json:"m,omitempty"`
-	W []*storedRef   `json:"w,omitempty"` // waiting behind M, version 3
-	O int64          `json:"o,omitempty"`
-	L *storedLive    `json:"l,omitempty"`
-	K *storedLease   `json:"k,omitempty"`
-	F *storedFailure `json:"f,omitempty"`
-	T int64          `json:"t,omitempty"`
-	Z string         `json:"z,omitempty"`
+	M  *storedRef     `json:"m,omitempty"`
+	W  []*storedRef   `json:"w,omitempty"` // waiting behind M, version 3
+	O  int64          `json:"o,omitempty"`
+	L  *storedLive    `json:"l,omitempty"`
+	K  *storedLease   `json:"k,omitempty"`
+	F  *storedFailure `json:"f,omitempty"`
+	T  int64          `json:"t,omitempty"`
+	Z  string         `json:"z,omitempty"`
+	P  *storedLive    `json:"p,omitempty"`  // the previous live commit; a build that drops it loses only the rollback default
+	Fz *storedFreeze  `json:"fz,omitempty"` // version 3
+}
+
+type storedFreeze struct {
+	G int64  `json:"g"`
+	S string `json:"s"`
+	A string `json:"a,omitempty"`
+	R string `json:"r"`
+	T int64  `json:"t,omitempty"`
+}
+
+func encodeLive(l *Live) *storedLive {
+	return &storedLive{S: l.Sha, R: l.Ref, G: l.Generation, U: l.Run, K: l.Token, B: l.Before, Or: encodeOrder(l.Order), T: nanos(l.At)}
+}
+
+func decodeLive(l *storedLive) *Live {
+	return &Live{Sha: l.S, Ref: l.R, Generation: l.G, Run: l.U, Token: l.K, Before: l.B, Order: decodeOrder(l.Or), At: fromNanos(l.T)}
 }
 
 type storedOrder struct {
@@ -70,16 +88,17 @@ type storedRef struct {
 	Br bool         `json:"br,omitempty"` // version 3
 	Cl bool         `json:"cl,omitempty"` // version 3
 	X  bool         `json:"x,omitempty"`  // version 3
+	Rb bool         `json:"rb,omitempty"` // version 3
 }
 
 func encodeRef(m *Ref) *storedRef {
 	return &storedRef{G: m.Generation, S: m.Sha, R: m.Ref, B: m.Before, Or: encodeOrder(m.Order), Sr: m.Source, Ac: m.Actor,
-		I: m.IntentID, Og: m.Origin, N: m.Attempt, T: nanos(m.At), Br: m.Barrier, Cl: m.Claimed, X: m.Failed}
+		I: m.IntentID, Og: m.Origin, N: m.Attempt, T: nanos(m.At), Br: m.Barrier, Cl: m.Claimed, X: m.Failed, Rb: m.Rollback}
 }
 
 func decodeRef(m *storedRef) *Ref {
 	return &Ref{Generation: m.G, Sha: m.S, Ref: m.R, Before: m.B, Order: decodeOrder(m.Or), Source: m.Sr, Actor: m.Ac,
-		IntentID: m.I, Origin: m.Og, Attempt: m.N, At: fromNanos(m.T), Barrier: m.Br, Claimed: m.Cl, Failed: m.X}
+		IntentID: m.I, Origin: m.Og, Attempt: m.N, At: fromNanos(m.T), Barrier: m.Br, Claimed: m.Cl, Failed: m.X, Rollback: m.Rb}
 }
 
 // usesV3 reports whether a document needs version 3 of the stored form.
@@ -88,10 +107,10 @@ func (e *Env) usesV3() bool {
 		return true
 	}
 	for _, sc := range e.Scopes {
-		if len(sc.Queue) > 0 {
+		if len(sc.Queue) > 0 || sc.Freeze != nil {
 			return true
 		}
-		if m := sc.Mailbox; m != nil && (m.Barrier || m.Claimed || m.Failed) {
+		if m := sc.Mailbox; m != nil && (m.Barrier || m.Claimed || m.Failed || m.Rollback) {
 			return true
 		}
 	}
@@ -196,7 +215,17 @@ func EncodeEnv(e *Env) ([]byte, error) {
 			ss.W = append(ss.W, encodeRef(q))
 		}
 		if l := sc.Live; l != nil {
-			ss.L = &storedLive{S: l.Sha, R: l.Ref, G: l.Generation, U: l.Run, K: l.Token, B: l.Before, Or: encodeOrder(l.Order), T: nanos(l.At)}
+			ss.L = encodeLive(l)
+		}
+		if l := sc.Prev; l != nil {
+			// Only what a rollback needs: the commit, and its branch when it differs.
+			ss.P = &storedLive{S: l.Sha}
+			if sc.Live == nil || sc.Live.Ref != l.Ref {
+				ss.P.R = l.Ref
+			}
+		}
+		if f := sc.Freeze; f != nil {
+			ss.Fz = &storedFreeze{G: f.Generation, S: f.Sha, A: f.Actor, R: f.Reason, T: nanos(f.At)}
 		}
 		if l := sc.Lease; l != (Lease{}) {
 			ss.K = &storedLease{H: l.Holder, P: l.Purpose, G: l.Generation, K: l.Token, A: nanos(l.AcquiredAt), E: nanos(l.ExpiresAt), S: l.Sha, R: l.Ref}
@@ -248,7 +277,16 @@ func DecodeEnv(b []byte) (*Env, error) {
 			sc.Queue = append(sc.Queue, decodeRef(q))
 		}
 		if l := ss.L; l != nil {
-			sc.Live = &Live{Sha: l.S, Ref: l.R, Generation: l.G, Run: l.U, Token: l.K, Before: l.B, Order: decodeOrder(l.Or), At: fromNanos(l.T)}
+			sc.Live = decodeLive(l)
+		}
+		if l := ss.P; l != nil {
+			sc.Prev = &Live{Sha: l.S, Ref: l.R}
+			if l.R == "" && sc.Live != nil {
+				sc.Prev.Ref = sc.Live.Ref
+			}
+		}
+		if f := ss.Fz; f != nil {
+			sc.Freeze = &Freeze{Generation: f.G, Sha: f.S, Actor: f.A, Reason: f.R, At: fromNanos(f.T)}
 		}
 		if k := ss.K; k != nil {
 			sc.Lease = Lease{Holder: k.H, Purpose: k.P, Generation: k.G, Token: k.K, AcquiredAt: fromNanos(k.A), ExpiresAt: fromNanos(k.E), Sha: k.S, Ref: k.R}

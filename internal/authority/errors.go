@@ -89,10 +89,15 @@ type HeldError struct {
 	Barrier string
 	// Blocked: the head failed terminally and blocks the scope until someone decides (Decide).
 	Blocked bool
+	// Frozen: a rollback froze the scope; nothing but the rollback deploys until Unfreeze.
+	Frozen *Freeze
 }
 
 func (e *HeldError) Error() string {
 	switch {
+	case e.Frozen != nil:
+		return fmt.Sprintf("%s: held by a freeze: rolled back to %s by %s (%s); nothing newer deploys until someone unfreezes it (latestwins unfreeze %s); retry after %ds",
+			e.Resource, shortSha(e.Frozen.Sha), orUnknown(e.Frozen.Actor), e.Frozen.Reason, e.Resource, int64(e.RetryAfter/time.Second))
 	case e.Blocked:
 		return fmt.Sprintf("%s: blocked: generation %d (%s) failed terminally; nothing behind it deploys until someone decides (latestwins skip or retry %s); retry after %ds",
 			e.Resource, e.Generation, shortSha(e.HeadSha), e.Resource, int64(e.RetryAfter/time.Second))

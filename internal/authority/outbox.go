@@ -341,7 +341,7 @@ func (e *Env) report(name string, r *Report, repeat bool, now time.Time) Result 
 	}
 	sc.ActiveAt = now
 	if r.Success {
-		sc.Live = &Live{Sha: m.Sha, Ref: m.Ref, Generation: m.Generation, Run: r.Run, Before: m.Before, Order: m.Order, At: now}
+		sc.setLive(&Live{Sha: m.Sha, Ref: m.Ref, Generation: m.Generation, Run: r.Run, Before: m.Before, Order: m.Order, At: now})
 		sc.Owner = max(sc.Owner, m.Generation)
 		sc.Failure = nil
 		e.endEntry(sc, 0, false, now)

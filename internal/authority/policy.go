@@ -207,6 +207,11 @@ func (e *Env) setPolicy(p Policy, actor string, now time.Time) {
 func (e *Env) waitFor(gen int64, name string, now time.Time, skew time.Duration) *HeldError {
 	sc := e.Scopes[name]
 	pos := sc.position(gen)
+	if frozenFor(sc, gen) {
+		f := *sc.Freeze
+		return &HeldError{Resource: resourceName(e.Name, name), Holder: sc.Lease.Holder, Purpose: sc.Lease.Purpose,
+			Generation: f.Generation, Ahead: max(pos, 0), HeadSha: f.Sha, RetryAfter: queueRetry, Frozen: &f}
+	}
 	if pos <= 0 {
 		return nil
 	}
@@ -390,6 +395,8 @@ func (e *Env) checkQueuedSize() error {
 // waitText says in a few words what a waiting pass waits for: the publications' wording.
 func waitText(w *HeldError) string {
 	switch {
+	case w.Frozen != nil:
+		return fmt.Sprintf("held by a freeze: rolled back to %s by %s; waiting for unfreeze", shortSha(w.Frozen.Sha), orUnknown(w.Frozen.Actor))
 	case w.Blocked:
 		return fmt.Sprintf("blocked: generation %d (%s) failed terminally; waiting for a decision (skip or retry)", w.Generation, shortSha(w.HeadSha))
 	case w.Barrier != "":

@@ -151,7 +151,7 @@ func (e *Env) stalled(now time.Time, stall, skew time.Duration, maxAttempts int)
 	for _, name := range sortedKeys(e.Scopes) {
 		sc := e.Scopes[name]
 		m := sc.Mailbox
-		if m == nil || m.Failed || liveLease(&sc.Lease, now, skew) || now.Sub(sc.ActiveAt) < stall {
+		if m == nil || m.Failed || frozenFor(sc, m.Generation) || liveLease(&sc.Lease, now, skew) || now.Sub(sc.ActiveAt) < stall {
 			continue
 		}
 		gen, attempt := max(sc.Owner, m.Generation), m.Attempt+1

@@ -817,7 +817,8 @@ func (e *Env) complete(c *Completion, now time.Time, skew time.Duration) (*Compl
 		case c.Outcome == OutcomeSuccess:
 			live := &Live{Sha: m.Sha, Ref: m.Ref, Generation: c.Generation, Run: c.Run, Token: c.Tokens[name], At: now,
 				Before: m.Before, Order: m.Order}
-			sc.Live, sc.Failure = live, nil
+			sc.setLive(live)
+			sc.Failure = nil
 			e.endEntry(sc, pos, false, now)
 			res.Results[name] = ResultDeployed
 			e.record(now, Event{Kind: EventDeployed, Scope: name, Generation: c.Generation, Sha: m.Sha, Holder: c.Holder, Token: live.Token,
@@ -895,7 +896,7 @@ func (e *Env) deployedUnderGrant(c *Completion, name string, now time.Time) bool
 	if sc.Live != nil && sc.Live.Generation >= c.Generation {
 		return false
 	}
-	sc.Live = &Live{Sha: l.Sha, Ref: l.Ref, Generation: c.Generation, Run: c.Run, Token: tok, At: now}
+	sc.setLive(&Live{Sha: l.Sha, Ref: l.Ref, Generation: c.Generation, Run: c.Run, Token: tok, At: now})
 	pending := ""
 	if m := sc.Mailbox; m != nil {
 		pending = fmt.Sprintf("; generation %d (%s) is pending", m.Generation, shortSha(m.Sha))

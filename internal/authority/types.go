@@ -122,9 +122,14 @@ type Scope struct {
 	// Queue holds the intents that wait behind the head, oldest first: every newer intent under
 	// policy queue; under policy latest the barriers behind a barrier and at most one newest
 	// ordinary intent. Bounded (WithQueueLimit).
-	Queue    []*Ref    `json:"queue,omitempty"`
-	Owner    int64     `json:"owner"` // generation of the newest pass that claimed the scope
-	Live     *Live     `json:"live,omitempty"`
+	Queue []*Ref `json:"queue,omitempty"`
+	Owner int64  `json:"owner"` // generation of the newest pass that claimed the scope
+	Live  *Live  `json:"live,omitempty"`
+	// Prev is what was live before Live, when another commit: where a rollback goes by default.
+	// Only its Sha and Ref are kept.
+	Prev *Live `json:"prev,omitempty"`
+	// Freeze, set by a rollback, holds every newer intent at its deploy gate until Unfreeze.
+	Freeze   *Freeze   `json:"freeze,omitempty"`
 	Lease    Lease     `json:"lease"`
 	Failure  *Failure  `json:"failure,omitempty"` // the last terminal error, until a deploy succeeds
 	ActiveAt time.Time `json:"active_at"`         // last activity, for the recovery sweep
@@ -152,6 +157,18 @@ type Ref struct {
 	// Failed: it ended with a terminal failure, and, at the head, blocks what waits behind it until
 	// someone decides (Authority.Decide: skip it, or retry it).
 	Failed bool `json:"failed,omitempty"`
+	// Rollback: an explicit rollback (Authority.Rollback) asked for this older commit.
+	Rollback bool `json:"rollback,omitempty"`
+}
+
+// Freeze holds a scope after a rollback: intents accepted meanwhile are recorded and wait, and none
+// but the rollback's own passes a deploy gate until someone unfreezes the scope.
+type Freeze struct {
+	Generation int64     `json:"generation"` // the rollback's: its pass may deploy
+	Sha        string    `json:"sha"`        // the commit rolled back to
+	Actor      string    `json:"actor,omitempty"`
+	Reason     string    `json:"reason"`
+	At         time.Time `json:"at"`
 }
 
 // Live is what is deployed in a scope.
@@ -231,6 +248,8 @@ const (
 	EventPolicy     EventKind = "policy"    // the environment's policy changed
 	EventSkipped    EventKind = "skipped"   // someone decided to skip a blocking terminal failure
 	EventRetried    EventKind = "retried"   // someone decided to retry a blocking terminal failure
+	EventRollback   EventKind = "rollback"  // an older commit asked for ahead of everything pending; the scope frozen
+	EventUnfrozen   EventKind = "unfrozen"  // someone let the newest held intent go
 )
 
 // Event is one timeline entry.

@@ -63,6 +63,8 @@ func commands() []command {
 		{"skip", "unblock a scope whose queue head or barrier failed: go on to the next: skip ENV/SCOPE --reason TEXT", runSkip},
 		{"retry", "unblock a scope whose queue head or barrier failed: try it again: retry ENV/SCOPE --reason TEXT", runRetry},
 		{"policy", "set an environment's policy, recorded: policy ENV latest|queue", runPolicy},
+		{"rollback", "deploy an older commit ahead of everything pending, and freeze the scope: rollback ENV/SCOPE [--to SHA] --reason TEXT", runRollback},
+		{"unfreeze", "let the newest intent held by a rollback's freeze go: unfreeze ENV/SCOPE --reason TEXT", runUnfreeze},
 		{"migrate", "create or upgrade the store (DynamoDB table, bolt file); idempotent", runMigrate},
 		{"sweep", "re-drive stalled work once: sweep [--stall 10m] [-- CMD]; without CMD a dry run", runSweep},
 		{"action", "the GitHub Action's step: reads INPUT_* variables (see action.yml)", runAction},

@@ -19,6 +19,8 @@ func runDemo(ctx context.Context, c *cmdEnv, args []string) error {
 	c.durVar(&o.Build, "build", o.Build, "how long each simulated build takes")
 	c.durVar(&o.Deploy, "deploy", o.Deploy, "how long the simulated deploy takes")
 	c.str(&c.s.policy, "policy", "latest", "latest: the A -> B -> C race where C wins; queue: A, B and C deploy in order")
+	scenario := "race"
+	c.str(&scenario, "scenario", scenario, "race: the A -> B -> C race (under --policy); rollback: A live, B building, a rollback to A jumps ahead and freezes, C waits until unfreeze")
 	if err := c.parse(args); err != nil {
 		return err
 	}
@@ -28,6 +30,9 @@ func runDemo(ctx context.Context, c *cmdEnv, args []string) error {
 	policy, err := authority.ParsePolicy(c.s.policy)
 	if err != nil {
 		return err
+	}
+	if scenario != "race" && scenario != "rollback" {
+		return c.badSetting("scenario", scenario, "use race (the default) or rollback")
 	}
 	given := false
 	c.fs.Visit(func(f *flag.Flag) { given = given || f.Name == "store" })
@@ -54,7 +59,10 @@ func runDemo(ctx context.Context, c *cmdEnv, args []string) error {
 	}
 	fmt.Fprintf(c.io.Stdout, "latestwins demo on %s\n", c.s.store)
 	run, won := demo.Run, "C, the newest commit, is live; A and B deployed nothing."
-	if policy == authority.PolicyQueue {
+	switch {
+	case scenario == "rollback":
+		run, won = demo.RunRollback, "the rollback to A jumped ahead of B, B deployed nothing, and C waited for the unfreeze."
+	case policy == authority.PolicyQueue:
 		run, won = demo.RunQueue, "A, B and C deployed in order; none was superseded."
 	}
 	res, err := run(ctx, c.auth, c.io.Stdout, o)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync/atomic"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,5 +80,23 @@ func TestQueueDemoDeploysInOrder(t *testing.T) {
 	}
 	if len(order) != 3 || order[0] != "a" || order[1] != "b" || order[2] != "c" {
 		t.Fatalf("deployed %v; want a, b, c", order)
+	}
+}
+
+func TestRollbackDemo(t *testing.T) {
+	res, err := demo.RunRollback(context.Background(), authority.New(memory.New()), io.Discard, quick())
+	if err != nil || len(res.Violations) > 0 {
+		t.Fatalf("rollback demo: %v, violations %v", err, res.Violations)
+	}
+	sc := res.Env.Scopes["api"]
+	if sc.Live == nil || !strings.HasPrefix(sc.Live.Sha, "ccccccc") || sc.Freeze != nil {
+		t.Fatalf("after the rollback demo: live %+v, freeze %+v; want C live and no freeze", sc.Live, sc.Freeze)
+	}
+	held := false
+	for _, line := range res.Log {
+		held = held || strings.Contains(line, "C waits at the deploy gate: held by a freeze")
+	}
+	if !held {
+		t.Fatalf("the demo never showed C held by the freeze:\n%s", strings.Join(res.Log, "\n"))
 	}
 }

@@ -144,7 +144,7 @@ func queueText(s *authority.Scope, sha func(string) string) string {
 // Waiting is the publication's words for a pass that waits its turn: "queued: 3 ahead of this
 // commit", "waiting for barrier abc1234", or blocked by a failure; "" when it does not wait.
 func Waiting(held *authority.HeldError) string {
-	if held == nil || (held.Ahead == 0 && held.Barrier == "" && !held.Blocked) {
+	if held == nil || (held.Ahead == 0 && held.Barrier == "" && !held.Blocked && held.Frozen == nil) {
 		return ""
 	}
 	return Escape(authority.WaitText(held))

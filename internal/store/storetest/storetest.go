@@ -52,6 +52,7 @@ func Run(t *testing.T, newStore func(t *testing.T) authority.Store) {
 		{"Pending", pendingCases()},
 		{"Sweep", sweepCases()},
 		{"Policy", policyCases()},
+		{"Rollback", rollbackCases()},
 		{"InputErrors", inputCases()},
 	}
 	for _, g := range groups {

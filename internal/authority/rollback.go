@@ -1,0 +1,252 @@
+package authority
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// RollbackRequest asks for an older commit of one scope, ahead of everything pending.
+type RollbackRequest struct {
+	Environment string
+	Scope       string
+	// To is the commit to roll back to; empty: the one live before the current one (Scope.Prev).
+	To string
+	// Ref is the branch the commit is recorded on; empty: the branch of what is live.
+	Ref    string
+	Actor  string
+	Reason string
+	// Request identifies the request, e.g. a comment's delivery: a repeat changes nothing and
+	// returns the first answer. Empty: a new request.
+	Request string
+	// Source and Origin are recorded with the intent as Intent's are (Origin lets the sweep start
+	// the deploy again).
+	Source string
+	Origin string
+}
+
+// ErrNotFrozen: an unfreeze was asked for a scope that no rollback holds.
+var ErrNotFrozen = errors.New("not frozen")
+
+// Rollback accepts r.To (or the previous live commit) as the newest intent of one scope: a new
+// generation that supersedes whatever was pending, deployed by the next pass of that generation,
+// and then freezes the scope. Intents accepted afterwards are recorded and wait: none passes a
+// deploy gate (they are told they are held by a freeze) until Unfreeze. The rollback's own order
+// facts make it the newest commit of its branch, so a late delivery of an older push is recorded as
+// out of order and never undoes it. A repeat of r.Request returns the first result (Duplicate).
+func (a *Authority) Rollback(ctx context.Context, r RollbackRequest) (*AcceptResult, error) {
+	if err := ValidateEnvironment(r.Environment); err != nil {
+		return nil, err
+	}
+	if err := ValidateScope(r.Scope); err != nil {
+		return nil, err
+	}
+	if r.To != "" {
+		if err := validateSha(r.To); err != nil {
+			return nil, err
+		}
+	}
+	if strings.TrimSpace(r.Reason) == "" {
+		return nil, &InputError{Field: "reason", Fix: "say why the scope is rolled back (--reason TEXT); it goes in the timeline"}
+	}
+	for field, v := range map[string]string{"ref": r.Ref, "source": r.Source, "actor": r.Actor, "origin": r.Origin, "reason": r.Reason} {
+		if len(v) > maxFieldLen {
+			return nil, &InputError{Field: field, Value: truncate(v, 40), Fix: fmt.Sprintf("use at most %d characters", maxFieldLen)}
+		}
+	}
+	id := r.Request
+	if id == "" {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("rollback id: %w", err)
+		}
+		id = hex.EncodeToString(b[:])
+	}
+	id = "rollback:" + r.Scope + ":" + id
+	if len(id) > maxIDLen {
+		return nil, &InputError{Field: "request", Value: truncate(r.Request, 40), Fix: fmt.Sprintf("use a request id of at most %d characters", maxIDLen-len("rollback::")-len(r.Scope))}
+	}
+	var prior *IntentRecord
+	prepare := func(ctx context.Context, doc *Doc) error {
+		prior = nil
+		if doc.Env != nil {
+			if prior = doc.Env.pendingAccept(id); prior != nil {
+				return nil
+			}
+		}
+		var err error
+		prior, err = a.intentRecord(ctx, r.Environment, id)
+		return err
+	}
+	var res *AcceptResult
+	_, err := a.updatePrepared(ctx, EnvKey(r.Environment), prepare, func(doc *Doc, now time.Time) (bool, error) {
+		res = nil
+		if prior != nil {
+			res = &AcceptResult{Generation: prior.Generation, Duplicate: true, Accepted: []string{r.Scope}}
+			return false, nil
+		}
+		if doc.Env == nil {
+			return false, &InputError{Field: "environment", Value: r.Environment, Fix: "unknown environment: nothing was ever accepted for it; check the name"}
+		}
+		if err := doc.Env.requireScopes([]string{r.Scope}); err != nil {
+			return false, err
+		}
+		var err error
+		res, err = doc.Env.rollback(r, id, now)
+		return err == nil, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("roll back %s/%s: %w", r.Environment, r.Scope, err)
+	}
+	return res, nil
+}
+
+// rollback is Rollback's transition.
+func (e *Env) rollback(r RollbackRequest, id string, now time.Time) (*AcceptResult, error) {
+	sc := e.Scopes[r.Scope]
+	to, ref := r.To, r.Ref
+	if to == "" {
+		if sc.Prev == nil {
+			return nil, &InputError{Field: "to", Value: r.Scope,
+				Fix: fmt.Sprintf("%s/%s has no earlier live commit on record: give the commit to roll back to (--to SHA)", e.Name, r.Scope)}
+		}
+		to = sc.Prev.Sha
+		if ref == "" {
+			ref = sc.Prev.Ref
+		}
+	}
+	if ref == "" && sc.Live != nil {
+		ref = sc.Live.Ref
+	}
+	e.Desired++
+	gen := e.Desired
+	for _, m := range sc.Entries() {
+		e.record(now, Event{Kind: EventSuperseded, Scope: r.Scope, Generation: m.Generation, Sha: m.Sha,
+			Message: fmt.Sprintf("Superseded by the rollback to %s (generation %d)", shortSha(to), gen)})
+	}
+	source := r.Source
+	if source == "" {
+		source = "rollback"
+	}
+	// Pushed now, as far as ordering goes: whatever was pushed before the rollback is older, so a
+	// late delivery of it is recorded as out of order; what is pushed after it is newer, and waits.
+	entry := &Ref{Generation: gen, Sha: to, Ref: ref, Order: Order{PushedAt: now.Truncate(time.Second)}, Source: source,
+		Actor: r.Actor, IntentID: id, Origin: r.Origin, At: now, Barrier: true, Rollback: true}
+	sc.setEntries([]*Ref{entry}, now)
+	// The rollback owns the scope from now: a pass of its generation deploys without claiming, and
+	// every older pass (the deploy being undone) is superseded at its next gate or renewal.
+	sc.Owner = max(sc.Owner, gen)
+	sc.ActiveAt = now
+	sc.Freeze = &Freeze{Generation: gen, Sha: to, Actor: r.Actor, Reason: r.Reason, At: now}
+	e.Accepts = append(e.Accepts, IntentRecord{ID: id, Generation: gen, Sha: to, Scopes: []string{r.Scope}, At: now})
+	e.record(now, Event{Kind: EventRollback, Scope: r.Scope, Generation: gen, Sha: to,
+		Message: fmt.Sprintf("Rollback to %s (generation %d) by %s: %s; %s is frozen until someone unfreezes it", shortSha(to), gen, orUnknown(r.Actor), r.Reason, r.Scope)})
+	e.settle()
+	return &AcceptResult{Generation: gen, Accepted: []string{r.Scope}}, nil
+}
+
+// UnfreezeRequest lifts the freeze of one scope.
+type UnfreezeRequest struct {
+	Environment string
+	Scope       string
+	Actor       string
+	Reason      string
+	// Request identifies the request: a repeat changes nothing (ErrRepeated).
+	Request string
+}
+
+// Unfreeze lifts the freeze a rollback set on a scope, recording who and why: the newest intent held
+// meanwhile goes next (once the rollback itself has its outcome), and the recovery sweep starts it
+// on its next round. A scope that is not frozen is an error matching ErrNotFrozen; a repeated
+// request one matching ErrRepeated. It returns the freeze it lifted.
+func (a *Authority) Unfreeze(ctx context.Context, r UnfreezeRequest) (*Freeze, error) {
+	if err := ValidateEnvironment(r.Environment); err != nil {
+		return nil, err
+	}
+	if err := ValidateScope(r.Scope); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(r.Reason) == "" {
+		return nil, &InputError{Field: "reason", Fix: "say why the scope is unfrozen (--reason TEXT); it goes in the timeline"}
+	}
+	id := ""
+	if r.Request != "" {
+		id = "unfreeze:" + r.Scope + ":" + r.Request
+	}
+	var done *IntentRecord
+	prepare := func(ctx context.Context, doc *Doc) error {
+		done = nil
+		if id == "" {
+			return nil
+		}
+		if doc.Env != nil {
+			if done = doc.Env.pendingAccept(id); done != nil {
+				return nil
+			}
+		}
+		var err error
+		done, err = a.intentRecord(ctx, r.Environment, id)
+		return err
+	}
+	var lifted *Freeze
+	_, err := a.updatePrepared(ctx, EnvKey(r.Environment), prepare, func(doc *Doc, now time.Time) (bool, error) {
+		lifted = nil
+		if done != nil {
+			return false, nil
+		}
+		if doc.Env == nil {
+			return false, &InputError{Field: "environment", Value: r.Environment, Fix: "unknown environment: nothing was ever accepted for it; check the name"}
+		}
+		if err := doc.Env.requireScopes([]string{r.Scope}); err != nil {
+			return false, err
+		}
+		sc := doc.Env.Scopes[r.Scope]
+		if sc.Freeze == nil {
+			return false, nil
+		}
+		f := *sc.Freeze
+		lifted = &f
+		sc.Freeze = nil
+		next := ""
+		if list := sc.Entries(); len(list) > 0 {
+			n := list[len(list)-1]
+			next = fmt.Sprintf("; generation %d (%s) goes next", n.Generation, shortSha(n.Sha))
+			if !list[0].Rollback {
+				sc.ActiveAt = time.Time{} // stalled at once: the sweep starts it on its next round
+			}
+		}
+		doc.Env.record(now, Event{Kind: EventUnfrozen, Scope: r.Scope, Generation: f.Generation, Sha: f.Sha,
+			Message: fmt.Sprintf("Unfrozen by %s: %s%s", orUnknown(r.Actor), r.Reason, next)})
+		if id != "" {
+			doc.Env.Accepts = append(doc.Env.Accepts, IntentRecord{ID: id, At: now})
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("unfreeze %s/%s: %w", r.Environment, r.Scope, err)
+	}
+	if done != nil {
+		return nil, fmt.Errorf("unfreeze %s/%s for request %s: %w", r.Environment, r.Scope, r.Request, ErrRepeated)
+	}
+	if lifted == nil {
+		return nil, fmt.Errorf("unfreeze %s/%s: no rollback holds it: %w", r.Environment, r.Scope, ErrNotFrozen)
+	}
+	return lifted, nil
+}
+
+// frozenFor says whether the freeze of sc holds the pass at gen: every pass but the rollback's.
+func frozenFor(sc *Scope, gen int64) bool {
+	return sc.Freeze != nil && sc.Freeze.Generation != gen
+}
+
+// setLive makes l what is live, keeping what was live before when it was another commit.
+func (s *Scope) setLive(l *Live) {
+	if s.Live != nil && s.Live.Sha != l.Sha {
+		s.Prev = &Live{Sha: s.Live.Sha, Ref: s.Live.Ref}
+	}
+	s.Live = l
+}

@@ -1,0 +1,56 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+)
+
+// A rollback from the command line: the older commit is accepted ahead of what is pending and the
+// scope frozen; its pass deploys with --generation; a newer commit's run waits, held by the
+// freeze, and gives up with the locked exit code; unfreeze lets it go. Bad input changes nothing.
+func TestRollbackFreezesUntilUnfreeze(t *testing.T) {
+	h := newHarness(t)
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "a", "--", "true")
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", "bbbb222", "--intent-id", "b", "--", "true")
+
+	h.must(ExitUsage, "rollback", "prod/api")                                       // no reason
+	h.must(ExitUsage, "rollback", "prod/api", "--reason", "x", "--to", "not a sha") // a sha with spaces
+	h.must(ExitUsage, "rollback", "prod/nope", "--reason", "x")                     // unknown scope
+	if m := h.status("prod"); scopeField(m, "api", "freeze") != nil {
+		t.Fatalf("bad rollbacks froze the scope: %v", m)
+	}
+
+	o := h.must(ExitOK, "rollback", "prod/api", "--reason", "bbbb222 breaks checkout", "--actor", "oncall", "--request", "r1")
+	if !strings.Contains(o.stdout, "rolled prod/api back to aaaa111 at generation 3") || !strings.Contains(o.stdout, "--generation 3") {
+		t.Fatalf("rollback said:\n%s", o.stdout)
+	}
+	if again := h.must(ExitOK, "rollback", "prod/api", "--reason", "again", "--request", "r1"); !strings.Contains(again.stdout, "already answered") {
+		t.Fatalf("a repeated request said:\n%s", again.stdout)
+	}
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--generation", "3", "--", "true")
+	if m := h.status("prod"); scopeField(m, "api", "live").(map[string]any)["sha"] != "aaaa111" {
+		t.Fatalf("after the rollback's run: %v", m)
+	}
+
+	held := h.must(ExitLocked, "run", "--environment", "prod", "--scopes", "api", "--sha", "cccc333", "--intent-id", "c", "--wait", "0s", "--", "true")
+	if !strings.Contains(held.stderr, "held by a freeze: rolled back to aaaa111 by oncall") {
+		t.Fatalf("a run while frozen said:\n%s", held.stderr)
+	}
+	if o := h.must(ExitOK, "unfreeze", "prod/api", "--reason", "fixed forward"); !strings.Contains(o.stdout, "unfroze prod/api") {
+		t.Fatalf("unfreeze said:\n%s", o.stdout)
+	}
+	if o := h.must(ExitOK, "unfreeze", "prod/api", "--reason", "again"); !strings.Contains(o.stdout, "is not frozen") {
+		t.Fatalf("a second unfreeze said:\n%s", o.stdout)
+	}
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", "cccc333", "--intent-id", "c", "--", "true")
+	m := h.status("prod")
+	if scopeField(m, "api", "live").(map[string]any)["sha"] != "cccc333" || scopeField(m, "api", "freeze") != nil {
+		t.Fatalf("after unfreeze: %v", m)
+	}
+	hist := h.must(ExitOK, "history", "prod")
+	for _, want := range []string{"Rollback to aaaa111 (generation 3) by oncall: bbbb222 breaks checkout", "Unfrozen by"} {
+		if !strings.Contains(hist.stdout, want) {
+			t.Errorf("history does not say %q:\n%s", want, hist.stdout)
+		}
+	}
+}

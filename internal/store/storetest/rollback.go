@@ -1,0 +1,157 @@
+package storetest
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/latestwins/latestwins/internal/authority"
+)
+
+// Rollback: an older commit asked for explicitly jumps ahead of whatever is pending, deploys, and
+// freezes the scope; newer intents are recorded but held at their deploy gate until unfreeze; a
+// late delivery of an older push never undoes it.
+func rollbackCases() []testCase {
+	return []testCase{
+		{"JumpsAheadAndFreezes", testRollbackFreezes},
+		{"DefaultsToThePreviousLive", testRollbackDefault},
+		{"RepeatedRequestOnce", testRollbackRepeat},
+	}
+}
+
+// pushedAt is a push to main with its repository.pushed_at, as the App records it.
+func pushedAt(env, id, commit string, at time.Time, scopes ...string) authority.Intent {
+	in := push(env, id, commit, scopes...)
+	in.Order = authority.Order{PushedAt: at.Truncate(time.Second)}
+	return in
+}
+
+// A live, B building, rollback to A: B is superseded and deploys nothing, the rollback deploys A
+// at once, C pushed after it is recorded but held by the freeze (and not re-driven by the sweep), a
+// late delivery of a push older than the rollback is out of order; unfreeze lets C go.
+func testRollbackFreezes(t *testing.T, h *harness) {
+	const env = "rb"
+	a := h.process()
+	h.accept(a, pushedAt(env, "push-a", sha("a", 1), h.clock.Now(), "api"), true)
+	h.deploy(a, env, 1, "run-a", "run-a", "api")
+
+	h.clock.Advance(time.Minute)
+	lateB := pushedAt(env, "push-late", sha("x", 1), h.clock.Now(), "api") // delivered only after the rollback
+	h.clock.Advance(time.Minute)
+	b := h.process()
+	h.accept(b, pushedAt(env, "push-b", sha("b", 1), h.clock.Now(), "api"), true)
+
+	h.clock.Advance(time.Minute)
+	ops := h.process()
+	res, err := ops.Rollback(h.ctx, authority.RollbackRequest{Environment: env, Scope: "api", To: sha("a", 1), Actor: "oncall", Reason: "B breaks checkout", Request: "r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Generation != 3 {
+		t.Fatalf("rollback accepted at generation %d, want 3 (the newest)", res.Generation)
+	}
+	// B's pass may finish building, never deploy.
+	_, err = b.Gate(h.ctx, authority.GateRequest{Environment: env, Generation: 2, Scopes: []string{"api"}, Phase: "deploy", Holder: "run-b", LeaseTTL: testTTL})
+	var sup *authority.SupersededError
+	if !errors.As(err, &sup) || sup.Generation != 2 {
+		t.Fatalf("B's deploy gate after the rollback: %v; want superseded", err)
+	}
+	// A pass of the rollback's generation deploys at once, without claiming: nothing is ahead of it.
+	if held, err := h.tryDeploy(ops, env, 3, "rollback-run", "api"); err != nil || held != nil {
+		t.Fatalf("the rollback's deploy: held %v, %v; want it deployed", held, err)
+	}
+	if e := h.env(env); e.Scopes["api"].Live.Sha != sha("a", 1) || e.Scopes["api"].Freeze == nil {
+		t.Fatalf("after the rollback: live %+v, freeze %+v; want A live and the scope frozen", e.Scopes["api"].Live, e.Scopes["api"].Freeze)
+	}
+
+	// A late delivery of a push from before the rollback never undoes it.
+	if res := h.accept(h.process(), lateB, false); len(res.Accepted) != 0 || res.Stale["api"] == 0 {
+		t.Fatalf("late older push: %+v; want it recorded as out of order", res)
+	}
+	if e := h.env(env); e.Scopes["api"].Mailbox != nil {
+		t.Fatalf("pending after the late push: %+v; want nothing", e.Scopes["api"].Mailbox)
+	}
+
+	// C, pushed after the rollback: recorded, held at the gate, not re-driven.
+	h.clock.Advance(time.Minute)
+	c := h.process()
+	if res := h.accept(c, pushedAt(env, "push-c", sha("c", 1), h.clock.Now(), "api"), true); res.Generation != 5 || len(res.Accepted) != 1 {
+		t.Fatalf("C after the rollback: %+v; want it accepted at generation 5 (the late push took 4)", res)
+	}
+	held, err := h.tryDeploy(c, env, 5, "run-c", "api")
+	if err != nil || held == nil || held.Frozen == nil || !strings.Contains(held.Error(), "held by a freeze") {
+		t.Fatalf("C's deploy while frozen: held %v, %v; want held by the freeze", held, err)
+	}
+	h.clock.Advance(time.Hour)
+	if work, _, err := c.Stalled(h.ctx, 10*time.Minute, 3); err != nil || len(work) != 0 {
+		t.Fatalf("stalled work while frozen: %+v, %v; want none: nothing may deploy", work, err)
+	}
+
+	f, err := ops.Unfreeze(h.ctx, authority.UnfreezeRequest{Environment: env, Scope: "api", Actor: "oncall", Reason: "fixed forward in C", Request: "u1"})
+	if err != nil || f.Sha != sha("a", 1) {
+		t.Fatalf("unfreeze: %+v, %v", f, err)
+	}
+	if held, err := h.tryDeploy(c, env, 5, "run-c", "api"); err != nil || held != nil {
+		t.Fatalf("C after unfreeze: held %v, %v; want it deployed", held, err)
+	}
+	e := h.env(env)
+	if e.Scopes["api"].Live.Sha != sha("c", 1) || e.Scopes["api"].Freeze != nil {
+		t.Fatalf("after unfreeze: live %+v, freeze %+v; want C live, no freeze", e.Scopes["api"].Live, e.Scopes["api"].Freeze)
+	}
+	if _, err := ops.Unfreeze(h.ctx, authority.UnfreezeRequest{Environment: env, Scope: "api", Actor: "oncall", Reason: "again"}); !errors.Is(err, authority.ErrNotFrozen) {
+		t.Fatalf("unfreeze of a scope no rollback holds: %v; want ErrNotFrozen", err)
+	}
+	if _, err := ops.Unfreeze(h.ctx, authority.UnfreezeRequest{Environment: env, Scope: "api", Actor: "oncall", Reason: "fixed", Request: "u1"}); !errors.Is(err, authority.ErrRepeated) {
+		t.Fatalf("repeated unfreeze request: %v; want ErrRepeated", err)
+	}
+	for kind, n := range map[authority.EventKind]int{authority.EventRollback: 1, authority.EventUnfrozen: 1} {
+		if got := len(eventsOf(e, kind)); got != n {
+			t.Errorf("%d %s events, want %d", got, kind, n)
+		}
+	}
+	if ev := eventsOf(e, authority.EventRollback); len(ev) == 1 && !strings.Contains(ev[0].Message, "by oncall: B breaks checkout") {
+		t.Errorf("rollback event %q does not say who and why", ev[0].Message)
+	}
+}
+
+// Without a commit, a rollback goes to what was live before; with nothing before, it says to name one.
+func testRollbackDefault(t *testing.T, h *harness) {
+	const env = "rb-default"
+	a := h.process()
+	h.accept(a, push(env, "push-a", sha("a", 2), "api"), true)
+	h.deploy(a, env, 1, "run-a", "run-a", "api")
+	_, err := a.Rollback(h.ctx, authority.RollbackRequest{Environment: env, Scope: "api", Actor: "oncall", Reason: "r"})
+	if !errors.Is(err, authority.ErrInvalidInput) || !strings.Contains(err.Error(), "--to SHA") {
+		t.Fatalf("rollback with nothing before: %v; want bad input saying to give --to SHA", err)
+	}
+	h.accept(a, push(env, "push-b", sha("b", 2), "api"), true)
+	h.deploy(a, env, 2, "run-b", "run-b", "api")
+	res, err := a.Rollback(h.ctx, authority.RollbackRequest{Environment: env, Scope: "api", Actor: "oncall", Reason: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := h.env(env).Scopes["api"].Mailbox; m == nil || m.Sha != sha("a", 2) || m.Generation != res.Generation || !m.Rollback {
+		t.Fatalf("pending after the rollback: %+v; want A at generation %d", m, res.Generation)
+	}
+}
+
+// A rollback request delivered twice (a comment re-delivered) rolls back once.
+func testRollbackRepeat(t *testing.T, h *harness) {
+	const env = "rb-repeat"
+	a := h.process()
+	h.accept(a, push(env, "push-a", sha("a", 3), "api"), true)
+	h.deploy(a, env, 1, "run-a", "run-a", "api")
+	r := authority.RollbackRequest{Environment: env, Scope: "api", To: sha("z", 3), Actor: "oncall", Reason: "r", Request: "delivery-1"}
+	first, err := a.Rollback(h.ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := h.process().Rollback(h.ctx, r)
+	if err != nil || !again.Duplicate || again.Generation != first.Generation {
+		t.Fatalf("repeat: %+v, %v; want a duplicate of generation %d", again, err, first.Generation)
+	}
+	if e := h.env(env); e.Desired != first.Generation || len(eventsOf(e, authority.EventRollback)) != 1 {
+		t.Fatalf("after the repeat: desired %d, %d rollback events; want %d and 1", e.Desired, len(eventsOf(e, authority.EventRollback)), first.Generation)
+	}
+}
