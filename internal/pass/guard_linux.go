@@ -48,13 +48,13 @@ func MaybeGuard() {
 // It is a child subreaper: every orphaned descendant of the command becomes its child rather than
 // init's, including those that left the command's group (setsid), so it can always find them.
 //
-// Signals sent to the guard are passed on to the command's group; the supervisor sends them there.
-// When the command exits by itself, or when the supervisor dies (the guard's parent-death signal),
-// or on killNowSignal (the supervisor's SIGKILL), it kills every process of the command's group and
-// every descendant, and then exits as the command did. Once it has passed on a signal that stops
-// the command (SIGTERM, SIGINT, SIGHUP, SIGQUIT), the command's exit ends nothing: a wrapper such as
-// sh -c may end at once on SIGTERM while the program it runs finishes its step within the grace
-// period. The guard then waits until every process the command left has exited, or until the
+// The supervisor signals the command through the guard, which passes the signals on to the
+// command's group. When the command exits by itself, or when the supervisor dies (the guard's
+// parent-death signal), or on killNowSignal (the supervisor's SIGKILL), the guard kills every
+// process of the command's group and every descendant, and then exits as the command did. Once it
+// has passed on a signal that stops the command (SIGTERM, SIGINT, SIGHUP, SIGQUIT), the command's
+// exit ends nothing: a wrapper such as sh -c may end at once on SIGTERM while the program it runs
+// finishes its step within the grace period. The guard then waits until every process the command left has exited, or until the
 // supervisor's killNowSignal, before it exits as the command did. The command stays unreaped (a
 // zombie) until then, so that its process group keeps its number for the supervisor's SIGKILL.
 func runGuard(parent string, argv []string) int {
