@@ -259,7 +259,11 @@ echo "$n" > "$dir/old-alive"`
 // (the binary under test) that waits for the lease and takes it over. It returns what shows that
 // the old command was alive once another pass could have the lease: past the expiry the store
 // holds for it (the skew is 1 ms), or once the newer pass got it.
-func stoppedBeforeTakeover(t *testing.T, bin string) []string {
+//
+// The deploy command is `sh -c script[0] sh DIR script[1:]...`; it sends its pid into the named
+// pipe DIR/started. When it also writes the pid of a process that left its process group into
+// DIR/session before that, that process is watched too.
+func stoppedBeforeTakeover(t *testing.T, bin string, script ...string) []string {
 	f := newDynamoFixture(t)
 	ep, err := url.Parse(dynalitetest.Endpoint(t))
 	if err != nil {
@@ -275,14 +279,24 @@ func stoppedBeforeTakeover(t *testing.T, bin string) []string {
 	su.RawQuery = q.Encode()
 
 	lines := fifoLine(t, f.path("started"))
-	old := startWith(f, bin, "run", "--store", su.String(), "--environment", "prod", "--scopes", "api", "--sha", shaA, "--ref", mainRf,
-		"--intent-id", "push-old", "--lease-ttl", "5s", "--grace", "1s", "--lease-skew", "1ms", "--", "sh", "-c", stubbornDeploy, "sh", f.dir)
+	args := append([]string{}, "run", "--store", su.String(), "--environment", "prod", "--scopes", "api", "--sha", shaA, "--ref", mainRf,
+		"--intent-id", "push-old", "--lease-ttl", "5s", "--grace", "1s", "--lease-skew", "1ms", "--")
+	args = append(append(args, "sh", "-c", script[0], "sh", f.dir), script[1:]...)
+	old := startWith(f, bin, args...)
 	cmdPid, err := strconv.Atoi(awaitLine(t, lines, old))
 	if err != nil {
 		t.Fatalf("the deploy command did not send its pid: %v", err)
 	}
 	pgid := pgrpOf(t, cmdPid)
 	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+	session := 0
+	if _, err := os.Stat(f.path("session")); err == nil {
+		session = readInt(t, f.path("session"))
+		t.Cleanup(func() { _ = syscall.Kill(session, syscall.SIGKILL) })
+		if pgrpOf(t, session) == pgid {
+			t.Fatalf("process %d did not leave the command's process group", session)
+		}
+	}
 	px.Cut()
 
 	// gone receives when no process of the old command's group was alive any more.
@@ -291,7 +305,7 @@ func stoppedBeforeTakeover(t *testing.T, bin string) []string {
 	defer stopWatch()
 	go func() {
 		for watch.Err() == nil {
-			if len(liveInGroup(pgid)) == 0 {
+			if len(liveInGroup(pgid)) == 0 && (session == 0 || !alive(session)) {
 				gone <- time.Now()
 				return
 			}
@@ -355,7 +369,7 @@ func stoppedBeforeTakeover(t *testing.T, bin string) []string {
 // TestProcessesStubbornCommandStoppedBeforeTakeover: a command that ignores SIGTERM, under a short
 // lease that can no longer be renewed, is dead before a newer pass can take the lease over.
 func TestProcessesStubbornCommandStoppedBeforeTakeover(t *testing.T) {
-	for _, b := range stoppedBeforeTakeover(t, binPath) {
+	for _, b := range stoppedBeforeTakeover(t, binPath, stubbornDeploy) {
 		t.Error(b)
 	}
 }
@@ -364,9 +378,121 @@ func TestProcessesStubbornCommandStoppedBeforeTakeover(t *testing.T) {
 // with the old stop rule (deadline counted from the supervisor's start, SIGKILL a full grace after
 // SIGTERM): with a grace that fits the lease, its SIGKILL still lands after the lease's expiry.
 func TestProcessesStubbornCommandStoppedBeforeTakeoverCatchesOldStop(t *testing.T) {
-	bad := stoppedBeforeTakeover(t, mutantBinary(t, "oldstop"))
+	bad := stoppedBeforeTakeover(t, mutantBinary(t, "oldstop"), stubbornDeploy)
 	if len(bad) == 0 {
 		t.Fatal("no violation: the test cannot tell the old stop rule from the fix")
 	}
 	t.Logf("under the old rule: %s", strings.Join(bad, "; "))
+}
+
+// wrapperDeploy runs the program $2 (with the arguments $1 and $3) through a wrapper shell, which
+// ends at once on SIGTERM as sh -c, make and npm scripts do; one that went on would write
+// $1/wrapper.
+const wrapperDeploy = `sh -c "$2" sh "$1" "$3"; echo "the wrapper went on" > "$1/wrapper"`
+
+// stepProgram finishes its step when it gets SIGTERM: 0.3 s more work, then it writes $1/marker
+// and exits. It sends its pid into the named pipe $1/started once its trap is set.
+const stepProgram = `trap 'sleep 0.3; echo finished > "$1/marker"; exit 0' TERM
+echo $$ > "$1/started"
+while :; do sleep 0.05; done`
+
+// stoppedWrapperStep runs stepProgram through wrapperDeploy under `run` (the binary bin) with a 20 s
+// grace period, and stops the run with SIGTERM once the program is set. It returns what shows that
+// the program did not get to finish its step.
+func stoppedWrapperStep(t *testing.T, bin string) []string {
+	f := newBoltFixture(t)
+	lines := fifoLine(t, f.path("started"))
+	p := startWith(f, bin, "run", "--environment", "prod", "--scopes", "api", "--sha", shaA, "--ref", mainRf, "--intent-id", "push-a",
+		"--lease-ttl", "60s", "--grace", "20s", "--", "sh", "-c", wrapperDeploy, "sh", f.dir, stepProgram)
+	pid, err := strconv.Atoi(awaitLine(t, lines, p))
+	if err != nil {
+		t.Fatalf("the deploy program did not send its pid: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	stopped := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM the run process: %v", err)
+	}
+	r := p.wait()
+	took := time.Since(stopped)
+	if _, err := os.Stat(f.path("wrapper")); err == nil {
+		t.Fatal("the wrapper shell went on after SIGTERM: the test does not stop a wrapper")
+	}
+	t.Logf("run exited %d, %s after SIGTERM", r.code, took.Round(time.Millisecond))
+	var bad []string
+	if r.code != 8 || !strings.Contains(r.stderr, "forwarding it to the command") {
+		bad = append(bad, fmt.Sprintf("run exited %d, want 8 (interrupted, the signal forwarded)\nstderr:\n%s", r.code, r.stderr))
+	}
+	if b, err := os.ReadFile(f.path("marker")); err != nil || strings.TrimSpace(string(b)) != "finished" {
+		bad = append(bad, fmt.Sprintf("the wrapped program did not finish its step: marker %q, %v", b, err))
+	}
+	if alive(pid) {
+		bad = append(bad, fmt.Sprintf("the wrapped program (%d) is alive after run exited", pid))
+	}
+	if took >= 20*time.Second {
+		bad = append(bad, fmt.Sprintf("run exited %s after SIGTERM: it waited for the SIGKILL deadline although the program had finished", took))
+	}
+	return bad
+}
+
+// TestProcessesStoppedWrapperChildFinishesItsStep: `run -- sh -c ...` stopped by SIGTERM gives
+// the program the wrapper runs its grace period, although the wrapper itself ends at once: the
+// program finishes its step, and run exits 8 as soon as it has.
+func TestProcessesStoppedWrapperChildFinishesItsStep(t *testing.T) {
+	for _, b := range stoppedWrapperStep(t, binPath) {
+		t.Error(b)
+	}
+}
+
+// TestProcessesStoppedWrapperChildFinishesItsStepCatchesLeaderEndsGrace runs the same against a
+// binary whose guard kills what the command left behind as soon as the command exits, stop or
+// not: the program is killed before it finishes its step.
+func TestProcessesStoppedWrapperChildFinishesItsStepCatchesLeaderEndsGrace(t *testing.T) {
+	for _, m := range []string{"leaderendsgrace"} {
+		t.Run(m, func(t *testing.T) {
+			bad := stoppedWrapperStep(t, mutantBinary(t, m))
+			if len(bad) == 0 {
+				t.Fatal("the program finished its step: the test cannot tell this old behaviour from the fix")
+			}
+			t.Logf("under the old behaviour: %s", strings.Join(bad, "; "))
+		})
+	}
+}
+
+// stubbornProgram ignores SIGTERM, and so does the heartbeat writer $2 it leaves in a session of
+// its own (which writes its pid into $1/session). Then it sends its pid into the named pipe
+// $1/started and writes a heartbeat into $1/old-heartbeat every 50 ms.
+const stubbornProgram = `trap '' TERM
+setsid sh -c "$2" sh "$1" &
+until [ -e "$1/session" ]; do sleep 0.01; done
+echo $$ > "$1/started"
+while :; do date +%s%N >> "$1/old-heartbeat"; sleep 0.05; done`
+
+// sessionHeartbeat writes its pid into $1/session, then a heartbeat into $1/old-heartbeat every
+// 50 ms.
+const sessionHeartbeat = `echo $$ > "$1/session.tmp"; mv "$1/session.tmp" "$1/session"
+while :; do date +%s%N >> "$1/old-heartbeat"; sleep 0.05; done`
+
+// TestProcessesStubbornWrappedCommandStoppedBeforeTakeover: what a wrapper that ended on SIGTERM
+// leaves behind, ignoring SIGTERM, in its process group or not, is dead before a newer pass can
+// take the lease over.
+func TestProcessesStubbornWrappedCommandStoppedBeforeTakeover(t *testing.T) {
+	for _, b := range stoppedBeforeTakeover(t, binPath, wrapperDeploy, stubbornProgram, sessionHeartbeat) {
+		t.Error(b)
+	}
+}
+
+// TestProcessesStubbornWrappedCommandStoppedBeforeTakeoverCatchesKillGroupOnly runs the same
+// against a binary whose SIGKILL reaches the command's process group only: the guard keeps waiting
+// for the writer that left the group, which lives on past the lease.
+func TestProcessesStubbornWrappedCommandStoppedBeforeTakeoverCatchesKillGroupOnly(t *testing.T) {
+	for _, m := range []string{"killgrouponly"} {
+		t.Run(m, func(t *testing.T) {
+			bad := stoppedBeforeTakeover(t, mutantBinary(t, m), wrapperDeploy, stubbornProgram, sessionHeartbeat)
+			if len(bad) == 0 {
+				t.Fatal("no violation: the test cannot tell this behaviour from the fix")
+			}
+			t.Logf("under this behaviour: %s", strings.Join(bad, "; "))
+		})
+	}
 }

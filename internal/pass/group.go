@@ -18,7 +18,17 @@ const (
 	mutantPdeathsig   = "pdeathsig"   // started directly with a parent-death signal: its children outlive a killed supervisor
 	mutantNoSubreaper = "nosubreaper" // the guard kills its process group only, not descendants that left it
 	mutantOldStop     = "oldstop"     // the deadline counted from the supervisor's start; SIGKILL a full, uncapped grace after SIGTERM
+	// The guard kills what the command left behind as soon as its leader exits, even while the
+	// command is being stopped: a wrapper (sh -c) that ends on SIGTERM takes its children's grace.
+	mutantLeaderEndsGrace = "leaderendsgrace"
+	// The supervisor's SIGKILL goes to the command's process group only, not to the guard: a
+	// descendant that left the group outlives the deadline while the guard waits for it.
+	mutantKillGroupOnly = "killgrouponly"
 )
+
+// killNowSignal is the supervisor's SIGKILL as the guard gets it: kill every process of the command
+// now (see runGuard).
+const killNowSignal = syscall.SIGUSR2
 
 // waitDelay bounds how long Run waits for the command's output once its processes are gone: a
 // descendant that left the process group may still hold the pipes.
@@ -28,18 +38,36 @@ const waitDelay = time.Second
 type group struct {
 	mu   sync.Mutex
 	pgid int
-	gone bool // the leader was reaped: its number may be another process's now
+	// guard is the pid of the guard that started the command (0: started directly). Signals go
+	// through it, so that it knows when the command is being stopped (see runGuard).
+	guard int
+	gone  bool // the leader (or its guard) was reaped: its number may be another process's now
 }
 
 var _ child = (*group)(nil)
 
+// signal sends sig to the command. Through a guard, SIGKILL goes at once to the command's group
+// and, as killNowSignal, to the guard, which kills the command's descendants that left the group;
+// any other signal goes to the guard, which passes it on to the group.
 func (g *group) signal(sig syscall.Signal) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.gone {
+	switch {
+	case g.gone:
 		return nil
+	case g.guard == 0:
+		return syscall.Kill(-g.pgid, sig)
+	case sig != syscall.SIGKILL:
+		return syscall.Kill(g.guard, sig)
 	}
-	return syscall.Kill(-g.pgid, sig)
+	err := syscall.Kill(-g.pgid, syscall.SIGKILL)
+	if errors.Is(err, syscall.ESRCH) {
+		err = nil // nothing left in the group: the guard still has to hear of the kill
+	}
+	if mutant == mutantKillGroupOnly {
+		return err
+	}
+	return errors.Join(err, syscall.Kill(g.guard, killNowSignal))
 }
 
 // killAndForget kills whatever is left in the group, and stops signalling it from then on.

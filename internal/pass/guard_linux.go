@@ -46,10 +46,17 @@ func MaybeGuard() {
 
 // runGuard is the guard, between the supervisor and the command, in a process group of its own.
 // It is a child subreaper: every orphaned descendant of the command becomes its child rather than
-// init's, including those that left the command's group (setsid), so it can always find them. When
-// the command exits, for any reason, or when the supervisor dies (the guard's parent-death signal),
-// it kills every process of the command's group and every descendant, and then exits as the
-// command did. Signals sent to the guard itself are passed on to the command's group.
+// init's, including those that left the command's group (setsid), so it can always find them.
+//
+// The supervisor signals the command through the guard, which passes the signals on to the
+// command's group. When the command exits by itself, or when the supervisor dies (the guard's
+// parent-death signal), or on killNowSignal (the supervisor's SIGKILL), the guard kills every
+// process of the command's group and every descendant, and then exits as the command did. Once it
+// has passed on a signal that stops the command (SIGTERM, SIGINT, SIGHUP, SIGQUIT), the command's
+// exit ends nothing: a wrapper such as sh -c may end at once on SIGTERM while the program it runs
+// finishes its step within the grace period. The guard then waits until every process the command left has exited, or until the
+// supervisor's killNowSignal, before it exits as the command did. The command stays unreaped (a
+// zombie) until then, so that its process group keeps its number for the supervisor's SIGKILL.
 func runGuard(parent string, argv []string) int {
 	// The command's parent-death signal is tied to this thread (see spawn): it stays locked until
 	// the process ends.
@@ -64,8 +71,14 @@ func runGuard(parent string, argv []string) int {
 	_ = os.Unsetenv(guardEnv)
 
 	// Caught rather than ignored: an ignored signal would stay ignored in the command after exec.
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	// One channel per kind, so that a burst of SIGCHLD cannot crowd out a stop or the kill (a
+	// signal that finds its channel full is dropped).
+	children := make(chan os.Signal, 1) // one pending SIGCHLD is enough: each looks at every child
+	signal.Notify(children, syscall.SIGCHLD)
+	stops := make(chan os.Signal, 8)
+	signal.Notify(stops, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1)
+	killNow := make(chan os.Signal, 1)
+	signal.Notify(killNow, killNowSignal)
 	subreaper := mutant != mutantNoSubreaper
 	if subreaper {
 		_ = prctl(prSetChildSubreaper, 1)
@@ -90,34 +103,67 @@ func runGuard(parent string, argv []string) int {
 	_ = status.Close()
 
 	exited := make(chan struct{})
-	go func() {
+	go func(exited chan<- struct{}) {
 		waitExited(pid) // not reaped: its pid, and so its group, stay the command's until killed
 		close(exited)
-	}()
-	// The parent-death signal can be dropped when the signal channel is full (a burst of SIGCHLD):
-	// the parent is also checked on a short tick, so a lost signal cannot leave the command running.
+	}(exited)
+	// The parent-death signal can be lost (see above): the parent is also checked on a short tick,
+	// so a lost signal cannot leave the command running. The same tick looks again for leftovers
+	// that ended without the guard hearing of it (not its children).
 	parentCheck := time.NewTicker(250 * time.Millisecond)
 	defer parentCheck.Stop()
+	self := os.Getpid()
+	var (
+		stopping   bool // a stop signal was passed on to the command
+		leaderGone bool // the command exited during a stop; its leftovers finish their step
+	)
+	// finished says whether the command has exited and left nothing running.
+	finished := func() bool { return leaderGone && len(guardVictims(self, pid, subreaper)) == 0 }
 	for {
 		select {
 		case <-exited:
+			exited = nil // closed: never ready again
+			if !stopping || mutant == mutantLeaderEndsGrace {
+				killCommand(pid, subreaper)
+				return exitAs(reap(pid))
+			}
+			leaderGone = true
+			if finished() {
+				return exitAs(reap(pid))
+			}
+		case <-killNow:
 			killCommand(pid, subreaper)
-			return exitAs(reap(pid))
+			if leaderGone {
+				return exitAs(reap(pid))
+			}
+			// The command itself was killed too: its exit, next, ends the guard.
 		case <-parentCheck.C:
 			if os.Getppid() != ppid {
 				killCommand(pid, subreaper)
 				return guardExitParentGone
 			}
-		case s := <-sigs:
-			switch {
-			case os.Getppid() != ppid:
+			if finished() {
+				return exitAs(reap(pid))
+			}
+		case <-children:
+			if os.Getppid() != ppid {
 				killCommand(pid, subreaper)
 				return guardExitParentGone
-			case s == syscall.SIGCHLD:
-				reapOrphans(pid)
-			default:
-				_ = syscall.Kill(-pid, s.(syscall.Signal))
 			}
+			reapOrphans(pid)
+			if finished() {
+				return exitAs(reap(pid))
+			}
+		case s := <-stops:
+			if os.Getppid() != ppid {
+				killCommand(pid, subreaper)
+				return guardExitParentGone
+			}
+			if s == parentGoneSignal {
+				continue // sent by someone else: the parent is alive
+			}
+			stopping = true
+			_ = syscall.Kill(-pid, s.(syscall.Signal))
 		}
 	}
 }

@@ -3,6 +3,7 @@ package pass
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -173,4 +174,88 @@ func TestRunForwardsASignalThroughTheGuard(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "got")); err != nil || strings.TrimSpace(string(b)) != "INT" {
 		t.Fatalf("the command did not get SIGINT: %q, %v", b, err)
 	}
+}
+
+// stoppedWrapper runs script as the child of a wrapper shell (sh -c 'sh -c SCRIPT; ...'), which
+// ends at once on SIGTERM, under a supervisor with the given grace period. The child writes its
+// pid into the named pipe $1/ready once it is set up; the run is then interrupted with SIGTERM.
+// It returns the result, how long Run took from the interruption, and the directory $1.
+func stoppedWrapper(t *testing.T, grace time.Duration, script string) (*Result, time.Duration, string) {
+	t.Helper()
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	if err := syscall.Mkfifo(ready, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancelCause(t.Context())
+	interrupted := make(chan time.Time, 1)
+	go func() {
+		f, err := os.Open(ready) // returns once the child opened the pipe: it is set up
+		if err == nil {
+			_, _ = io.ReadAll(f)
+			_ = f.Close()
+		}
+		interrupted <- time.Now()
+		cancel(&SignalCause{Signal: syscall.SIGTERM})
+	}()
+	var done []completion
+	s := &Supervisor{Auth: okRenewer{}, TTL: time.Minute, Grace: grace,
+		Grant:  &authority.Grant{Environment: "prod", Generation: 1, Holder: "a", Tokens: map[string]int64{"api": 1}},
+		Stdout: testLog{t}, Stderr: testLog{t},
+		Complete: func(_ context.Context, o authority.Outcome, msg string) (*authority.CompleteResult, error) {
+			done = append(done, completion{o, msg})
+			return &authority.CompleteResult{}, nil
+		}}
+	wrapper := `sh -c "$2" sh "$1"; echo "the wrapper was not stopped" > "$1/wrapper"`
+	res, err := s.Run(ctx, []string{"sh", "-c", wrapper, "sh", dir, script})
+	took := time.Since(<-interrupted)
+	if err != nil || res.Ending != Interrupted || len(done) != 1 || done[0].outcome != authority.OutcomeInterrupted {
+		t.Fatalf("Run: %+v, %v, completed %+v; want interrupted", res, err, done)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "wrapper")); err == nil {
+		t.Fatalf("the wrapper shell went on after SIGTERM (%q): the test does not stop a wrapper", b)
+	}
+	return res, took, dir
+}
+
+// TestRunAWrappersChildFinishesItsStep: a command run through a wrapper shell that ends at once on
+// SIGTERM keeps the grace period for the program it runs, which finishes its step (and writes
+// its marker) before Run returns. Run returns as soon as it has, not at the grace's end.
+func TestRunAWrappersChildFinishesItsStep(t *testing.T) {
+	const grace = 20 * time.Second
+	script := `trap 'sleep 0.3; echo finished > "$1/marker"; exit 0' TERM
+echo $$ > "$1/ready"
+while :; do sleep 0.05; done`
+	_, took, dir := stoppedWrapper(t, grace, script)
+	if b, err := os.ReadFile(filepath.Join(dir, "marker")); err != nil || strings.TrimSpace(string(b)) != "finished" {
+		t.Fatalf("the wrapped program did not finish its step within the grace period: marker %q, %v", b, err)
+	}
+	if took >= grace {
+		t.Errorf("Run took %s after the interruption: it waited for the SIGKILL deadline although nothing was left", took)
+	}
+	t.Logf("Run returned %s after the interruption", took.Round(time.Millisecond))
+}
+
+// TestRunAWrappersStubbornChildrenAreKilledAtTheDeadline: leftovers of a wrapper that ignore
+// SIGTERM, one in the command's process group and one that left it, live until the grace period
+// is over and are dead when Run returns.
+func TestRunAWrappersStubbornChildrenAreKilledAtTheDeadline(t *testing.T) {
+	const grace = time.Second
+	script := `trap '' TERM
+setsid sh -c 'echo $$ > "$1/own-session.tmp"; mv "$1/own-session.tmp" "$1/own-session"; while :; do sleep 0.05; done' sh "$1" &
+until [ -e "$1/own-session" ]; do sleep 0.01; done
+echo $$ > "$1/in-group"
+echo $$ > "$1/ready"
+while :; do sleep 0.05; done`
+	_, took, dir := stoppedWrapper(t, grace, script)
+	for _, name := range []string{"in-group", "own-session"} {
+		if pid := readPid(t, filepath.Join(dir, name)); alive(pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Errorf("the stubborn process %s (%d) is alive after Run returned", name, pid)
+		}
+	}
+	if took < grace {
+		t.Errorf("Run returned %s after the interruption, before the grace period of %s was over: the leftovers did not get it", took, grace)
+	}
+	t.Logf("Run returned %s after the interruption", took.Round(time.Millisecond))
 }

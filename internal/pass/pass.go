@@ -24,7 +24,11 @@
 // gets a parent-death signal, so when the supervisor's process dies (even by SIGKILL), or when the
 // command exits, it kills every process of the command's group and every descendant of the
 // command, even one that left the group, before it exits. The command gets SIGKILL as its own
-// parent-death signal should the guard die. Without the guard (a binary whose main does not call
+// parent-death signal should the guard die. The supervisor signals the command through the guard:
+// once a stop has been passed on, the command's exit kills nothing, so that the programs a wrapper
+// (sh -c) started keep the grace period when the wrapper ends at once on SIGTERM; the guard waits
+// for them to exit, and the supervisor's SIGKILL reaches the group at once and the guard as
+// SIGUSR2, on which it kills every descendant. Without the guard (a binary whose main does not call
 // MaybeGuard) the command is started directly with that parent-death signal, which does not reach
 // its children, and its group is killed when it exits. Elsewhere than Linux the group is killed
 // when the command exits, but a supervisor killed with SIGKILL leaves the command running.

@@ -40,8 +40,9 @@ func startCommand(c command) (child, <-chan error, error) {
 const selfExe = "/proc/self/exe"
 
 // startGuarded starts the guard (see runGuard), which starts the command as the leader of a new
-// process group and reports on a pipe whether it could, and its pid. The supervisor signals that
-// group; the guard, in a group of its own, outlives the command to kill what it left behind.
+// process group and reports on a pipe whether it could, and its pid. The supervisor signals the
+// command through the guard (see group.signal); the guard, in a group of its own, outlives the
+// command to kill what it left behind.
 func startGuarded(c command) (child, <-chan error, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -54,9 +55,13 @@ func startGuarded(c command) (child, <-chan error, error) {
 	cmd.ExtraFiles = []*os.File{w} // the guard's fd 3
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	g := &group{}
-	// Once the guard has exited it has killed and reaped the command: the group is not signalled
-	// any more, its number may be another process's.
-	exited, err := spawn(cmd, func(int) {}, g.forget)
+	// Once the guard has exited it has killed and reaped the command: neither is signalled any
+	// more, their numbers may be other processes'.
+	exited, err := spawn(cmd, func(pid int) {
+		g.mu.Lock()
+		g.guard = pid
+		g.mu.Unlock()
+	}, g.forget)
 	_ = w.Close()
 	if err != nil {
 		return nil, nil, err
