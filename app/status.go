@@ -28,26 +28,16 @@ type pageData struct {
 }
 
 type envView struct {
-	Name     string
-	Missing  bool // configured, nothing accepted yet
-	Observed int64
-	Desired  int64
-	Settled  bool
-	Scopes   []scopeView
-	Events   []eventView
+	Name    string
+	Missing bool           // configured, nothing accepted yet
+	Status  *report.Status // nil when Missing
+	Scopes  []scopeView
+	Events  []eventView
 }
 
+// scopeView is a scope's row as every rendering has it, and the page's own button.
 type scopeView struct {
-	Name        string
-	LiveSha     string
-	LiveShort   string
-	LiveGen     int64
-	DeployedAgo string
-	Pending     string
-	Owner       int64
-	Lease       string
-	LeaseHeld   bool
-	Failure     string
+	report.Row
 	// Redeploy is set when the viewer may redeploy the scope: the form's one-time request id.
 	Redeploy string
 }
@@ -72,6 +62,7 @@ table { border-collapse: collapse; margin: .5em 0 1.5em; }
 th, td { text-align: left; padding: .25em .75em; border-bottom: 1px solid #d0d7de; }
 code { font: 13px ui-monospace, monospace; }
 form { margin: 0; } .who { float: right; }
+td ol { margin: .25em 0 0; padding-left: 1.5em; }
 .held { color: #9a6700; } .settled { color: #1a7f37; } .reconciling { color: #9a6700; } .error { color: #cf222e; }
 </style>
 </head>
@@ -83,24 +74,27 @@ form { margin: 0; } .who { float: right; }
 {{range $env := .Environments}}
 <section id="env-{{.Name}}">
 <h2>{{.Name}}</h2>
-{{if .Missing}}<p>Nothing accepted yet.</p>{{else}}
+{{if .Missing}}<p>Nothing accepted yet.</p>{{else}}{{with .Status}}
 <p>Observed/desired: <strong>{{.Observed}}/{{.Desired}}</strong>
 {{if .Settled}}<span class="settled">settled</span>{{else}}<span class="reconciling">reconciling</span>{{end}}</p>
-<table>
+{{with .PolicyNote}}<p class="policy">Policy: <strong>{{.}}</strong></p>
+{{end}}{{end}}<table>
 <thead><tr><th>scope</th><th>live sha</th><th>generation</th><th>deployed</th><th>pending</th><th>owner</th><th>lease</th>{{if $.Actions}}<th></th>{{end}}</tr></thead>
 <tbody>
 {{range .Scopes}}<tr>
-<td>{{.Name}}</td>
-<td>{{if .LiveSha}}<code title="{{.LiveSha}}">{{.LiveShort}}</code>{{else}}-{{end}}</td>
-<td>{{if .LiveGen}}{{.LiveGen}}{{else}}-{{end}}</td>
-<td>{{.DeployedAgo}}</td>
-<td>{{if .Failure}}<span class="error">{{.Failure}}</span>{{else}}{{.Pending}}{{end}}</td>
+<td>{{.Scope}}</td>
+<td>{{with .Live}}<code title="{{.Sha}}">{{.Short}}</code>{{else}}-{{end}}</td>
+<td>{{with .Live}}{{.Generation}}{{else}}-{{end}}</td>
+<td>{{with .Live}}{{.Ago}}{{else}}-{{end}}</td>
+<td>{{with .Head}}{{.Short}} (generation {{.Generation}}){{if .Attempts}}, {{.Attempts}} failed attempt(s){{end}}{{if .Barrier}}, barrier{{end}}{{else}}{{with .Failure}}<span class="error">ERROR at generation {{.Generation}}: {{.Message}}</span>{{else}}-{{end}}{{end}}
+{{- if .Blocked}}<br><span class="error">{{.Blocked}}{{with .BlockingFailure}}; error: {{.Message}}{{end}}</span>{{end}}
+{{- with .Waiting}}<ol start="2">{{range .}}<li>{{.Short}} (generation {{.Generation}}{{if .Barrier}}, barrier{{end}}), {{.Wait}}</li>{{end}}</ol>{{end}}</td>
 <td>{{if .Owner}}{{.Owner}}{{else}}-{{end}}</td>
-<td{{if .LeaseHeld}} class="held"{{end}}>{{.Lease}}</td>
+{{with .Lease}}<td{{if .Held}} class="held"{{end}}>{{if not .Holder}}free{{else if .Held}}held by {{.Holder}} for {{.Purpose}}, token {{.Token}}, {{.Left}} left{{else}}expired {{.Left}} ago (was {{.Holder}}, token {{.Token}}){{end}}</td>{{end}}
 {{if $.Actions}}<td>{{if .Redeploy}}<form method="post" action="/redeploy">
 <input type="hidden" name="csrf" value="{{$.Viewer.CSRF}}"><input type="hidden" name="environment" value="{{$env.Name}}">
-<input type="hidden" name="scope" value="{{.Name}}"><input type="hidden" name="request" value="{{.Redeploy}}">
-<button type="submit" id="redeploy-{{$env.Name}}/{{.Name}}">Redeploy</button></form>{{end}}</td>{{end}}
+<input type="hidden" name="scope" value="{{.Scope}}"><input type="hidden" name="request" value="{{.Redeploy}}">
+<button type="submit" id="redeploy-{{$env.Name}}/{{.Scope}}">Redeploy</button></form>{{end}}</td>{{end}}
 </tr>
 {{end}}</tbody>
 </table>
@@ -179,7 +173,7 @@ func (a *App) statusData(ctx context.Context, v *viewer) (*pageData, error) {
 		ev := viewOf(env, now)
 		for i := range ev.Scopes {
 			sv := &ev.Scopes[i]
-			if !write[sv.Name] || sv.LiveSha == "" {
+			if !write[sv.Scope] || sv.Live == nil {
 				continue
 			}
 			if sv.Redeploy, err = randomToken(16); err != nil {
@@ -215,37 +209,13 @@ func (a *App) visibleTo(ctx context.Context, v *viewer, name string, env *author
 	return visible, write, nil
 }
 
+// viewOf is an environment's section of the page: its status, as every rendering has it, and its
+// newest events, newest first.
 func viewOf(e *authority.Env, now time.Time) envView {
-	v := envView{Name: e.Name, Observed: e.Observed, Desired: e.Desired, Settled: e.Observed >= e.Desired}
-	names := make([]string, 0, len(e.Scopes))
-	for n := range e.Scopes {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		s := e.Scopes[n]
-		sv := scopeView{Name: n, Owner: s.Owner, DeployedAgo: "-", Pending: "-", Lease: "free"}
-		if s.Live != nil {
-			sv.LiveSha, sv.LiveShort, sv.LiveGen = s.Live.Sha, report.ShortSha(s.Live.Sha), s.Live.Generation
-			sv.DeployedAgo = report.Ago(now, s.Live.At)
-		}
-		if m := s.Mailbox; m != nil {
-			sv.Pending = fmt.Sprintf("%s (generation %d)", report.ShortSha(m.Sha), m.Generation)
-			if m.Attempt > 0 {
-				sv.Pending += fmt.Sprintf(", %d failed attempt(s)", m.Attempt)
-			}
-		} else if f := s.Failure; f != nil {
-			sv.Failure = fmt.Sprintf("ERROR at generation %d: %s", f.Generation, f.Message)
-		}
-		if l := s.Lease; l.Holder != "" {
-			if left := l.ExpiresAt.Sub(now); left > 0 {
-				sv.LeaseHeld = true
-				sv.Lease = fmt.Sprintf("held by %s for %s, token %d, %s left", l.Holder, l.Purpose, l.Token, left.Round(time.Second))
-			} else {
-				sv.Lease = fmt.Sprintf("expired %s ago (was %s, token %d)", (-left).Round(time.Second), l.Holder, l.Token)
-			}
-		}
-		v.Scopes = append(v.Scopes, sv)
+	st := report.NewStatus(e, now)
+	v := envView{Name: e.Name, Status: st}
+	for _, r := range st.Rows {
+		v.Scopes = append(v.Scopes, scopeView{Row: r})
 	}
 	for i := len(e.Events) - 1; i >= 0 && len(v.Events) < timelineLen; i-- {
 		ev := e.Events[i]

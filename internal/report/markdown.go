@@ -3,7 +3,6 @@ package report
 import (
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"time"
 
@@ -26,17 +25,14 @@ type Summary struct {
 // table and an excerpt of the timeline, newest last.
 func JobSummary(w io.Writer, s Summary) error {
 	e := s.Env
-	state := "settled"
-	if e.Observed < e.Desired {
-		state = "reconciling"
-	}
+	st := NewStatus(e, s.Now)
 	var b strings.Builder
 	fmt.Fprintf(&b, "### latestwins: %s\n\n", cell(e.Name))
 	if s.Headline != "" {
 		fmt.Fprintf(&b, "%s\n\n", Escape(s.Headline))
 	}
-	fmt.Fprintf(&b, "**%d/%d** %s (observed/desired generation)\n\n", e.Observed, e.Desired, state)
-	writeStatusTable(&b, e, s.Now)
+	writeStatusLine(&b, st)
+	writeStatusTable(&b, st)
 	n := s.Events
 	if n <= 0 {
 		n = DefaultSummaryEvents
@@ -55,10 +51,10 @@ func JobSummary(w io.Writer, s Summary) error {
 }
 
 // StatusMarkdown writes an environment's status table as Markdown: one row per scope with its live
-// commit, pending work, owner and lease.
+// commit, pending work with each intent's place, owner and lease.
 func StatusMarkdown(w io.Writer, e *authority.Env, now time.Time) error {
 	var b strings.Builder
-	writeStatusTable(&b, e, now)
+	writeStatusTable(&b, NewStatus(e, now))
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -71,37 +67,34 @@ func TimelineMarkdown(w io.Writer, events []authority.Event) error {
 	return err
 }
 
-func writeStatusTable(b *strings.Builder, e *authority.Env, now time.Time) {
+func writeStatusTable(b *strings.Builder, st *Status) {
 	b.WriteString("| scope | live | generation | deployed | pending | owner | lease |\n")
 	b.WriteString("| --- | --- | --- | --- | --- | --- | --- |\n")
-	names := make([]string, 0, len(e.Scopes))
-	for n := range e.Scopes {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		s := e.Scopes[n]
+	for _, r := range st.Rows {
 		live, gen, at := "-", "-", "-"
-		if s.Live != nil {
-			live, gen, at = code(ShortSha(s.Live.Sha)), fmt.Sprint(s.Live.Generation), Ago(now, s.Live.At)
+		if l := r.Live; l != nil {
+			live, gen, at = code(l.Short), fmt.Sprint(l.Generation), l.Ago
 		}
-		pending := "-"
-		if m := s.Mailbox; m != nil {
-			pending = fmt.Sprintf("%s (generation %d)", code(ShortSha(m.Sha)), m.Generation)
-			if m.Attempt > 0 {
-				pending += fmt.Sprintf(", %d failed", m.Attempt)
-			}
-			pending += queueText(s, func(sha string) string { return code(ShortSha(sha)) })
-		}
-		if f := s.Failure; f != nil && s.Mailbox == nil {
+		pending := r.pendingCell(markdownCell)
+		if f := r.Failure; f != nil && r.Head() == nil {
 			pending = fmt.Sprintf("**error** (generation %d): %s", f.Generation, cell(oneLine(f.Message, 120)))
 		}
 		owner := "-"
-		if s.Owner > 0 {
-			owner = fmt.Sprint(s.Owner)
+		if r.Owner > 0 {
+			owner = fmt.Sprint(r.Owner)
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", cell(n), live, gen, at, pending, owner, cell(LeaseText(s.Lease, now)))
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", cell(r.Scope), live, gen, at, pending, owner, cell(r.Lease.text()))
 	}
+}
+
+// writeStatusLine writes observed/desired, whether the environment is settled, and its policy
+// unless it is latest.
+func writeStatusLine(b *strings.Builder, st *Status) {
+	fmt.Fprintf(b, "**%d/%d** %s (observed/desired generation)", st.Observed, st.Desired, st.State())
+	if p := st.PolicyNote(); p != "" {
+		fmt.Fprintf(b, ", policy **%s**", cell(p))
+	}
+	b.WriteString("\n\n")
 }
 
 func writeTimelineTable(b *strings.Builder, events []authority.Event) {

@@ -168,12 +168,9 @@ func (p Publication) writeBody(b *strings.Builder) {
 	e := p.Env
 	b.WriteString(p.runLine())
 	b.WriteString("\n\n")
-	state := "settled"
-	if e.Observed < e.Desired {
-		state = "reconciling"
-	}
-	fmt.Fprintf(b, "**%d/%d** %s (observed/desired generation)\n\n", e.Observed, e.Desired, state)
-	writeStatusTable(b, e, p.Now)
+	st := NewStatus(e, p.Now)
+	writeStatusLine(b, st)
+	writeStatusTable(b, st)
 	n := p.Events
 	if n <= 0 {
 		n = DefaultPublicationEvents

@@ -5,7 +5,6 @@ package report
 import (
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,64 +13,50 @@ import (
 	"github.com/latestwins/latestwins/internal/authority"
 )
 
-// StatusText writes an environment's status table: observed/desired, then one row per scope with
-// its live commit, pending work, owner and lease. Text from users is escaped (Escape).
+// StatusText writes an environment's status table: observed/desired (and the policy unless it is
+// latest), then one row per scope with its live commit, pending work with each intent's place,
+// owner and lease. Text from users is escaped (Escape).
 func StatusText(w io.Writer, e *authority.Env, now time.Time) error {
-	state := "settled"
-	if e.Observed < e.Desired {
-		state = "reconciling"
-	}
+	st := NewStatus(e, now)
 	policy := ""
-	if p := e.PolicyOrDefault(); p != authority.PolicyLatest {
-		policy = "  policy " + string(p)
+	if p := st.PolicyNote(); p != "" {
+		policy = "  policy " + Escape(p)
 	}
-	if _, err := fmt.Fprintf(w, "%s  %d/%d %s%s\n", Escape(e.Name), e.Observed, e.Desired, state, policy); err != nil {
+	if _, err := fmt.Fprintf(w, "%s  %d/%d %s%s\n", Escape(st.Name), st.Observed, st.Desired, st.State(), policy); err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCOPE\tLIVE\tGEN\tDEPLOYED\tPENDING\tOWNER\tLEASE")
-	names := make([]string, 0, len(e.Scopes))
-	for n := range e.Scopes {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		s := e.Scopes[n]
+	for _, r := range st.Rows {
 		live, gen, at := "-", "-", "-"
-		if s.Live != nil {
-			live, gen, at = Escape(ShortSha(s.Live.Sha)), fmt.Sprint(s.Live.Generation), Ago(now, s.Live.At)
+		if l := r.Live; l != nil {
+			live, gen, at = Escape(l.Short), fmt.Sprint(l.Generation), l.Ago
 		}
-		pending := "-"
-		if m := s.Mailbox; m != nil {
-			pending = fmt.Sprintf("%s (gen %d)", Escape(ShortSha(m.Sha)), m.Generation)
-			if m.Attempt > 0 {
-				pending += fmt.Sprintf(", %d failed", m.Attempt)
-			}
-			pending += queueText(s, func(sha string) string { return Escape(ShortSha(sha)) })
-		}
-		if f := s.Failure; f != nil && s.Mailbox == nil {
+		pending := r.pendingCell(textCell)
+		if f := r.Failure; f != nil && r.Head() == nil {
 			pending = fmt.Sprintf("ERROR gen %d: %s", f.Generation, oneLine(f.Message, 48))
 		}
 		owner := "-"
-		if s.Owner > 0 {
-			owner = fmt.Sprint(s.Owner)
+		if r.Owner > 0 {
+			owner = fmt.Sprint(r.Owner)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", Escape(n), live, gen, at, pending, owner, LeaseText(s.Lease, now))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", Escape(r.Scope), live, gen, at, pending, owner, r.Lease.text())
 	}
 	return tw.Flush()
 }
 
 // LeaseText describes a lease in a few words, its holder and purpose escaped (Escape).
-func LeaseText(l authority.Lease, now time.Time) string {
+func LeaseText(l authority.Lease, now time.Time) string { return newLease(l, now).text() }
+
+func (l Lease) text() string {
 	if l.Holder == "" {
 		return "free"
 	}
 	holder, purpose := Escape(l.Holder), Escape(l.Purpose)
-	left := l.ExpiresAt.Sub(now).Round(time.Second)
-	if left <= 0 {
-		return fmt.Sprintf("%s: %s by %s, token %d, expired %s ago", "expired", purpose, holder, l.Token, (-left).String())
+	if !l.Held {
+		return fmt.Sprintf("expired: %s by %s, token %d, expired %s ago", purpose, holder, l.Token, l.Left)
 	}
-	return fmt.Sprintf("%s by %s, token %d, %s left", purpose, holder, l.Token, left)
+	return fmt.Sprintf("%s by %s, token %d, %s left", purpose, holder, l.Token, l.Left)
 }
 
 // TimelineText writes events, oldest first, one per line; text from users is escaped (Escape), so
@@ -120,25 +105,6 @@ func oneLine(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
-}
-
-// queueText says what more a scope's pending cell holds beyond its head: that the head is a
-// barrier or failed and blocks, and the intents waiting behind it with their places.
-func queueText(s *authority.Scope, sha func(string) string) string {
-	var b strings.Builder
-	if m := s.Mailbox; m != nil && m.Failed {
-		b.WriteString(", FAILED: blocks until skip or retry")
-	} else if m != nil && m.Barrier {
-		b.WriteString(", barrier")
-	}
-	if len(s.Queue) > 0 {
-		parts := make([]string, 0, len(s.Queue))
-		for i, q := range s.Queue {
-			parts = append(parts, fmt.Sprintf("%d. %s (gen %d)", i+2, sha(q.Sha), q.Generation))
-		}
-		fmt.Fprintf(&b, "; waiting: %s", strings.Join(parts, ", "))
-	}
-	return b.String()
 }
 
 // Waiting is the publication's words for a pass that waits its turn: "queued: 3 ahead of this

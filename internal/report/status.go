@@ -1,0 +1,232 @@
+package report
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/latestwins/latestwins/internal/authority"
+)
+
+// Status is one environment's status as people see it, built once from the store's state and the
+// clock (NewStatus) and rendered by every view: the CLI's table (StatusText), the Markdown of job
+// summaries, PR comments and check runs (StatusMarkdown), and the App's status page. Its strings
+// are as stored, not escaped: each rendering escapes them for its medium.
+type Status struct {
+	Name     string
+	Policy   authority.Policy // never empty: PolicyLatest when none was set
+	Observed int64
+	Desired  int64
+	// Settled: every accepted generation has its outcome (observed reached desired).
+	Settled bool
+	Rows    []Row // one per scope, by name
+}
+
+// Row is one scope's status: what is live, the work pending with each intent's place, who owns
+// the scope, its lease and its last terminal error.
+type Row struct {
+	Scope string
+	Live  *Live // nil: nothing deployed yet
+	// Pending is the scope's pending intents, oldest first: the head (Position 1), then those that
+	// wait behind it. Empty when nothing is pending.
+	Pending []Entry
+	// Blocked is set when the head failed terminally and blocks the scope until someone decides
+	// (latestwins skip or retry): the words a pass waiting behind it is told.
+	Blocked string
+	Owner   int64 // generation of the newest pass that claimed the scope; 0: none
+	Lease   Lease
+	Failure *authority.Failure // the last terminal error, until a deploy succeeds
+}
+
+// Live is what is deployed in a scope.
+type Live struct {
+	Sha        string
+	Short      string // ShortSha(Sha)
+	Generation int64
+	At         time.Time
+	Ago        string // Ago(now, At)
+}
+
+// Entry is one pending intent of a scope and its place.
+type Entry struct {
+	Position   int // 1: the head, the one that goes next
+	Generation int64
+	Sha        string
+	Short      string // ShortSha(Sha)
+	Attempts   int    // failed attempts so far
+	Barrier    bool   // newer intents wait behind it instead of superseding it (policy latest)
+	Claimed    bool   // its pass claimed it while it waited
+	Failed     bool   // it ended with a terminal failure; at the head it blocks the scope
+	// Ahead is how many intents go before it (Position-1).
+	Ahead int
+	// Wait is what its pass is told when it asks for the lease while it waits (authority.WaitText):
+	// "queued: N ahead of this commit", or under policy latest "waiting for barrier SHA"; "" for
+	// the head. When the head blocks, Row.Blocked says so once for all of them.
+	Wait string
+}
+
+// Lease is a scope's lease as seen at the time the status was built.
+type Lease struct {
+	Holder     string // "": free
+	Purpose    string
+	Generation int64
+	Token      int64
+	ExpiresAt  time.Time
+	// Held: it has a holder and has not expired.
+	Held bool
+	// Left is how long it is still held, to the second; for an expired lease, how long ago it
+	// expired (a positive duration).
+	Left time.Duration
+}
+
+// Head is the scope's next intent, nil when nothing is pending.
+func (r Row) Head() *Entry {
+	if len(r.Pending) == 0 {
+		return nil
+	}
+	return &r.Pending[0]
+}
+
+// Waiting is the pending intents behind the head, oldest first.
+func (r Row) Waiting() []Entry {
+	if len(r.Pending) < 2 {
+		return nil
+	}
+	return r.Pending[1:]
+}
+
+// BlockingFailure is the terminal error of the head that blocks the scope (Blocked), nil when
+// nothing blocks or the error is not known.
+func (r Row) BlockingFailure() *authority.Failure {
+	if h := r.Head(); r.Blocked != "" && r.Failure != nil && r.Failure.Generation == h.Generation {
+		return r.Failure
+	}
+	return nil
+}
+
+// State is "settled" or "reconciling".
+func (s *Status) State() string {
+	if s.Settled {
+		return "settled"
+	}
+	return "reconciling"
+}
+
+// PolicyNote names the environment's policy when it is not the default (latest), "" otherwise:
+// the renderings mention the policy only where it changes what the table means.
+func (s *Status) PolicyNote() string {
+	if s.Policy == authority.PolicyLatest {
+		return ""
+	}
+	return string(s.Policy)
+}
+
+// NewStatus builds an environment's status from its state as read from the store and now.
+func NewStatus(e *authority.Env, now time.Time) *Status {
+	st := &Status{Name: e.Name, Policy: e.PolicyOrDefault(), Observed: e.Observed, Desired: e.Desired, Settled: e.Observed >= e.Desired}
+	names := make([]string, 0, len(e.Scopes))
+	for n := range e.Scopes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		st.Rows = append(st.Rows, newRow(n, e.Scopes[n], st.Policy, now))
+	}
+	return st
+}
+
+func newRow(name string, s *authority.Scope, policy authority.Policy, now time.Time) Row {
+	r := Row{Scope: name, Owner: s.Owner, Failure: s.Failure, Lease: newLease(s.Lease, now)}
+	if l := s.Live; l != nil {
+		r.Live = &Live{Sha: l.Sha, Short: ShortSha(l.Sha), Generation: l.Generation, At: l.At, Ago: Ago(now, l.At)}
+	}
+	entries := s.Entries()
+	barrier := "" // the nearest barrier ahead of the entry at hand
+	for i, ref := range entries {
+		en := Entry{Position: i + 1, Generation: ref.Generation, Sha: ref.Sha, Short: ShortSha(ref.Sha), Attempts: ref.Attempt,
+			Barrier: ref.Barrier, Claimed: ref.Claimed, Failed: ref.Failed, Ahead: i}
+		if i > 0 {
+			// What authority's gate tells the entry's pass, but for the block, which Row.Blocked
+			// says once: under policy latest only barriers keep anything waiting.
+			held := &authority.HeldError{Ahead: i, Generation: entries[0].Generation, HeadSha: entries[0].Sha}
+			if policy == authority.PolicyLatest {
+				held.Barrier = barrier
+			}
+			en.Wait = authority.WaitText(held)
+		}
+		if ref.Barrier {
+			barrier = ref.Sha
+		}
+		r.Pending = append(r.Pending, en)
+	}
+	if len(entries) > 0 && entries[0].Failed {
+		r.Blocked = authority.WaitText(&authority.HeldError{Blocked: true, Generation: entries[0].Generation, HeadSha: entries[0].Sha})
+	}
+	return r
+}
+
+func newLease(l authority.Lease, now time.Time) Lease {
+	out := Lease{Holder: l.Holder, Purpose: l.Purpose, Generation: l.Generation, Token: l.Token, ExpiresAt: l.ExpiresAt}
+	if l.Holder == "" {
+		return out
+	}
+	left := l.ExpiresAt.Sub(now)
+	out.Held = left > 0
+	out.Left = left.Round(time.Second)
+	if !out.Held {
+		out.Left = -out.Left
+	}
+	return out
+}
+
+// cellStyle is how a table rendering writes a row's pending cell: its commits, its word for a
+// generation, and its escaping of other text.
+type cellStyle struct {
+	sha  func(string) string
+	gen  string
+	text func(string) string
+	err  func(message string) string // a failure's message, cut to fit
+}
+
+var (
+	textCell     = cellStyle{sha: Escape, gen: "gen", text: Escape, err: func(m string) string { return "error: " + oneLine(m, 48) }}
+	markdownCell = cellStyle{sha: code, gen: "generation", text: cell, err: func(m string) string { return "**error**: " + cell(oneLine(m, 120)) }}
+)
+
+// pendingCell is the scope's pending work in one cell of a plain-text or Markdown table: the head
+// with its failed attempts, whether it is a barrier and whether it blocks (with the failure's
+// message), then the intents waiting behind it with their places; "-" when nothing is pending.
+func (r Row) pendingCell(c cellStyle) string {
+	h := r.Head()
+	if h == nil {
+		return "-"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s (%s %d)", c.sha(h.Short), c.gen, h.Generation)
+	if h.Attempts > 0 {
+		fmt.Fprintf(&b, ", %d failed", h.Attempts)
+	}
+	if h.Barrier {
+		b.WriteString(", barrier")
+	}
+	if r.Blocked != "" {
+		b.WriteString(", " + c.text(r.Blocked))
+		if f := r.BlockingFailure(); f != nil {
+			b.WriteString("; " + c.err(f.Message))
+		}
+	}
+	for i, en := range r.Waiting() {
+		if i == 0 {
+			b.WriteString("; waiting: ")
+		} else {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%d. %s (%s %d", en.Position, c.sha(en.Short), c.gen, en.Generation)
+		if en.Barrier {
+			b.WriteString(", barrier")
+		}
+		fmt.Fprintf(&b, ", %s)", c.text(en.Wait))
+	}
+	return b.String()
+}
