@@ -86,7 +86,8 @@ td ol { margin: .25em 0 0; padding-left: 1.5em; }
 <td>{{with .Live}}<code title="{{.Sha}}">{{.Short}}</code>{{else}}-{{end}}</td>
 <td>{{with .Live}}{{.Generation}}{{else}}-{{end}}</td>
 <td>{{with .Live}}{{.Ago}}{{else}}-{{end}}</td>
-<td>{{with .Head}}{{.Short}} (generation {{.Generation}}){{if .Attempts}}, {{.Attempts}} failed attempt(s){{end}}{{if .Barrier}}, barrier{{end}}{{else}}{{with .Failure}}<span class="error">ERROR at generation {{.Generation}}: {{.Message}}</span>{{else}}-{{end}}{{end}}
+<td>{{with .Head}}{{.Short}} (generation {{.Generation}}){{if .Attempts}}, {{.Attempts}} failed attempt(s){{end}}{{if .Rollback}}, rollback{{else if .Barrier}}, barrier{{end}}{{else}}{{with .Failure}}<span class="error">ERROR at generation {{.Generation}}: {{.Message}}</span>{{else}}-{{end}}{{end}}
+{{- if .Frozen}}<br><span class="error">{{.Frozen}}</span>{{end}}
 {{- if .Blocked}}<br><span class="error">{{.Blocked}}{{with .BlockingFailure}}; error: {{.Message}}{{end}}</span>{{end}}
 {{- with .Waiting}}<ol start="2">{{range .}}<li>{{.Short}} (generation {{.Generation}}{{if .Barrier}}, barrier{{end}}), {{.Wait}}</li>{{end}}</ol>{{end}}</td>
 <td>{{if .Owner}}{{.Owner}}{{else}}-{{end}}</td>

@@ -34,6 +34,9 @@ type Row struct {
 	// Blocked is set when the head failed terminally and blocks the scope until someone decides
 	// (latestwins skip or retry): the words a pass waiting behind it is told.
 	Blocked string
+	// Frozen is set while a rollback freezes the scope: who rolled back to what, and why. Nothing but
+	// the rollback deploys until someone unfreezes it.
+	Frozen  string
 	Owner   int64 // generation of the newest pass that claimed the scope; 0: none
 	Lease   Lease
 	Failure *authority.Failure // the last terminal error, until a deploy succeeds
@@ -58,6 +61,7 @@ type Entry struct {
 	Barrier    bool   // newer intents wait behind it instead of superseding it (policy latest)
 	Claimed    bool   // its pass claimed it while it waited
 	Failed     bool   // it ended with a terminal failure; at the head it blocks the scope
+	Rollback   bool   // an explicit rollback asked for it
 	// Ahead is how many intents go before it (Position-1).
 	Ahead int
 	// Wait is what its pass is told when it asks for the lease while it waits (authority.WaitText):
@@ -145,7 +149,7 @@ func newRow(name string, s *authority.Scope, policy authority.Policy, now time.T
 	barrier := "" // the nearest barrier ahead of the entry at hand
 	for i, ref := range entries {
 		en := Entry{Position: i + 1, Generation: ref.Generation, Sha: ref.Sha, Short: ShortSha(ref.Sha), Attempts: ref.Attempt,
-			Barrier: ref.Barrier, Claimed: ref.Claimed, Failed: ref.Failed, Ahead: i}
+			Barrier: ref.Barrier, Claimed: ref.Claimed, Failed: ref.Failed, Rollback: ref.Rollback, Ahead: i}
 		if i > 0 {
 			// What authority's gate tells the entry's pass, but for the block, which Row.Blocked
 			// says once: under policy latest only barriers keep anything waiting.
@@ -159,6 +163,15 @@ func newRow(name string, s *authority.Scope, policy authority.Policy, now time.T
 			barrier = ref.Sha
 		}
 		r.Pending = append(r.Pending, en)
+	}
+	if f := s.Freeze; f != nil {
+		r.Frozen = fmt.Sprintf("frozen by the rollback to %s (%s: %s) until unfreeze", ShortSha(f.Sha), orUnknown(f.Actor), f.Reason)
+		held := authority.WaitText(&authority.HeldError{Frozen: f})
+		for i := range r.Pending {
+			if r.Pending[i].Generation != f.Generation && r.Pending[i].Position > 1 {
+				r.Pending[i].Wait = held
+			}
+		}
 	}
 	if len(entries) > 0 && entries[0].Failed {
 		r.Blocked = authority.WaitText(&authority.HeldError{Blocked: true, Generation: entries[0].Generation, HeadSha: entries[0].Sha})
@@ -207,8 +220,13 @@ func (r Row) pendingCell(c cellStyle) string {
 	if h.Attempts > 0 {
 		fmt.Fprintf(&b, ", %d failed", h.Attempts)
 	}
-	if h.Barrier {
+	if h.Rollback {
+		b.WriteString(", rollback")
+	} else if h.Barrier {
 		b.WriteString(", barrier")
+	}
+	if r.Frozen != "" {
+		b.WriteString(", " + c.text(r.Frozen))
 	}
 	if r.Blocked != "" {
 		b.WriteString(", " + c.text(r.Blocked))
@@ -229,4 +247,11 @@ func (r Row) pendingCell(c cellStyle) string {
 		fmt.Fprintf(&b, ", %s)", c.text(en.Wait))
 	}
 	return b.String()
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "someone"
+	}
+	return s
 }

@@ -355,3 +355,33 @@ func TestStatusQueueGolden(t *testing.T) {
 	}
 	golden(t, "summary-queue.md", md.String())
 }
+
+// A rollback's freeze shows on its row in every rendering, and the commits it holds say so.
+func TestStatusShowsAFreeze(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	rb := &authority.Ref{Generation: 3, Sha: "aaaa1110000000000000000000000000000000000", Rollback: true, Barrier: true}
+	held := &authority.Ref{Generation: 4, Sha: "cccc3330000000000000000000000000000000000"}
+	e := &authority.Env{Name: "prod", Desired: 4, Observed: 2, Scopes: map[string]*authority.Scope{"api": {
+		Mailbox: rb, Queue: []*authority.Ref{held}, Owner: 3,
+		Freeze: &authority.Freeze{Generation: 3, Sha: rb.Sha, Actor: "oncall", Reason: "B breaks checkout", At: now}}}}
+	st := NewStatus(e, now)
+	row := st.Rows[0]
+	if !strings.Contains(row.Frozen, "frozen by the rollback to aaaa111 (oncall: B breaks checkout)") || !row.Pending[0].Rollback ||
+		!strings.Contains(row.Pending[1].Wait, "held by a freeze") {
+		t.Fatalf("row %+v", row)
+	}
+	var text, md strings.Builder
+	if err := StatusText(&text, e, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := StatusMarkdown(&md, e, now); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"text": text.String(), "markdown": md.String()} {
+		for _, want := range []string{"rollback", "frozen by the rollback to", "held by a freeze"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s does not say %q:\n%s", name, want, out)
+			}
+		}
+	}
+}
