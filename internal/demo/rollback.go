@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/latestwins/latestwins/internal/authority"
@@ -19,12 +20,17 @@ import (
 // checks that and reports breaks.
 func RunRollback(ctx context.Context, a *authority.Authority, w io.Writer, o Options) (*Result, error) {
 	res := &Result{}
+	var mu sync.Mutex // C's pass reports from its own goroutine
 	say := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
 		line := fmt.Sprintf(format, args...)
 		res.Log = append(res.Log, line)
 		fmt.Fprintf(w, "  %s\n", line)
 	}
 	violate := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
 		res.Violations = append(res.Violations, fmt.Sprintf(format, args...))
 	}
 	A := &pass{name: "A", sha: "aaaaaaa1" + strings.Repeat("0", 32)}
