@@ -75,13 +75,13 @@ func (p *api) serve(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, err)
 		return
 	}
-	allowed, err := p.allowed(ctx, log, wl, env)
+	allowed, policy, err := p.allowed(ctx, log, wl, env)
 	if err != nil {
 		log.WarnContext(ctx, "API request refused", "err", err)
 		p.fail(w, err)
 		return
 	}
-	res, err := p.do(ctx, w, r, wl, env, verb, allowed)
+	res, err := p.do(ctx, w, r, wl, env, verb, allowed, policy)
 	if err != nil {
 		log.InfoContext(ctx, "API request refused", "err", err)
 		p.fail(w, err)
@@ -90,8 +90,9 @@ func (p *api) serve(w http.ResponseWriter, r *http.Request) {
 	writeAPI(w, http.StatusOK, res)
 }
 
-// do runs one verb for an authenticated workload.
-func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl *Workload, env, verb string, allowed []string) (any, error) {
+// do runs one verb for an authenticated workload; allowed are the scopes it may touch, policy the
+// environment's in the trusted configuration.
+func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl *Workload, env, verb string, allowed []string, policy authority.Policy) (any, error) {
 	auth := p.app.auth
 	switch verb {
 	case "status":
@@ -125,6 +126,9 @@ func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl
 		if wl.Actor != "" {
 			in.Actor = wl.Actor // the verified actor, not the one the request claims
 		}
+		// The environment's policy is the trusted configuration's: a workload feeds some scopes of
+		// an environment and may not switch how all of them are ordered.
+		in.Policy = policy
 		return pass.Claim(ctx, auth, in)
 	case "gate":
 		var req apiclient.GateRequest
@@ -189,22 +193,22 @@ func (p *api) authenticate(ctx context.Context, r *http.Request) (*Workload, err
 	return p.tokens.Verify(ctx, strings.TrimSpace(raw))
 }
 
-// allowed lists the scopes of env built from the workload's repository, read from the trusted
-// configuration (a repository's own file cannot add scopes, so it is not read); none is a
-// *forbiddenError.
-func (p *api) allowed(ctx context.Context, log *slog.Logger, wl *Workload, env string) ([]string, error) {
+// allowed lists the scopes of env built from the workload's repository, and env's policy, read
+// from the trusted configuration (a repository's own file cannot add scopes, so it is not read);
+// no scope is a *forbiddenError.
+func (p *api) allowed(ctx context.Context, log *slog.Logger, wl *Workload, env string) ([]string, authority.Policy, error) {
 	repo, err := ParseRepo(wl.Repository)
 	if err != nil {
-		return nil, &TokenError{Reason: err.Error()}
+		return nil, "", &TokenError{Reason: err.Error()}
 	}
 	cfg, err := p.app.configFor(ctx, log, 0, repo, "")
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	where := p.app.configWhere()
 	e, ok := cfg.Environment(env)
 	if !ok {
-		return nil, &forbiddenError{fmt.Sprintf("%s may not act on %s: %s defines no such environment", wl.Repository, env, where)}
+		return nil, "", &forbiddenError{fmt.Sprintf("%s may not act on %s: %s defines no such environment", wl.Repository, env, where)}
 	}
 	var scopes []string
 	for _, s := range e.Scopes {
@@ -213,10 +217,10 @@ func (p *api) allowed(ctx context.Context, log *slog.Logger, wl *Workload, env s
 		}
 	}
 	if len(scopes) == 0 {
-		return nil, &forbiddenError{fmt.Sprintf("%s may not act on %s: none of its scopes is built from that repository in %s (an administrator adds repository: %s to a scope there)",
+		return nil, "", &forbiddenError{fmt.Sprintf("%s may not act on %s: none of its scopes is built from that repository in %s (an administrator adds repository: %s to a scope there)",
 			wl.Repository, env, where, wl.Repository)}
 	}
-	return scopes, nil
+	return scopes, authority.Policy(e.Policy), nil
 }
 
 // permit refuses scopes that are not built from the workload's repository.
@@ -325,6 +329,7 @@ type rateLimited interface {
 func apiError(err error) (int, apiclient.ErrorBody) {
 	var (
 		held       *authority.HeldError
+		full       *authority.QueueFullError
 		sup        *authority.SupersededError
 		lost       *authority.LostError
 		input      *authority.InputError
@@ -337,7 +342,11 @@ func apiError(err error) (int, apiclient.ErrorBody) {
 	case errors.As(err, &held):
 		return http.StatusConflict, apiclient.ErrorBody{Error: apiclient.CodeLocked, Message: msg,
 			RetryAfter: max(int64(held.RetryAfter/time.Second), 1), Resource: held.Resource, Holder: held.Holder,
-			Purpose: held.Purpose, Generation: held.Generation, ExpiresAt: held.ExpiresAt}
+			Purpose: held.Purpose, Generation: held.Generation, ExpiresAt: held.ExpiresAt,
+			Ahead: held.Ahead, HeadSha: held.HeadSha, Barrier: held.Barrier, Blocked: held.Blocked}
+	case errors.As(err, &full):
+		return http.StatusTooManyRequests, apiclient.ErrorBody{Error: apiclient.CodeQueueFull, Message: msg,
+			Scope: full.Scope, Pending: full.Pending, Limit: full.Limit, Bytes: full.Bytes}
 	case errors.As(err, &sup):
 		return http.StatusConflict, apiclient.ErrorBody{Error: apiclient.CodeSuperseded, Message: msg,
 			Scope: sup.Scope, Generation: sup.Generation, By: sup.By, BySha: sup.BySha}

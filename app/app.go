@@ -164,15 +164,17 @@ type Outcome string
 
 // Outcomes.
 const (
-	OutcomeAccepted  Outcome = "accepted"  // intents were accepted (some may be duplicates or stale)
-	OutcomeDuplicate Outcome = "duplicate" // a re-delivery: every intent was accepted before; nothing changed
-	OutcomeNoScopes  Outcome = "no-scopes" // no configured scope is built from the repository and branch
-	OutcomeReleased  Outcome = "released"  // a closed pull request's preview work was withdrawn and its leases released
-	OutcomeRecorded  Outcome = "recorded"  // bookkeeping only (installation)
-	OutcomeIgnored   Outcome = "ignored"   // an event or action this App does not act on
-	OutcomeReplied   Outcome = "replied"   // a comment command that only answers (status, help, a mistake)
-	OutcomeUnlocked  Outcome = "unlocked"  // /latestwins unlock ran (the reply says what it freed)
-	OutcomeRefused   Outcome = "refused"   // the commenter may not run the command
+	OutcomeAccepted  Outcome = "accepted"   // intents were accepted (some may be duplicates or stale)
+	OutcomeDuplicate Outcome = "duplicate"  // a re-delivery: every intent was accepted before; nothing changed
+	OutcomeNoScopes  Outcome = "no-scopes"  // no configured scope is built from the repository and branch
+	OutcomeReleased  Outcome = "released"   // a closed pull request's preview work was withdrawn and its leases released
+	OutcomeRecorded  Outcome = "recorded"   // bookkeeping only (installation)
+	OutcomeIgnored   Outcome = "ignored"    // an event or action this App does not act on
+	OutcomeReplied   Outcome = "replied"    // a comment command that only answers (status, help, a mistake)
+	OutcomeUnlocked  Outcome = "unlocked"   // /latestwins unlock ran (the reply says what it freed)
+	OutcomeRefused   Outcome = "refused"    // the commenter may not run the command
+	OutcomeQueueFull Outcome = "queue-full" // a scope's queue is full: its intent was refused, nothing written for it (429)
+	OutcomeDecided   Outcome = "decided"    // /latestwins skip or retry ran (the reply says what it decided)
 )
 
 // Result is what Handle did, for the response body and the logs.
@@ -191,6 +193,17 @@ type Result struct {
 	// Conversation, logged).
 	Command string `json:"command,omitempty"`
 	Reply   string `json:"reply,omitempty"`
+	// Refused lists the environments whose intent was refused because a scope's queue is full:
+	// nothing was written for them, and the delivery is answered 429 so that it shows as failed and
+	// can be re-delivered once some of the pending commits have deployed.
+	Refused []Refusal `json:"refused,omitempty"`
+}
+
+// Refusal is an environment's intent refused for a full queue.
+type Refusal struct {
+	Environment string `json:"environment"`
+	Scope       string `json:"scope,omitempty"`
+	Message     string `json:"message"`
 }
 
 // IntentInfo is one environment's share of a delivery.
@@ -200,6 +213,11 @@ type IntentInfo struct {
 	Duplicate   bool             `json:"duplicate,omitempty"`
 	Accepted    []string         `json:"accepted,omitempty"`
 	Stale       map[string]int64 `json:"stale,omitempty"`
+	// Ahead says, per scope where the intent waits behind others (policy queue, or a barrier), how
+	// many pending intents are ahead of it.
+	Ahead map[string]int `json:"ahead,omitempty"`
+	// Barrier lists the scopes in which the intent is a barrier: nothing newer supersedes it there.
+	Barrier []string `json:"barrier,omitempty"`
 }
 
 // Handle acts on a verified delivery. An error is a failure to act (the store, the config source,
@@ -235,9 +253,13 @@ func (a *App) Handle(ctx context.Context, d Delivery) (Result, error) {
 }
 
 // accept records one intent per selected environment and dispatches the workflows of the scopes
-// it accepted. A re-delivery (every intent a duplicate) dispatches nothing: the first delivery did,
-// and work it failed to start stays in the mailbox for the recovery sweep.
-func (a *App) accept(ctx context.Context, log *slog.Logger, sels []config.Selection, in authority.Intent, dispatchRef string, installation int64, res *Result, opts ...authority.AcceptOption) error {
+// it accepted. Each intent carries the environment's policy, and is a barrier in the scopes whose
+// barrier-paths the changed files touch (changed nil: not known, so a barrier wherever a scope has
+// barrier-paths). A re-delivery (every intent a duplicate) dispatches nothing: the first delivery
+// did, and work it failed to start stays in the mailbox for the recovery sweep. An environment
+// whose scope's queue is full refuses its intent (nothing written there): the others go on, and the
+// refusal is the delivery's answer (429, see Refused).
+func (a *App) accept(ctx context.Context, log *slog.Logger, sels []config.Selection, in authority.Intent, changed []string, dispatchRef string, installation int64, res *Result, opts ...authority.AcceptOption) error {
 	if len(sels) == 0 {
 		res.Outcome = OutcomeNoScopes
 		return nil
@@ -247,11 +269,19 @@ func (a *App) accept(ctx context.Context, log *slog.Logger, sels []config.Select
 	for _, sel := range sels {
 		in := in
 		in.Environment, in.Scopes = sel.Environment, sel.ScopeNames()
+		in.Policy, in.Barrier = authority.Policy(sel.Policy), sel.Barriers(changed)
 		if dispatchRef != "" && len(sel.Scopes) > 0 {
 			// How the recovery sweep starts this work again if its run dies: see Redrive.
 			in.Origin = originFor(installation, sel.Scopes[0].Repository, dispatchRef)
 		}
 		ar, err := a.auth.Accept(ctx, in, false, opts...)
+		var full *authority.QueueFullError
+		if errors.As(err, &full) {
+			res.Refused = append(res.Refused, Refusal{Environment: sel.Environment, Scope: full.Scope, Message: full.Error()})
+			log.WarnContext(ctx, "intent refused: queue full", "environment", sel.Environment, "scope", full.Scope,
+				"pending", full.Pending, "limit", full.Limit, "err", err)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("accept %s for %s: %w", in.Sha, sel.Environment, err)
 		}
@@ -265,9 +295,9 @@ func (a *App) accept(ctx context.Context, log *slog.Logger, sels []config.Select
 			ar = &authority.AcceptResult{Generation: ar.Generation, Accepted: []string{}, Stale: stale}
 		}
 		res.Intents = append(res.Intents, IntentInfo{Environment: sel.Environment, Generation: ar.Generation,
-			Duplicate: ar.Duplicate, Accepted: ar.Accepted, Stale: ar.Stale})
+			Duplicate: ar.Duplicate, Accepted: ar.Accepted, Stale: ar.Stale, Ahead: ar.Ahead, Barrier: in.Barrier})
 		log.InfoContext(ctx, "intent accepted", "environment", sel.Environment, "generation", ar.Generation,
-			"duplicate", ar.Duplicate, "accepted", ar.Accepted, "stale", ar.Stale)
+			"duplicate", ar.Duplicate, "accepted", ar.Accepted, "stale", ar.Stale, "ahead", ar.Ahead, "barrier", in.Barrier)
 		if ar.Duplicate {
 			continue
 		}
@@ -277,7 +307,15 @@ func (a *App) accept(ctx context.Context, log *slog.Logger, sels []config.Select
 		}
 	}
 	res.Outcome = OutcomeAccepted
-	if allDup {
+	switch {
+	case len(res.Refused) > 0:
+		res.Outcome, res.Status = OutcomeQueueFull, http.StatusTooManyRequests
+		msgs := make([]string, len(res.Refused))
+		for i, r := range res.Refused {
+			msgs[i] = r.Message
+		}
+		res.Message = "refused, nothing written for it: " + strings.Join(msgs, "; ")
+	case allDup:
 		res.Outcome, res.Message = OutcomeDuplicate, "already processed: this delivery's intents were accepted before"
 		return nil
 	}
@@ -292,6 +330,10 @@ func (a *App) accept(ctx context.Context, log *slog.Logger, sels []config.Select
 		if err := a.dispatch.Dispatch(ctx, dr); err != nil {
 			errs = append(errs, &dispatchError{fmt.Errorf("dispatch %s in %s for %s: %w", dr.Workflow, dr.Repo, dr.Inputs["environment"], err)})
 		}
+	}
+	if len(errs) > 0 && len(res.Refused) > 0 {
+		// The error is the delivery's answer: it keeps saying what was refused.
+		errs = append(errs, fmt.Errorf("%s: %w", res.Message, authority.ErrQueueFull))
 	}
 	return errors.Join(errs...)
 }
@@ -329,12 +371,15 @@ func dispatchesFor(sel config.Selection, ar *authority.AcceptResult, ref string,
 	return out
 }
 
-// StatusFor maps a Handle error to an HTTP status: bad configuration is terminal (422), the rest
-// is worth a re-delivery (500, 502 for a failed dispatch, 503 when GitHub did not give the
-// configuration or another process refreshes it).
+// StatusFor maps a Handle error to an HTTP status: bad configuration is terminal (422), a full
+// queue is a refusal worth a re-delivery once some commits deployed (429), the rest is worth a
+// re-delivery (500, 502 for a failed dispatch, 503 when GitHub did not give the configuration or
+// another process refreshes it).
 func StatusFor(err error) int {
 	var de *dispatchError
 	switch {
+	case errors.Is(err, authority.ErrQueueFull):
+		return http.StatusTooManyRequests
 	case errors.Is(err, authority.ErrInvalidInput):
 		return http.StatusUnprocessableEntity
 	case errors.Is(err, ErrRefreshInProgress), errors.Is(err, ErrConfigUnavailable):

@@ -72,7 +72,8 @@ func (a *App) handleCheckRun(ctx context.Context, log *slog.Logger, d Delivery, 
 	if branch != "" {
 		in.Ref = "refs/heads/" + branch
 	}
-	if err := a.accept(ctx, log, []config.Selection{sel}, in, branch, ev.GetInstallation().GetID(), res); err != nil {
+	// A redeploy's changes are not known: a barrier wherever the scope has barrier-paths.
+	if err := a.accept(ctx, log, []config.Selection{sel}, in, nil, branch, ev.GetInstallation().GetID(), res); err != nil {
 		return err
 	}
 	if branch == "" && res.Outcome == OutcomeAccepted {

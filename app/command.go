@@ -17,6 +17,8 @@ const (
 	CommandRedeploy CommandName = "redeploy"
 	CommandStatus   CommandName = "status"
 	CommandUnlock   CommandName = "unlock"
+	CommandSkip     CommandName = "skip"
+	CommandRetry    CommandName = "retry"
 	CommandHelp     CommandName = "help"
 )
 
@@ -33,13 +35,19 @@ type Command struct {
 
 // Mutating reports whether the command changes state (and so needs write permission).
 func (c Command) Mutating() bool {
-	return c.Name == CommandDeploy || c.Name == CommandRedeploy || c.Name == CommandUnlock
+	switch c.Name {
+	case CommandDeploy, CommandRedeploy, CommandUnlock, CommandSkip, CommandRetry:
+		return true
+	}
+	return false
 }
 
 // Usage is the reply to /latestwins help.
 const Usage = "Commands: `/latestwins deploy [scope...]` (deploy this pull request's head, all scopes or the ones named), " +
 	"`/latestwins redeploy SCOPE` (deploy SCOPE again at its current commit), `/latestwins status`, " +
-	"`/latestwins unlock [SCOPE]` (free a held lease), `/latestwins help`."
+	"`/latestwins unlock [SCOPE]` (free a held lease), " +
+	"`/latestwins skip SCOPE` / `/latestwins retry SCOPE` (a terminal failure that blocks SCOPE's queue: give up on it, or try it again), " +
+	"`/latestwins help`."
 
 // ParseCommand reads a comment. It reports false when the comment is not addressed to latestwins:
 // its first non-blank line must start with /latestwins. Only that line is read; anything after it
@@ -64,6 +72,8 @@ func ParseCommand(body string) (Command, bool) {
 		problem = checkScopes(args, 1, 1, "redeploy SCOPE")
 	case CommandUnlock:
 		problem = checkScopes(args, 0, 1, "unlock [SCOPE]")
+	case CommandSkip, CommandRetry:
+		problem = checkScopes(args, 1, 1, string(name)+" SCOPE")
 	case CommandStatus, CommandHelp:
 		problem = checkScopes(args, 0, 0, string(name))
 	default:

@@ -25,6 +25,12 @@ func TestParseCommand(t *testing.T) {
 		{"unlock all", "/latestwins unlock", Command{Name: CommandUnlock}, true},
 		{"unlock one", "/latestwins unlock api", Command{Name: CommandUnlock, Scopes: []string{"api"}}, true},
 		{"help", "/latestwins help", Command{Name: CommandHelp}, true},
+		{"skip", "/latestwins skip api", Command{Name: CommandSkip, Scopes: []string{"api"}}, true},
+		{"retry", "/latestwins retry api", Command{Name: CommandRetry, Scopes: []string{"api"}}, true},
+		{"skip needs a scope", "/latestwins skip", Command{Problem: "`/latestwins skip SCOPE` takes exactly 1 scope"}, true},
+		{"retry one scope only", "/latestwins retry api web", Command{Problem: "`/latestwins retry SCOPE` takes exactly 1 scope"}, true},
+		{"skip with a reason is refused", "/latestwins skip api because", Command{Problem: "`/latestwins skip SCOPE` takes exactly 1 scope"}, true},
+		{"skip smuggles environment/scope", "/latestwins skip production/api", Command{Problem: badScope(`"production/api"`)}, true},
 		{"bare prefix is help", "/latestwins", Command{Name: CommandHelp}, true},
 
 		{"plain comment", "LGTM, ship it", Command{}, false},
@@ -79,7 +85,7 @@ func badScope(quoted string) string {
 
 func TestCommandMutating(t *testing.T) {
 	t.Parallel()
-	for name, want := range map[CommandName]bool{CommandDeploy: true, CommandRedeploy: true, CommandUnlock: true, CommandStatus: false, CommandHelp: false} {
+	for name, want := range map[CommandName]bool{CommandDeploy: true, CommandRedeploy: true, CommandUnlock: true, CommandSkip: true, CommandRetry: true, CommandStatus: false, CommandHelp: false} {
 		if got := (Command{Name: name}).Mutating(); got != want {
 			t.Errorf("%s mutating = %v, want %v", name, got, want)
 		}

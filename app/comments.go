@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -139,6 +140,10 @@ func (a *App) runCommand(ctx context.Context, run *commentRun) error {
 		return a.commandDeploy(ctx, run, sels)
 	case CommandRedeploy:
 		return a.commandRedeploy(ctx, run, sels)
+	case CommandSkip:
+		return a.commandDecide(ctx, run, sels, authority.DecideSkip)
+	case CommandRetry:
+		return a.commandDecide(ctx, run, sels, authority.DecideRetry)
 	}
 	return fmt.Errorf("command %q has no handler", cmd.Name)
 }
@@ -263,6 +268,39 @@ func (a *App) commandUnlock(ctx context.Context, run *commentRun, sels []config.
 	return nil
 }
 
+// commandDecide carries out a decision about the terminal failure that blocks the named scope of
+// each preview environment (a queue's head, or a barrier): skip it, or retry it. The delivery id
+// goes with the decision, so that a re-delivered comment does not skip the next failure too.
+func (a *App) commandDecide(ctx context.Context, run *commentRun, sels []config.Selection, action authority.DecisionAction) error {
+	run.res.Outcome = OutcomeDecided
+	scope := run.cmd.Scopes[0]
+	reason := fmt.Sprintf("/latestwins %s on %s#%d (delivery %s)", action, run.at.Repo, run.number, run.d.ID)
+	for _, sel := range sels {
+		resource := sel.Environment + "/" + scope
+		failed, err := a.auth.Decide(ctx, authority.Decision{Environment: sel.Environment, Scope: scope, Action: action,
+			Reason: reason, Actor: run.actor, Request: run.d.ID})
+		switch {
+		case errors.Is(err, authority.ErrRepeated):
+			fmt.Fprintf(&run.reply, "%s: this command was carried out before (delivery %s); nothing more to %s.\n", resource, run.d.ID, action)
+		case errors.Is(err, authority.ErrNotBlocked):
+			fmt.Fprintf(&run.reply, "%s is not blocked by a failure; nothing to %s. A failure blocks only the head of a queue or a barrier (`/latestwins status` shows it).\n", resource, action)
+		case errors.Is(err, authority.ErrInvalidInput):
+			// Nothing was ever accepted in the environment, or in the scope: nothing can block it.
+			fmt.Fprintf(&run.reply, "%s is not blocked by a failure: nothing was accepted there yet.\n", resource)
+		case err != nil:
+			return fmt.Errorf("%s %s: %w", action, resource, err)
+		case action == authority.DecideSkip:
+			run.log.InfoContext(ctx, "blocking failure skipped", "resource", resource, "generation", failed.Generation, "sha", failed.Sha)
+			fmt.Fprintf(&run.reply, "Skipped %s (generation %d) in %s: it stays failed, and the next waiting commit goes.\n", report.ShortSha(failed.Sha), failed.Generation, resource)
+		default:
+			run.log.InfoContext(ctx, "blocking failure to be retried", "resource", resource, "generation", failed.Generation, "sha", failed.Sha)
+			fmt.Fprintf(&run.reply, "%s (generation %d) in %s will be retried from its first attempt: the recovery sweep starts its workflow again on its next round (or re-run the workflow).\n",
+				report.ShortSha(failed.Sha), failed.Generation, resource)
+		}
+	}
+	return nil
+}
+
 // commandDeploy accepts the pull request's head, as the store knows it from the pull request's
 // webhooks, for the selected scopes of each preview environment.
 func (a *App) commandDeploy(ctx context.Context, run *commentRun, sels []config.Selection) error {
@@ -335,15 +373,27 @@ func (a *App) acceptOne(ctx context.Context, run *commentRun, sel config.Selecti
 	sub, isBranch, err := a.acceptSelection(ctx, run.log, sel, in, run.at.Installation)
 	res.Intents = append(res.Intents, sub.Intents...)
 	res.Dispatched = append(res.Dispatched, sub.Dispatched...)
+	res.Refused = append(res.Refused, sub.Refused...)
 	switch {
+	case sub.Outcome == OutcomeQueueFull || res.Outcome == OutcomeQueueFull:
+		res.Outcome, res.Status = OutcomeQueueFull, http.StatusTooManyRequests
 	case sub.Outcome == OutcomeAccepted:
 		res.Outcome = OutcomeAccepted
 	case sub.Outcome == OutcomeDuplicate && res.Outcome != OutcomeAccepted:
 		res.Outcome = OutcomeDuplicate
 	}
+	for _, r := range sub.Refused {
+		fmt.Fprintf(&run.reply, "%s: not accepted, the queue is full: %s.\n", r.Environment, r.Message)
+	}
 	for _, ii := range sub.Intents {
 		if len(ii.Accepted) > 0 {
 			fmt.Fprintf(&run.reply, "%s: accepted %s at generation %d for %s.\n", ii.Environment, report.ShortSha(in.Sha), ii.Generation, strings.Join(ii.Accepted, ", "))
+		}
+		for _, s := range slices.Sorted(maps.Keys(ii.Ahead)) {
+			fmt.Fprintf(&run.reply, "%s/%s: queued: %d ahead of this commit; it deploys once they have their outcome.\n", ii.Environment, s, ii.Ahead[s])
+		}
+		if len(ii.Barrier) > 0 {
+			fmt.Fprintf(&run.reply, "%s: %s is a barrier in %s: nothing newer supersedes it there.\n", ii.Environment, report.ShortSha(in.Sha), strings.Join(ii.Barrier, ", "))
 		}
 		for s, by := range ii.Stale {
 			fmt.Fprintf(&run.reply, "%s: %s already has %s pending or live (generation %d); nothing new to deploy.\n", ii.Environment, s, report.ShortSha(in.Sha), by)
@@ -371,7 +421,9 @@ func (a *App) acceptSelection(ctx context.Context, log *slog.Logger, sel config.
 	if !isBranch {
 		branch = ""
 	}
-	err = a.accept(ctx, log, []config.Selection{sel}, in, branch, installation, &sub)
+	// A command's commit comes with no list of changed files: unknown, so a barrier wherever a
+	// scope has barrier-paths.
+	err = a.accept(ctx, log, []config.Selection{sel}, in, nil, branch, installation, &sub)
 	return sub, isBranch, err
 }
 

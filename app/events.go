@@ -44,7 +44,8 @@ func (a *App) handlePush(ctx context.Context, log *slog.Logger, d Delivery, res 
 	if err != nil {
 		return err
 	}
-	sels := cfg.ScopesFor(repoName, branch, changedPaths(ev.Commits))
+	changed := changedPaths(ev)
+	sels := cfg.ScopesFor(repoName, branch, changed)
 	in := authority.Intent{ID: d.ID, Sha: ev.GetAfter(), Ref: ev.GetRef(), Before: ev.GetBefore(),
 		Source: "push " + repoName, Actor: ev.GetSender().GetLogin(), Order: pushOrder(ev)}
 	if in.Before == zeroSha {
@@ -54,7 +55,7 @@ func (a *App) handlePush(ctx context.Context, log *slog.Logger, d Delivery, res 
 	if a.commits != nil {
 		opts = append(opts, authority.WithComparer(comparer{commits: a.commits, installation: ev.GetInstallation().GetID(), repo: repo, log: log}))
 	}
-	if err := a.accept(ctx, log, sels, in, branch, ev.GetInstallation().GetID(), res, opts...); err != nil {
+	if err := a.accept(ctx, log, sels, in, changed, branch, ev.GetInstallation().GetID(), res, opts...); err != nil {
 		return err
 	}
 	if res.Outcome == OutcomeNoScopes {
@@ -78,9 +79,14 @@ func pushOrder(ev *github.PushEvent) authority.Order {
 	return o
 }
 
-// changedPaths lists the files a push changed, or nil when they are not known.
-func changedPaths(commits []*github.HeadCommit) []string {
-	if len(commits) == 0 || len(commits) >= maxListedCommits {
+// changedPaths lists the files a push changed, or nil when they are not known: a push at GitHub's
+// cap of listed commits may have more; a forced push replaced commits that its list does not show
+// (what it changed against the branch's previous head is not the sum of the new commits); a push
+// that lists no files only moved the branch. Unknown changes select every scope of the branch and
+// make the commit a barrier wherever a scope has barrier-paths: the safe side both times.
+func changedPaths(ev *github.PushEvent) []string {
+	commits := ev.Commits
+	if ev.GetForced() || len(commits) == 0 || len(commits) >= maxListedCommits {
 		return nil
 	}
 	var out []string
@@ -140,7 +146,9 @@ func (a *App) handlePullRequest(ctx context.Context, log *slog.Logger, d Deliver
 		in.Ref = fmt.Sprintf("refs/pull/%d/head", number)
 		log.InfoContext(ctx, "pull request from another repository: preview recorded, not dispatched", "head_repo", pr.GetHead().GetRepo().GetFullName())
 	}
-	if err := a.accept(ctx, log, sels, in, dispatchRef, ev.GetInstallation().GetID(), res); err != nil {
+	// A pull request's changed files are not in its payload: unknown, so its head is a barrier
+	// wherever a preview scope has barrier-paths.
+	if err := a.accept(ctx, log, sels, in, nil, dispatchRef, ev.GetInstallation().GetID(), res); err != nil {
 		return err
 	}
 	if res.Outcome == OutcomeNoScopes {

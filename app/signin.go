@@ -434,6 +434,10 @@ func (a *App) serveRedeploy(w http.ResponseWriter, r *http.Request) {
 		a.refuse(w, r, StatusFor(err), "redeploy accepted but not started: "+err.Error(), err)
 		return
 	}
+	if res.Outcome == OutcomeQueueFull {
+		a.refuse(w, r, http.StatusTooManyRequests, "redeploy refused: "+res.Message, nil)
+		return
+	}
 	log.InfoContext(ctx, "status page: redeploy", "outcome", res.Outcome, "dispatched", len(res.Dispatched))
 	http.Redirect(w, r, "/#env-"+url.PathEscape(env), http.StatusSeeOther)
 }

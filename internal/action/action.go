@@ -221,6 +221,11 @@ func (s *step) settle(ctx context.Context, res *result, err error) error {
 		res.headline = "The lease was lost while working: retryable infrastructure loss; nothing terminal was published."
 		s.a.Warningf("lease lost (retryable, nothing terminal published): %v", err)
 		return err
+	case errors.Is(err, authority.ErrQueueFull):
+		res.outcome = "queue-full"
+		res.headline = err.Error()
+		s.a.Errorf("%v; nothing was accepted for this run: re-run it once some of the pending commits have deployed", err)
+		return err
 	case errors.Is(err, ErrRetry):
 		res.outcome = "retry"
 		s.a.Warningf("%v; re-run the job (attempt %d of %d)", err, s.attempt(), s.in.maxAttempts)
@@ -339,6 +344,11 @@ func (s *step) claim(ctx context.Context) (*result, error) {
 	s.a.Infof("generation %d claimed %s", res.Generation, strings.Join(claimed, ","))
 	r := &result{generation: res.Generation, authorized: len(claimed) > 0, scopes: claimed, outcome: "claimed",
 		headline: fmt.Sprintf("Generation %d claimed %s.", res.Generation, strings.Join(claimed, ", "))}
+	if w := waitsOnClaim(res); w != "" {
+		// Policy queue, or a barrier ahead: the pass may build now, and deploys in its turn.
+		s.a.Infof("generation %d waits its turn to deploy: %s", res.Generation, w)
+		r.headline = fmt.Sprintf("Generation %d claimed %s; it deploys in its turn (%s).", res.Generation, strings.Join(claimed, ", "), w)
+	}
 	if len(claimed) == 0 {
 		if sup := supersededOnArrival(in, res); sup.By > 0 {
 			r.superseded = sup
@@ -350,6 +360,21 @@ func (s *step) claim(ctx context.Context) (*result, error) {
 		}
 	}
 	return r, nil
+}
+
+// waitsOnClaim says, per claimed scope where older intents go first, how many are ahead:
+// "api: queued: 2 ahead of this commit"; "" when none waits.
+func waitsOnClaim(res *authority.AcceptResult) string {
+	if res.Claim == nil {
+		return ""
+	}
+	var parts []string
+	for _, c := range res.Claim.Claimed {
+		if c.Ahead > 0 {
+			parts = append(parts, fmt.Sprintf("%s: queued: %d ahead of this commit", c.Scope, c.Ahead))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // supersededOnArrival names what superseded an intent that claimed nothing.

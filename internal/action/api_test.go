@@ -35,9 +35,15 @@ const apiConfig = `environments:
 // out tokens of Codertocat/Hello-World.
 func newAPIWorld(t *testing.T) *world {
 	t.Helper()
+	return newAPIWorldOf(t, apiConfig)
+}
+
+// newAPIWorldOf is newAPIWorld with the configuration yml.
+func newAPIWorldOf(t *testing.T, yml string) *world {
+	t.Helper()
 	w := newWorld(t)
 	cfg := filepath.Join(w.dir, "latestwins.yml")
-	if err := os.WriteFile(cfg, []byte(apiConfig), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(yml), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	iss := oidctest.NewIssuer(t)
@@ -83,5 +89,35 @@ func TestAPIRefusalsKeepTheirMeaning(t *testing.T) {
 	}
 	if e, err := w.auth.Status(context.Background(), "staging"); err == nil {
 		t.Errorf("nothing should have been accepted, got desired %d", e.Desired)
+	}
+}
+
+// TestAPIQueuedPassSaysWhereItStands: through api-url, in an environment the configuration queues,
+// a later run's claim says how many are ahead of it, and its wait for the deploy gate says so too,
+// in the annotation and the job summary's headline, rather than naming a lock holder.
+func TestAPIQueuedPassSaysWhereItStands(t *testing.T) {
+	t.Parallel()
+	w := newAPIWorldOf(t, strings.Replace(apiConfig, "  staging:\n", "  staging:\n    policy: queue\n", 1))
+	first := w.job("a", "1", "push", pushEvent, pushOf(sha('0'), sha('a')))
+	if r := first.step(map[string]string{"command": "claim", "environment": "staging", "scopes": "api"}); r.err != nil {
+		t.Fatal(r.err, r.log)
+	}
+	second := w.job("b", "2", "push", pushEvent, pushOf(sha('a'), sha('b')))
+	r := second.step(map[string]string{"command": "claim", "environment": "staging", "scopes": "api"})
+	if r.err != nil || r.outputs["outcome"] != "claimed" || !strings.Contains(r.log, "generation 2 waits its turn to deploy: api: queued: 1 ahead of this commit") {
+		t.Fatalf("second claim: %v %v\n%s", r.err, r.outputs, r.log)
+	}
+	r = second.step(map[string]string{"command": "gate", "environment": "staging", "wait": "0s"})
+	if !errors.Is(r.err, authority.ErrLeaseHeld) || r.outputs["outcome"] != "locked" {
+		t.Fatalf("gate: %v %v\n%s", r.err, r.outputs, r.log)
+	}
+	if !strings.Contains(r.log, "staging/api: queued: 1 ahead of this commit (generation 1, aaaaaaa, goes first)") {
+		t.Errorf("the wait does not say where the pass stands:\n%s", r.log)
+	}
+	if !strings.Contains(r.summary, "queued: 1 ahead of this commit") {
+		t.Errorf("the job summary does not say where the pass stands:\n%s", r.summary)
+	}
+	if e := w.status("staging"); e.PolicyOrDefault() != authority.PolicyQueue {
+		t.Errorf("staging's policy %s, want queue (the configuration's)", e.PolicyOrDefault())
 	}
 }

@@ -214,7 +214,10 @@ func refusal(env string, resp *http.Response, b []byte) error {
 			retry = h
 		}
 		return &authority.HeldError{Resource: e.Resource, Holder: e.Holder, Purpose: e.Purpose, Generation: e.Generation,
-			ExpiresAt: e.ExpiresAt, RetryAfter: time.Duration(max(retry, 1)) * time.Second}
+			ExpiresAt: e.ExpiresAt, RetryAfter: time.Duration(max(retry, 1)) * time.Second,
+			Ahead: e.Ahead, HeadSha: e.HeadSha, Barrier: e.Barrier, Blocked: e.Blocked}
+	case CodeQueueFull:
+		return &authority.QueueFullError{Environment: env, Scope: e.Scope, Pending: e.Pending, Limit: e.Limit, Bytes: e.Bytes}
 	case CodeSuperseded:
 		return &authority.SupersededError{Environment: env, Scope: e.Scope, Generation: e.Generation, By: e.By, BySha: e.BySha}
 	case CodeLeaseLost:

@@ -36,13 +36,19 @@ const cfg = `environments:
 // runner token endpoint; it returns the clock and the count of tokens the runner issued.
 func newClient(t *testing.T) (*apiclient.Client, *storetest.Clock, func() int64) {
 	t.Helper()
+	return newClientOf(t, cfg)
+}
+
+// newClientOf is newClient with the configuration yml and an Authority built with opts.
+func newClientOf(t *testing.T, yml string, opts ...authority.Option) (*apiclient.Client, *storetest.Clock, func() int64) {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "latestwins.yml")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(yml), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	clock := storetest.NewClock(time.Now())
-	auth := authority.New(memory.New(), authority.WithClock(clock))
+	auth := authority.New(memory.New(), append([]authority.Option{authority.WithClock(clock)}, opts...)...)
 	iss := oidctest.NewIssuer(t)
 	v, err := app.NewOIDCVerifier(app.OIDCOptions{Issuer: iss.URL, Clock: clock})
 	if err != nil {
@@ -139,6 +145,40 @@ func TestRefusalsComeBackTyped(t *testing.T) {
 	}
 	if n := issued(); n != 1 {
 		t.Errorf("the runner issued %d tokens, want 1 (kept until a minute before expiry)", n)
+	}
+}
+
+// TestQueueRefusalsComeBackTyped: a pass waiting in a queue gets back a *HeldError that says where
+// it stands (so the Action words it "queued: 1 ahead of this commit"), and a claim beyond a full
+// queue a *QueueFullError, which the command line exits 9 for.
+func TestQueueRefusalsComeBackTyped(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, _, _ := newClientOf(t, strings.Replace(cfg, "  staging:\n", "  staging:\n    policy: queue\n", 1), authority.WithQueueLimit(2))
+	for _, ch := range []byte{'a', 'b'} {
+		if _, err := c.Claim(ctx, authority.Intent{ID: string(ch), Environment: "staging", Scopes: []string{"api"}, Sha: strings.Repeat(string(ch), 40)}); err != nil {
+			t.Fatalf("claim %c: %v", ch, err)
+		}
+	}
+	_, err := c.Gate(ctx, authority.GateRequest{Environment: "staging", Generation: 2, Scopes: []string{"api"}, Phase: "deploy", Holder: "b", LeaseTTL: time.Minute})
+	var held *authority.HeldError
+	if !errors.As(err, &held) || !errors.Is(err, authority.ErrLeaseHeld) {
+		t.Fatalf("gate of b: %v, want *HeldError", err)
+	}
+	if held.Ahead != 1 || held.HeadSha != strings.Repeat("a", 40) || held.Generation != 1 || held.Blocked || held.Barrier != "" {
+		t.Errorf("held %+v, want 1 ahead, head a at generation 1", held)
+	}
+	if got := authority.WaitText(held); got != "queued: 1 ahead of this commit" {
+		t.Errorf("wait text %q", got)
+	}
+
+	_, err = c.Claim(ctx, authority.Intent{ID: "c", Environment: "staging", Scopes: []string{"api"}, Sha: strings.Repeat("c", 40)})
+	var full *authority.QueueFullError
+	if !errors.As(err, &full) || !errors.Is(err, authority.ErrQueueFull) {
+		t.Fatalf("claim of c: %v, want *QueueFullError", err)
+	}
+	if diff := cmp.Diff(&authority.QueueFullError{Environment: "staging", Scope: "api", Pending: 2, Limit: 2}, full); diff != "" {
+		t.Errorf("queue full (-want +got):\n%s", diff)
 	}
 }
 

@@ -18,7 +18,8 @@ const MaxBodyBytes = 1 << 20
 
 // Error codes: the stable "error" field of every refusal.
 const (
-	CodeLocked       = "locked"       // 409: another holder has the lease; Retry-After and retry_after say when to ask again
+	CodeLocked       = "locked"       // 409: another holder has the lease, or older intents go first (ahead, head_sha, barrier, blocked); Retry-After and retry_after say when to ask again
+	CodeQueueFull    = "queue_full"   // 429: a scope already holds as many pending intents as it may; nothing was written; retry once some have deployed
 	CodeSuperseded   = "superseded"   // 409: a newer generation owns or waits for the scope (by, by_sha)
 	CodeLeaseLost    = "lease_lost"   // 409: the caller's lease expired, was taken over or was unlocked
 	CodeInvalid      = "invalid"      // 400: a malformed request; the message says what to fix
@@ -82,8 +83,20 @@ type ErrorBody struct {
 	Holder     string    `json:"holder,omitempty"`      // locked, lease_lost (who holds it now)
 	Purpose    string    `json:"purpose,omitempty"`
 	ExpiresAt  time.Time `json:"expires_at,omitzero"`
+	// Ahead > 0: the pass waits in the scope's queue with that many intents ahead of its own; the
+	// head is generation Generation, commit HeadSha. Barrier is the commit of the barrier it waits
+	// for (policy latest); Blocked says the head failed terminally and waits for a decision.
+	Ahead   int    `json:"ahead,omitempty"`
+	HeadSha string `json:"head_sha,omitempty"`
+	Barrier string `json:"barrier,omitempty"`
+	Blocked bool   `json:"blocked,omitempty"`
 
-	// superseded
+	// queue_full (Scope too)
+	Pending int `json:"pending,omitempty"` // intents the scope holds
+	Limit   int `json:"limit,omitempty"`   // the most it may hold
+	Bytes   int `json:"bytes,omitempty"`   // > 0: refused for the size of the environment's state instead
+
+	// superseded, queue_full
 	Scope string `json:"scope,omitempty"`
 	By    int64  `json:"by,omitempty"`
 	BySha string `json:"by_sha,omitempty"`
