@@ -1,12 +1,8 @@
 package app
 
 import (
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"net/http"
 	"strings"
@@ -17,8 +13,6 @@ import (
 
 	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
-	"github.com/latestwins/latestwins/internal/ghadapter"
-	"github.com/latestwins/latestwins/internal/githubapp"
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
 	"github.com/latestwins/latestwins/internal/testutil/oidctest"
 )
@@ -29,21 +23,9 @@ import (
 // which it finds through GET /repos/{owner}/{repo}/installation.
 func newCredentialedAPI(t *testing.T) (*apiHarness, *githubtest.Server) {
 	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
-	gh := githubtest.New(t)
-	inst, err := githubapp.NewInstallations(42, keyPEM, gh.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, auth, clock := newConfigSource(t, inst)
-	src, err := NewTrustedConfig(TrustedOptions{Files: files, Installations: ghadapter.Finder{Installations: inst}, AppOwner: inst.AppOwner})
-	if err != nil {
-		t.Fatal(err)
-	}
+	as := newAppSource(t)
+	src, auth, clock := as.src, as.auth, as.clock
+	gh := as.gh
 	iss := oidctest.NewIssuer(t)
 	h := newHarness(t, testConfig, func(o *Options) {
 		v, err := NewOIDCVerifier(OIDCOptions{Issuer: iss.URL, Clock: auth})

@@ -15,6 +15,7 @@ import (
 	"github.com/latestwins/latestwins/internal/ghadapter"
 	"github.com/latestwins/latestwins/internal/githubapp"
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
+	"github.com/latestwins/latestwins/internal/store/storetest"
 )
 
 // orgConfig is Codertocat's trusted file: staging is fed by Hello-World, production only by
@@ -35,10 +36,18 @@ const orgConfig = `environments:
         workflow: deploy.yml
 `
 
-// newTrustedHarness is the App as serve builds it from App credentials alone: the trusted file is
-// orgConfig in Codertocat/.github (Codertocat owns the App), and each repository's own file is
-// read as the delivery's installation (1, in GitHub's example payloads).
-func newTrustedHarness(t *testing.T) (*harness, *githubtest.Server) {
+// appSource is the App's configuration source as serve and the Lambda build it from App
+// credentials alone, on the strict fake: the trusted file in the .github repository of the account
+// that owns the App, each repository's own file read as the delivery's installation.
+type appSource struct {
+	gh    *githubtest.Server
+	inst  *githubapp.Installations
+	src   *TrustedConfig
+	auth  *authority.Authority
+	clock *storetest.Clock
+}
+
+func newAppSource(t *testing.T) *appSource {
 	t.Helper()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -50,19 +59,28 @@ func newTrustedHarness(t *testing.T) (*harness, *githubtest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stubTrusted(t, gh, "Codertocat", orgConfig)
-	token := githubtest.Example(t, "POST", "/app/installations/{installation_id}/access_tokens", http.StatusCreated, "")
-	token["token"] = "ghs_one"
-	token["expires_at"] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-	gh.On("POST", "/app/installations/1/access_tokens", http.StatusCreated, token)
 	files, auth, clock := newConfigSource(t, inst)
 	src, err := NewTrustedConfig(TrustedOptions{Files: files, Installations: ghadapter.Finder{Installations: inst}, AppOwner: inst.AppOwner})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, orgConfig, func(o *Options) { o.Authority, o.Config = auth, src })
-	h.auth, h.clock = auth, clock
-	return h, gh
+	return &appSource{gh: gh, inst: inst, src: src, auth: auth, clock: clock}
+}
+
+// newTrustedHarness is the App as serve builds it from App credentials alone: the trusted file is
+// orgConfig in Codertocat/.github (Codertocat owns the App), and each repository's own file is
+// read as the delivery's installation (1, in GitHub's example payloads).
+func newTrustedHarness(t *testing.T) (*harness, *githubtest.Server) {
+	t.Helper()
+	as := newAppSource(t)
+	stubTrusted(t, as.gh, "Codertocat", orgConfig)
+	token := githubtest.Example(t, "POST", "/app/installations/{installation_id}/access_tokens", http.StatusCreated, "")
+	token["token"] = "ghs_one"
+	token["expires_at"] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	as.gh.On("POST", "/app/installations/1/access_tokens", http.StatusCreated, token)
+	h := newHarness(t, orgConfig, func(o *Options) { o.Authority, o.Config = as.auth, as.src })
+	h.auth, h.clock = as.auth, as.clock
+	return h, as.gh
 }
 
 // A repository's own file in the per-repository form of earlier versions, naming production, feeds
@@ -132,21 +150,9 @@ func TestOwnFileIsOptional(t *testing.T) {
 // says where to add one.
 func TestMissingTrustedFileAcceptsNothing(t *testing.T) {
 	t.Parallel()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gh := githubtest.New(t)
-	inst, err := githubapp.NewInstallations(42, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), gh.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stubTrusted(t, gh, "Codertocat", "")
-	files, auth, _ := newConfigSource(t, inst)
-	src, err := NewTrustedConfig(TrustedOptions{Files: files, Installations: ghadapter.Finder{Installations: inst}, AppOwner: inst.AppOwner})
-	if err != nil {
-		t.Fatal(err)
-	}
+	as := newAppSource(t)
+	stubTrusted(t, as.gh, "Codertocat", "")
+	auth, src := as.auth, as.src
 	h := newHarness(t, orgConfig, func(o *Options) { o.Authority, o.Config = auth, src })
 	rec := h.post(t, "push", "d-push", fixture(t, "push.json"))
 	if rec.Code != http.StatusUnprocessableEntity || !strings.Contains(rec.Body.String(), "Codertocat/.github has no .github/latestwins.yml at the default branch: environments are defined there") {

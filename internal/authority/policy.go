@@ -312,20 +312,7 @@ func (a *Authority) Decide(ctx context.Context, d Decision) (*Ref, error) {
 		id = "decide:" + d.Scope + ":" + d.Request
 	}
 	var done *IntentRecord
-	prepare := func(ctx context.Context, doc *Doc) error {
-		done = nil
-		if id == "" {
-			return nil
-		}
-		if doc.Env != nil {
-			if done = doc.Env.pendingAccept(id); done != nil {
-				return nil
-			}
-		}
-		var err error
-		done, err = a.intentRecord(ctx, d.Environment, id)
-		return err
-	}
+	prepare := a.findRequest(d.Environment, id, &done)
 	var decided *Ref
 	_, err := a.updatePrepared(ctx, EnvKey(d.Environment), prepare, func(doc *Doc, now time.Time) (bool, error) {
 		decided = nil

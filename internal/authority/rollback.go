@@ -71,17 +71,7 @@ func (a *Authority) Rollback(ctx context.Context, r RollbackRequest) (*AcceptRes
 		return nil, &InputError{Field: "request", Value: truncate(r.Request, 40), Fix: fmt.Sprintf("use a request id of at most %d characters", maxIDLen-len("rollback::")-len(r.Scope))}
 	}
 	var prior *IntentRecord
-	prepare := func(ctx context.Context, doc *Doc) error {
-		prior = nil
-		if doc.Env != nil {
-			if prior = doc.Env.pendingAccept(id); prior != nil {
-				return nil
-			}
-		}
-		var err error
-		prior, err = a.intentRecord(ctx, r.Environment, id)
-		return err
-	}
+	prepare := a.findRequest(r.Environment, id, &prior)
 	var res *AcceptResult
 	_, err := a.updatePrepared(ctx, EnvKey(r.Environment), prepare, func(doc *Doc, now time.Time) (bool, error) {
 		res = nil
@@ -178,20 +168,7 @@ func (a *Authority) Unfreeze(ctx context.Context, r UnfreezeRequest) (*Freeze, e
 		id = "unfreeze:" + r.Scope + ":" + r.Request
 	}
 	var done *IntentRecord
-	prepare := func(ctx context.Context, doc *Doc) error {
-		done = nil
-		if id == "" {
-			return nil
-		}
-		if doc.Env != nil {
-			if done = doc.Env.pendingAccept(id); done != nil {
-				return nil
-			}
-		}
-		var err error
-		done, err = a.intentRecord(ctx, r.Environment, id)
-		return err
-	}
+	prepare := a.findRequest(r.Environment, id, &done)
 	var lifted *Freeze
 	_, err := a.updatePrepared(ctx, EnvKey(r.Environment), prepare, func(doc *Doc, now time.Time) (bool, error) {
 		lifted = nil
@@ -236,6 +213,27 @@ func (a *Authority) Unfreeze(ctx context.Context, r UnfreezeRequest) (*Freeze, e
 		return nil, fmt.Errorf("unfreeze %s/%s: no rollback holds it: %w", r.Environment, r.Scope, ErrNotFrozen)
 	}
 	return lifted, nil
+}
+
+// findRequest is the prepare step of an operation that a request id makes idempotent: before
+// each attempt it sets *found to the record of id if the request was answered already (in the
+// document's outbox or, within the retention, among the records), nil otherwise. An empty id is
+// never found.
+func (a *Authority) findRequest(env, id string, found **IntentRecord) func(context.Context, *Doc) error {
+	return func(ctx context.Context, doc *Doc) error {
+		*found = nil
+		if id == "" {
+			return nil
+		}
+		if doc.Env != nil {
+			if *found = doc.Env.pendingAccept(id); *found != nil {
+				return nil
+			}
+		}
+		var err error
+		*found, err = a.intentRecord(ctx, env, id)
+		return err
+	}
 }
 
 // frozenFor says whether the freeze of sc holds the pass at gen: every pass but the rollback's.

@@ -626,18 +626,9 @@ func runDecide(ctx context.Context, c *cmdEnv, action authority.DecisionAction, 
 	if err := c.parse(args); err != nil {
 		return err
 	}
-	if len(c.positional) != 1 {
-		return usageErrorf("name one scope: latestwins %s ENV/SCOPE --reason TEXT", action)
-	}
-	env, scope, err := authority.SplitResource(c.positional[0])
+	env, scope, err := c.scopeAndReason(string(action), "fixed the migration by hand")
 	if err != nil {
 		return err
-	}
-	if c.s.reason = strings.TrimSpace(c.s.reason); c.s.reason == "" {
-		return c.badSetting("reason", "", "say why, e.g. --reason \"fixed the migration by hand\"; it goes in the timeline")
-	}
-	if c.s.actor = strings.TrimSpace(c.s.actor); c.s.actor == "" {
-		c.s.actor = firstNonEmpty(c.io.Getenv("GITHUB_ACTOR"), c.io.Getenv("USER"))
 	}
 	c.mode = storeMustExist
 	if err := c.open(ctx); err != nil {
