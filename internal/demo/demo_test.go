@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"sync/atomic"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
