@@ -262,7 +262,7 @@ func TestFunction(t *testing.T) {
 
 	// Every variable is one the function reads; the store URL is one it accepts.
 	known := []string{lambda.EnvStore, lambda.EnvConfig, lambda.EnvWebhookSecret, lambda.EnvWebhookSecretSSM, lambda.EnvAppID,
-		lambda.EnvAppPrivateKey, lambda.EnvAppPrivateKeySSM, lambda.EnvGitHubAPIURL, lambda.EnvMaxBody, lambda.EnvSweepStall, lambda.EnvMaxAttempts}
+		lambda.EnvAppPrivateKey, lambda.EnvAppPrivateKeySSM, lambda.EnvGitHubAPIURL, lambda.EnvMaxBody, lambda.EnvSweepStall, lambda.EnvMaxAttempts, lambda.EnvConfigRepo}
 	vars := at(t, p, "Environment", "Variables").(map[string]any)
 	for k := range vars {
 		if !slices.Contains(known, k) {

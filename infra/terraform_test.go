@@ -263,7 +263,7 @@ func tfProblems(t *testing.T, cfg tfConfig) []string {
 			}
 		}
 		known := []string{lambda.EnvStore, lambda.EnvConfig, lambda.EnvWebhookSecret, lambda.EnvWebhookSecretSSM, lambda.EnvAppID,
-			lambda.EnvAppPrivateKey, lambda.EnvAppPrivateKeySSM, lambda.EnvGitHubAPIURL, lambda.EnvMaxBody, lambda.EnvSweepStall, lambda.EnvMaxAttempts}
+			lambda.EnvAppPrivateKey, lambda.EnvAppPrivateKeySSM, lambda.EnvGitHubAPIURL, lambda.EnvMaxBody, lambda.EnvSweepStall, lambda.EnvMaxAttempts, lambda.EnvConfigRepo}
 		var vars map[string]string
 		if env := fn.nested("environment"); len(env) == 1 {
 			vars = env[0].object("variables")
@@ -433,7 +433,7 @@ func TestTerraformMatchesCloudFormation(t *testing.T) {
 		"CodeBucket": "code_bucket", "CodeKey": "code_key", "TableName": "table_name",
 		"WebhookSecretParameter": "webhook_secret_parameter", "AppPrivateKeyParameter": "app_private_key_parameter",
 		"AppId": "app_id", "GitHubApiUrl": "github_api_url", "SweepScheduleExpression": "sweep_schedule_expression",
-		"SweepStall": "sweep_stall", "LogRetentionDays": "log_retention_days",
+		"SweepStall": "sweep_stall", "LogRetentionDays": "log_retention_days", "ConfigRepo": "config_repo",
 	}
 	for param, def := range tpl.Parameters {
 		name, ok := variable[param]

@@ -182,6 +182,7 @@ resource "aws_lambda_function" "app" {
       LATESTWINS_APP_ID                        = var.app_id
       LATESTWINS_GITHUB_API_URL                = var.github_api_url
       LATESTWINS_SWEEP_STALL                   = var.sweep_stall
+      LATESTWINS_CONFIG_REPO                   = var.config_repo
     }
   }
 

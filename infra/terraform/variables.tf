@@ -102,6 +102,17 @@ variable "sweep_stall" {
   }
 }
 
+variable "config_repo" {
+  description = "OWNER/REPO whose .github/latestwins.yml defines the environments (empty: the .github repository of the account that owns the App). See docs/config.md."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = can(regex("^([A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100})?$", var.config_repo))
+    error_message = "OWNER/REPO, e.g. acme/.github, or empty."
+  }
+}
+
 variable "log_retention_days" {
   description = "Days the function's logs are kept."
   type        = number
