@@ -142,6 +142,32 @@ func (c *Client) History(ctx context.Context, env string, before int64, limit in
 	return &res, nil
 }
 
+// Rollback accepts an older commit of one scope ahead of everything pending and freezes the scope
+// (authority.Authority.Rollback on the App's side, which then dispatches the scope's workflow).
+// The actor is the token's.
+func (c *Client) Rollback(ctx context.Context, r authority.RollbackRequest) (*RollbackResponse, error) {
+	var res RollbackResponse
+	req := RollbackRequest{Scope: r.Scope, To: r.To, Reason: r.Reason, Request: r.Request}
+	if err := c.do(ctx, http.MethodPost, r.Environment, "rollback", nil, req, &res); err != nil {
+		return nil, fmt.Errorf("roll back %s/%s: %w", r.Environment, r.Scope, err)
+	}
+	return &res, nil
+}
+
+// Unfreeze lifts a rollback's freeze; errors match authority.ErrNotFrozen and ErrRepeated as the
+// authority's do.
+func (c *Client) Unfreeze(ctx context.Context, r authority.UnfreezeRequest) (*authority.Freeze, error) {
+	var res UnfreezeResponse
+	req := UnfreezeRequest{Scope: r.Scope, Reason: r.Reason, Request: r.Request}
+	if err := c.do(ctx, http.MethodPost, r.Environment, "unfreeze", nil, req, &res); err != nil {
+		return nil, fmt.Errorf("unfreeze %s/%s: %w", r.Environment, r.Scope, err)
+	}
+	if res.Freeze == nil {
+		return nil, fmt.Errorf("unfreeze %s/%s: the API answered no freeze", r.Environment, r.Scope)
+	}
+	return res.Freeze, nil
+}
+
 // Now is this machine's clock: rendering only, never a lease decision.
 func (c *Client) Now() time.Time { return time.Now() }
 
@@ -215,7 +241,11 @@ func refusal(env string, resp *http.Response, b []byte) error {
 		}
 		return &authority.HeldError{Resource: e.Resource, Holder: e.Holder, Purpose: e.Purpose, Generation: e.Generation,
 			ExpiresAt: e.ExpiresAt, RetryAfter: time.Duration(max(retry, 1)) * time.Second,
-			Ahead: e.Ahead, HeadSha: e.HeadSha, Barrier: e.Barrier, Blocked: e.Blocked}
+			Ahead: e.Ahead, HeadSha: e.HeadSha, Barrier: e.Barrier, Blocked: e.Blocked, Frozen: e.Frozen}
+	case CodeNotFrozen:
+		return fmt.Errorf("%s: %w", e.Message, authority.ErrNotFrozen)
+	case CodeRepeated:
+		return fmt.Errorf("%s: %w", e.Message, authority.ErrRepeated)
 	case CodeQueueFull:
 		return &authority.QueueFullError{Environment: env, Scope: e.Scope, Pending: e.Pending, Limit: e.Limit, Bytes: e.Bytes}
 	case CodeSuperseded:
