@@ -112,6 +112,9 @@ func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl
 		if err := p.decode(w, r, &req); err != nil {
 			return nil, err
 		}
+		if req.Generation != 0 || len(req.Scopes) > 0 {
+			return p.claimGeneration(ctx, wl, env, req, allowed)
+		}
 		in := req.Intent
 		if err := sameEnv(in.Environment, env); err != nil {
 			return nil, err
@@ -205,6 +208,29 @@ func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl
 		c.Holder = wl.Holder(c.Holder)
 		return auth.Complete(ctx, c)
 	}
+}
+
+// claimGeneration claims scopes for a generation accepted before: a workflow the App dispatched
+// (for a push, a redeploy or a rollback) claims the generation it was given, and learns the commit
+// that generation deploys, which may not be its branch's head.
+func (p *api) claimGeneration(ctx context.Context, wl *Workload, env string, req apiclient.ClaimRequest, allowed []string) (any, error) {
+	if req.Intent.ID != "" || req.Intent.Sha != "" {
+		return nil, &authority.InputError{Field: "generation", Value: fmt.Sprint(req.Generation), Fix: "send either an intent to accept or a generation to claim, not both"}
+	}
+	if req.Generation < 1 {
+		return nil, &authority.InputError{Field: "generation", Value: fmt.Sprint(req.Generation), Fix: "give the generation the workflow was dispatched for"}
+	}
+	if len(req.Scopes) == 0 {
+		return nil, &authority.InputError{Field: "scopes", Fix: "name the scopes to claim for the generation, e.g. [\"api\"]"}
+	}
+	if err := p.permit(wl, env, req.Scopes, allowed); err != nil {
+		return nil, err
+	}
+	cr, err := p.app.auth.Claim(ctx, env, req.Generation, req.Scopes)
+	if err != nil {
+		return nil, err
+	}
+	return &authority.AcceptResult{Generation: req.Generation, Duplicate: true, Accepted: cr.Scopes(), Claim: cr}, nil
 }
 
 // rollback rolls a scope built from the workload's repository back, and dispatches its workflow

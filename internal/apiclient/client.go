@@ -85,6 +85,19 @@ func (c *Client) Claim(ctx context.Context, in authority.Intent) (*authority.Acc
 	return &res, nil
 }
 
+// ClaimGeneration claims scopes for a generation accepted before (authority.Authority.Claim on the
+// App's side); the claimed scopes carry the commit that generation deploys.
+func (c *Client) ClaimGeneration(ctx context.Context, env string, gen int64, scopes []string) (*authority.ClaimResult, error) {
+	var res authority.AcceptResult
+	if err := c.do(ctx, http.MethodPost, env, "claim", nil, ClaimRequest{Generation: gen, Scopes: scopes}, &res); err != nil {
+		return nil, fmt.Errorf("claim generation %d in %s: %w", gen, env, err)
+	}
+	if res.Claim == nil {
+		return nil, fmt.Errorf("claim generation %d in %s: the API answered no claim", gen, env)
+	}
+	return res.Claim, nil
+}
+
 // Gate enters a phase; a refusal is a *authority.SupersededError or a *authority.HeldError.
 func (c *Client) Gate(ctx context.Context, r authority.GateRequest) (*authority.Grant, error) {
 	var g authority.Grant

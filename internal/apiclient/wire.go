@@ -32,9 +32,12 @@ const (
 )
 
 // ClaimRequest accepts the pass's intent and claims its scopes (POST .../claim). The environment
-// is the path's.
+// is the path's. With Generation instead of an intent, it claims Scopes for a generation accepted
+// before (the one a dispatched workflow is given): the answer's claim names the commit it deploys.
 type ClaimRequest struct {
-	Intent authority.Intent `json:"intent"`
+	Intent     authority.Intent `json:"intent"`
+	Generation int64            `json:"generation,omitempty"`
+	Scopes     []string         `json:"scopes,omitempty"`
 }
 
 // GateRequest asks to enter a phase (POST .../gate). LeaseTTLMillis > 0 also leases the scopes.
