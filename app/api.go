@@ -36,7 +36,7 @@ func (a *App) routeAPI(tokens TokenVerifier) {
 // verbMethod is each endpoint's method.
 func verbMethod(verb string) (string, bool) {
 	switch verb {
-	case "claim", "gate", "renew", "complete", "release":
+	case "claim", "gate", "renew", "complete", "release", "rollback", "unfreeze":
 		return http.MethodPost, true
 	case "status", "history":
 		return http.MethodGet, true
@@ -55,7 +55,7 @@ func (p *api) serve(w http.ResponseWriter, r *http.Request) {
 	method, ok := verbMethod(verb)
 	if !ok || env == "" {
 		writeAPI(w, http.StatusNotFound, apiclient.ErrorBody{Error: apiclient.CodeNotFound,
-			Message: "no such endpoint: use /v1/environments/ENV/{claim,gate,renew,complete,release} (POST) or /v1/environments/ENV/{status,history} (GET)"})
+			Message: "no such endpoint: use /v1/environments/ENV/{claim,gate,renew,complete,release,rollback,unfreeze} (POST) or /v1/environments/ENV/{status,history} (GET)"})
 		return
 	}
 	if r.Method != method {
@@ -112,6 +112,9 @@ func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl
 		if err := p.decode(w, r, &req); err != nil {
 			return nil, err
 		}
+		if req.Generation != 0 || len(req.Scopes) > 0 {
+			return p.claimGeneration(ctx, wl, env, req, allowed)
+		}
 		in := req.Intent
 		if err := sameEnv(in.Environment, env); err != nil {
 			return nil, err
@@ -166,6 +169,29 @@ func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl
 			return nil, err
 		}
 		return apiclient.OK{OK: true}, auth.Release(ctx, g)
+	case "rollback":
+		var req apiclient.RollbackRequest
+		if err := p.decode(w, r, &req); err != nil {
+			return nil, err
+		}
+		if err := p.permit(wl, env, []string{req.Scope}, allowed); err != nil {
+			return nil, err
+		}
+		return p.rollback(ctx, wl, env, req)
+	case "unfreeze":
+		var req apiclient.UnfreezeRequest
+		if err := p.decode(w, r, &req); err != nil {
+			return nil, err
+		}
+		if err := p.permit(wl, env, []string{req.Scope}, allowed); err != nil {
+			return nil, err
+		}
+		f, err := auth.Unfreeze(ctx, authority.UnfreezeRequest{Environment: env, Scope: req.Scope, Actor: wl.Actor,
+			Reason: req.Reason, Request: apiRequest(wl, req.Request)})
+		if err != nil {
+			return nil, err
+		}
+		return apiclient.UnfreezeResponse{Freeze: f}, nil
 	default: // complete
 		var req apiclient.CompleteRequest
 		if err := p.decode(w, r, &req); err != nil {
@@ -182,6 +208,89 @@ func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl
 		c.Holder = wl.Holder(c.Holder)
 		return auth.Complete(ctx, c)
 	}
+}
+
+// claimGeneration claims scopes for a generation accepted before: a workflow the App dispatched
+// (for a push, a redeploy or a rollback) claims the generation it was given, and learns the commit
+// that generation deploys, which may not be its branch's head.
+func (p *api) claimGeneration(ctx context.Context, wl *Workload, env string, req apiclient.ClaimRequest, allowed []string) (any, error) {
+	if req.Intent.ID != "" || req.Intent.Sha != "" {
+		return nil, &authority.InputError{Field: "generation", Value: fmt.Sprint(req.Generation), Fix: "send either an intent to accept or a generation to claim, not both"}
+	}
+	if req.Generation < 1 {
+		return nil, &authority.InputError{Field: "generation", Value: fmt.Sprint(req.Generation), Fix: "give the generation the workflow was dispatched for"}
+	}
+	if len(req.Scopes) == 0 {
+		return nil, &authority.InputError{Field: "scopes", Fix: "name the scopes to claim for the generation, e.g. [\"api\"]"}
+	}
+	if err := p.permit(wl, env, req.Scopes, allowed); err != nil {
+		return nil, err
+	}
+	cr, err := p.app.auth.Claim(ctx, env, req.Generation, req.Scopes)
+	if err != nil {
+		return nil, err
+	}
+	return &authority.AcceptResult{Generation: req.Generation, Duplicate: true, Accepted: cr.Scopes(), Claim: cr}, nil
+}
+
+// rollback rolls a scope built from the workload's repository back, and dispatches its workflow
+// as the App's installation on that repository (as the comment command and the status page do).
+func (p *api) rollback(ctx context.Context, wl *Workload, env string, req apiclient.RollbackRequest) (any, error) {
+	a := p.app
+	log := a.log.With("api", "rollback", "environment", env, "repo", wl.Repository, "actor", wl.Actor)
+	repo, err := ParseRepo(wl.Repository)
+	if err != nil {
+		return nil, &TokenError{Reason: err.Error()}
+	}
+	to := strings.ToLower(strings.TrimSpace(req.To))
+	if to != "" && !isCommitSha(to) {
+		return nil, &authority.InputError{Field: "to", Value: req.To, Fix: "give 7 to 40 hexadecimal digits of the commit's sha, or leave it out for the commit live before the current one"}
+	}
+	installation, err := a.installationOf(ctx, repo)
+	if err != nil {
+		return nil, fmt.Errorf("the App's installation on %s: %w", repo, err)
+	}
+	// The repository's own file may have chosen the scope's workflow: the narrowed configuration,
+	// as a comment command's. The scope itself was checked against the trusted file (allowed).
+	cfg, err := a.configFor(ctx, log, installation, repo, "")
+	if err != nil {
+		return nil, err
+	}
+	sels, problem := namedScope(cfg, repo, env, req.Scope)
+	if problem != "" {
+		return nil, &forbiddenError{problem}
+	}
+	t := rollbackTarget{sel: sels[0], installation: installation}
+	if e, ok := cfg.Environment(env); ok && !e.Preview() {
+		t.branch = t.scope().Branch
+	}
+	done, err := a.rollback(ctx, log, t, to, wl.Actor, req.Reason, apiRequest(wl, req.Request), "api rollback by "+wl.Repository)
+	if done == nil {
+		return nil, err
+	}
+	res := apiclient.RollbackResponse{Generation: done.Generation, Sha: done.Sha, Duplicate: done.Duplicate}
+	for _, dr := range done.Dispatched {
+		if a.dispatch == nil {
+			break // no App credentials: logged, not started
+		}
+		res.Dispatched = append(res.Dispatched, apiclient.Dispatch{Repository: dr.Repo.String(), Workflow: dr.Workflow, Ref: dr.Ref})
+	}
+	if err != nil {
+		// The rollback stands; a repeat of the request would not dispatch again, so the answer says
+		// so, and the recovery sweep re-drives the rollback through its origin.
+		log.WarnContext(ctx, "rollback recorded, dispatch failed", "err", err)
+		res.DispatchFailed = err.Error() + "; the rollback is recorded, and the recovery sweep starts its workflow again"
+	}
+	return res, nil
+}
+
+// apiRequest scopes a caller's request id to its repository, so that two repositories' ids never
+// meet; empty stays empty (a new request).
+func apiRequest(wl *Workload, id string) string {
+	if id == "" {
+		return ""
+	}
+	return "api:" + strings.ToLower(wl.Repository) + ":" + id
 }
 
 // authenticate verifies the bearer token.
@@ -343,7 +452,11 @@ func apiError(err error) (int, apiclient.ErrorBody) {
 		return http.StatusConflict, apiclient.ErrorBody{Error: apiclient.CodeLocked, Message: msg,
 			RetryAfter: max(int64(held.RetryAfter/time.Second), 1), Resource: held.Resource, Holder: held.Holder,
 			Purpose: held.Purpose, Generation: held.Generation, ExpiresAt: held.ExpiresAt,
-			Ahead: held.Ahead, HeadSha: held.HeadSha, Barrier: held.Barrier, Blocked: held.Blocked}
+			Ahead: held.Ahead, HeadSha: held.HeadSha, Barrier: held.Barrier, Blocked: held.Blocked, Frozen: held.Frozen}
+	case errors.Is(err, authority.ErrNotFrozen):
+		return http.StatusConflict, apiclient.ErrorBody{Error: apiclient.CodeNotFrozen, Message: msg}
+	case errors.Is(err, authority.ErrRepeated):
+		return http.StatusConflict, apiclient.ErrorBody{Error: apiclient.CodeRepeated, Message: msg}
 	case errors.As(err, &full):
 		return http.StatusTooManyRequests, apiclient.ErrorBody{Error: apiclient.CodeQueueFull, Message: msg,
 			Scope: full.Scope, Pending: full.Pending, Limit: full.Limit, Bytes: full.Bytes}

@@ -164,17 +164,19 @@ type Outcome string
 
 // Outcomes.
 const (
-	OutcomeAccepted  Outcome = "accepted"   // intents were accepted (some may be duplicates or stale)
-	OutcomeDuplicate Outcome = "duplicate"  // a re-delivery: every intent was accepted before; nothing changed
-	OutcomeNoScopes  Outcome = "no-scopes"  // no configured scope is built from the repository and branch
-	OutcomeReleased  Outcome = "released"   // a closed pull request's preview work was withdrawn and its leases released
-	OutcomeRecorded  Outcome = "recorded"   // bookkeeping only (installation)
-	OutcomeIgnored   Outcome = "ignored"    // an event or action this App does not act on
-	OutcomeReplied   Outcome = "replied"    // a comment command that only answers (status, help, a mistake)
-	OutcomeUnlocked  Outcome = "unlocked"   // /latestwins unlock ran (the reply says what it freed)
-	OutcomeRefused   Outcome = "refused"    // the commenter may not run the command
-	OutcomeQueueFull Outcome = "queue-full" // a scope's queue is full: its intent was refused, nothing written for it (429)
-	OutcomeDecided   Outcome = "decided"    // /latestwins skip or retry ran (the reply says what it decided)
+	OutcomeAccepted   Outcome = "accepted"    // intents were accepted (some may be duplicates or stale)
+	OutcomeDuplicate  Outcome = "duplicate"   // a re-delivery: every intent was accepted before; nothing changed
+	OutcomeNoScopes   Outcome = "no-scopes"   // no configured scope is built from the repository and branch
+	OutcomeReleased   Outcome = "released"    // a closed pull request's preview work was withdrawn and its leases released
+	OutcomeRecorded   Outcome = "recorded"    // bookkeeping only (installation)
+	OutcomeIgnored    Outcome = "ignored"     // an event or action this App does not act on
+	OutcomeReplied    Outcome = "replied"     // a comment command that only answers (status, help, a mistake)
+	OutcomeUnlocked   Outcome = "unlocked"    // /latestwins unlock ran (the reply says what it freed)
+	OutcomeRefused    Outcome = "refused"     // the commenter may not run the command
+	OutcomeQueueFull  Outcome = "queue-full"  // a scope's queue is full: its intent was refused, nothing written for it (429)
+	OutcomeDecided    Outcome = "decided"     // /latestwins skip or retry ran (the reply says what it decided)
+	OutcomeRolledBack Outcome = "rolled-back" // /latestwins rollback ran (the reply says what it did)
+	OutcomeUnfrozen   Outcome = "unfrozen"    // /latestwins unfreeze ran (the reply says what it did)
 )
 
 // Result is what Handle did, for the response body and the logs.

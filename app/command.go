@@ -19,6 +19,8 @@ const (
 	CommandUnlock   CommandName = "unlock"
 	CommandSkip     CommandName = "skip"
 	CommandRetry    CommandName = "retry"
+	CommandRollback CommandName = "rollback"
+	CommandUnfreeze CommandName = "unfreeze"
 	CommandHelp     CommandName = "help"
 )
 
@@ -28,6 +30,12 @@ const commandPrefix = "/latestwins"
 type Command struct {
 	Name   CommandName
 	Scopes []string
+	// Environment is set when a rollback or unfreeze names ENV/SCOPE: an environment that is not
+	// the pull request's preview (Scopes then holds the one scope).
+	Environment string
+	// Sha is the commit a rollback goes back to: 7 to 40 hexadecimal digits; empty: the one live
+	// before the current one.
+	Sha string
 	// Problem is set when the comment is addressed to latestwins but is not a valid command: it says
 	// what to fix, for the reply. Name and Scopes are then empty.
 	Problem string
@@ -36,7 +44,7 @@ type Command struct {
 // Mutating reports whether the command changes state (and so needs write permission).
 func (c Command) Mutating() bool {
 	switch c.Name {
-	case CommandDeploy, CommandRedeploy, CommandUnlock, CommandSkip, CommandRetry:
+	case CommandDeploy, CommandRedeploy, CommandUnlock, CommandSkip, CommandRetry, CommandRollback, CommandUnfreeze:
 		return true
 	}
 	return false
@@ -47,6 +55,9 @@ const Usage = "Commands: `/latestwins deploy [scope...]` (deploy this pull reque
 	"`/latestwins redeploy SCOPE` (deploy SCOPE again at its current commit), `/latestwins status`, " +
 	"`/latestwins unlock [SCOPE]` (free a held lease), " +
 	"`/latestwins skip SCOPE` / `/latestwins retry SCOPE` (a terminal failure that blocks SCOPE's queue: give up on it, or try it again), " +
+	"`/latestwins rollback SCOPE [SHA]` (deploy an older commit, default the one live before, ahead of everything pending, and freeze SCOPE; " +
+	"SCOPE may be ENV/SCOPE for an environment this repository feeds, e.g. `production/api`), " +
+	"`/latestwins unfreeze SCOPE` (let the newest commit held by the freeze go), " +
 	"`/latestwins help`."
 
 // ParseCommand reads a comment. It reports false when the comment is not addressed to latestwins:
@@ -74,6 +85,8 @@ func ParseCommand(body string) (Command, bool) {
 		problem = checkScopes(args, 0, 1, "unlock [SCOPE]")
 	case CommandSkip, CommandRetry:
 		problem = checkScopes(args, 1, 1, string(name)+" SCOPE")
+	case CommandRollback, CommandUnfreeze:
+		return parseTarget(name, args)
 	case CommandStatus, CommandHelp:
 		problem = checkScopes(args, 0, 0, string(name))
 	default:
@@ -86,6 +99,52 @@ func ParseCommand(body string) (Command, bool) {
 		args = nil
 	}
 	return Command{Name: name, Scopes: args}, true
+}
+
+// parseTarget reads the arguments of rollback (SCOPE or ENV/SCOPE, then an optional commit) and
+// unfreeze (SCOPE or ENV/SCOPE).
+func parseTarget(name CommandName, args []string) (Command, bool) {
+	usage, most, takes := "unfreeze SCOPE", 1, "one scope (or ENV/SCOPE)"
+	if name == CommandRollback {
+		usage, most, takes = "rollback SCOPE [SHA]", 2, "one scope (or ENV/SCOPE) and, optionally, the commit to roll back to"
+	}
+	if len(args) < 1 || len(args) > most {
+		return Command{Problem: fmt.Sprintf("`/latestwins %s` takes %s", usage, takes)}, true
+	}
+	cmd := Command{Name: name}
+	target := args[0]
+	if strings.Contains(target, "/") {
+		env, scope, err := authority.SplitResource(target)
+		var ie *authority.InputError
+		if errors.As(err, &ie) {
+			return Command{Problem: fmt.Sprintf("%s is not SCOPE or ENV/SCOPE: %s", quote(target), ie.Fix)}, true
+		}
+		cmd.Environment, target = env, scope
+	}
+	if problem := checkScopes([]string{target}, 1, 1, usage); problem != "" {
+		return Command{Problem: problem}, true
+	}
+	cmd.Scopes = []string{target}
+	if len(args) == 2 {
+		if !isCommitSha(args[1]) {
+			return Command{Problem: fmt.Sprintf("%s is not a commit: give 7 to 40 hexadecimal digits of its sha", quote(args[1]))}, true
+		}
+		cmd.Sha = strings.ToLower(args[1])
+	}
+	return cmd, true
+}
+
+// isCommitSha reports whether s is a full or abbreviated commit sha: 7 to 40 hexadecimal digits.
+func isCommitSha(s string) bool {
+	if len(s) < 7 || len(s) > 40 {
+		return false
+	}
+	for _, r := range s {
+		if !('0' <= r && r <= '9' || 'a' <= r && r <= 'f' || 'A' <= r && r <= 'F') {
+			return false
+		}
+	}
+	return true
 }
 
 func firstLine(body string) string {

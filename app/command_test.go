@@ -32,6 +32,19 @@ func TestParseCommand(t *testing.T) {
 		{"skip with a reason is refused", "/latestwins skip api because", Command{Problem: "`/latestwins skip SCOPE` takes exactly 1 scope"}, true},
 		{"skip smuggles environment/scope", "/latestwins skip production/api", Command{Problem: badScope(`"production/api"`)}, true},
 		{"bare prefix is help", "/latestwins", Command{Name: CommandHelp}, true},
+		{"rollback to the previous live commit", "/latestwins rollback api", Command{Name: CommandRollback, Scopes: []string{"api"}}, true},
+		{"rollback to a commit", "/latestwins rollback api ABC1234", Command{Name: CommandRollback, Scopes: []string{"api"}, Sha: "abc1234"}, true},
+		{"rollback in a named environment", "/latestwins rollback production/api abc1234",
+			Command{Name: CommandRollback, Environment: "production", Scopes: []string{"api"}, Sha: "abc1234"}, true},
+		{"unfreeze", "/latestwins unfreeze api", Command{Name: CommandUnfreeze, Scopes: []string{"api"}}, true},
+		{"unfreeze in a named environment", "/latestwins unfreeze preview/pr-7/api", Command{Name: CommandUnfreeze, Environment: "preview/pr-7", Scopes: []string{"api"}}, true},
+		{"rollback needs a scope", "/latestwins rollback", Command{Problem: "`/latestwins rollback SCOPE [SHA]` takes one scope (or ENV/SCOPE) and, optionally, the commit to roll back to"}, true},
+		{"rollback to a short sha", "/latestwins rollback api abc12", Command{Problem: "`\"abc12\"` is not a commit: give 7 to 40 hexadecimal digits of its sha"}, true},
+		{"rollback to a branch", "/latestwins rollback api main", Command{Problem: "`\"main\"` is not a commit: give 7 to 40 hexadecimal digits of its sha"}, true},
+		{"rollback with a reason is refused", "/latestwins rollback api abc1234 because", Command{Problem: "`/latestwins rollback SCOPE [SHA]` takes one scope (or ENV/SCOPE) and, optionally, the commit to roll back to"}, true},
+		{"unfreeze takes no commit", "/latestwins unfreeze api abc1234", Command{Problem: "`/latestwins unfreeze SCOPE` takes one scope (or ENV/SCOPE)"}, true},
+		{"rollback traversal", "/latestwins rollback ../prod/api", Command{Problem: "`\"../prod/api\"` is not SCOPE or ENV/SCOPE: use 1-128 characters from A-Z a-z 0-9 . _ / -, starting with a letter or digit, without empty path segments (e.g. staging, preview/pr-803)"}, true},
+		{"rollback bad scope after the environment", "/latestwins rollback prod/$(id)", Command{Problem: "`\"prod/$(id)\"` is not SCOPE or ENV/SCOPE: use 1-64 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit (e.g. api)"}, true},
 
 		{"plain comment", "LGTM, ship it", Command{}, false},
 		{"empty", "", Command{}, false},
@@ -85,7 +98,7 @@ func badScope(quoted string) string {
 
 func TestCommandMutating(t *testing.T) {
 	t.Parallel()
-	for name, want := range map[CommandName]bool{CommandDeploy: true, CommandRedeploy: true, CommandUnlock: true, CommandSkip: true, CommandRetry: true, CommandStatus: false, CommandHelp: false} {
+	for name, want := range map[CommandName]bool{CommandDeploy: true, CommandRedeploy: true, CommandUnlock: true, CommandSkip: true, CommandRetry: true, CommandRollback: true, CommandUnfreeze: true, CommandStatus: false, CommandHelp: false} {
 		if got := (Command{Name: name}).Mutating(); got != want {
 			t.Errorf("%s mutating = %v, want %v", name, got, want)
 		}
@@ -111,6 +124,14 @@ func FuzzParseCommand(f *testing.F) {
 			if err := authority.ValidateScope(s); err != nil {
 				t.Fatalf("scope %q passed: %v", s, err)
 			}
+		}
+		if c.Environment != "" {
+			if err := authority.ValidateEnvironment(c.Environment); err != nil {
+				t.Fatalf("environment %q passed: %v", c.Environment, err)
+			}
+		}
+		if c.Sha != "" && !isCommitSha(c.Sha) {
+			t.Fatalf("sha %q passed", c.Sha)
 		}
 		if c.Problem != "" && len(c.Problem) > 1200 {
 			t.Fatalf("problem of %d bytes: untrusted text is not cut short", len(c.Problem))

@@ -125,7 +125,13 @@ func (a *App) runCommand(ctx context.Context, run *commentRun) error {
 	if err != nil {
 		return err
 	}
-	sels, problem := previewScopes(cfg, run.at.Repo, run.number, cmd.Scopes)
+	var sels []config.Selection
+	var problem string
+	if cmd.Environment != "" {
+		sels, problem = namedScope(cfg, run.at.Repo, cmd.Environment, cmd.Scopes[0])
+	} else {
+		sels, problem = previewScopes(cfg, run.at.Repo, run.number, cmd.Scopes)
+	}
 	if problem != "" {
 		res.Outcome = OutcomeNoScopes
 		run.reply.WriteString(problem)
@@ -144,6 +150,10 @@ func (a *App) runCommand(ctx context.Context, run *commentRun) error {
 		return a.commandDecide(ctx, run, sels, authority.DecideSkip)
 	case CommandRetry:
 		return a.commandDecide(ctx, run, sels, authority.DecideRetry)
+	case CommandRollback:
+		return a.commandRollback(ctx, run, sels, cfg)
+	case CommandUnfreeze:
+		return a.commandUnfreeze(ctx, run, sels)
 	}
 	return fmt.Errorf("command %q has no handler", cmd.Name)
 }
@@ -207,6 +217,23 @@ func previewScopes(cfg *config.Config, repo RepoRef, number int, named []string)
 		}
 	}
 	return sels, ""
+}
+
+// namedScope selects scope of the environment named env (rollback and unfreeze of ENV/SCOPE): the
+// configuration must build that scope from repo. The trusted configuration decides which
+// repository builds a scope (a repository's own file cannot add one), so a pull request can act
+// only on scopes its repository feeds, and the commenter needs write permission on it.
+func namedScope(cfg *config.Config, repo RepoRef, env, scope string) ([]config.Selection, string) {
+	e, ok := cfg.Environment(env)
+	if !ok {
+		return nil, fmt.Sprintf("%s is not an environment of %s.", quote(env), config.Path)
+	}
+	for _, s := range e.Scopes {
+		if s.Name == scope && strings.EqualFold(s.Repository, repo.String()) {
+			return []config.Selection{{Environment: env, Policy: e.Policy, Scopes: []config.Scope{s}}}, ""
+		}
+	}
+	return nil, fmt.Sprintf("%s/%s is not built from %s in %s, so a pull request of %s cannot act on it.", env, quote(scope), repo, config.Path, repo)
 }
 
 func (a *App) commandStatus(ctx context.Context, run *commentRun, sels []config.Selection) error {
@@ -462,4 +489,83 @@ func (a *App) knownHead(ctx context.Context, sel config.Selection) (*authority.R
 		}
 	}
 	return best, nil
+}
+
+// commandRollback rolls the named scope back in each selected environment (the pull request's
+// previews, or the one environment named): the older commit goes ahead of everything pending, the
+// scope is frozen, and its workflow is dispatched at once. The delivery id goes with the request,
+// so a re-delivered comment rolls back once.
+func (a *App) commandRollback(ctx context.Context, run *commentRun, sels []config.Selection, cfg *config.Config) error {
+	run.res.Outcome = OutcomeRolledBack
+	reason := fmt.Sprintf("/latestwins rollback on %s#%d (delivery %s)", run.at.Repo, run.number, run.d.ID)
+	source := fmt.Sprintf("rollback comment %s#%d", run.at.Repo, run.number)
+	for _, sel := range sels {
+		t := rollbackTarget{sel: sel, installation: run.at.Installation}
+		if e, ok := cfg.Environment(sel.Environment); ok && !e.Preview() {
+			t.branch = sel.Scopes[0].Branch
+		}
+		done, err := a.rollback(ctx, run.log, t, run.cmd.Sha, run.actor, reason, run.d.ID, source)
+		if done == nil {
+			if errors.Is(err, authority.ErrInvalidInput) {
+				fmt.Fprintf(&run.reply, "Could not roll back %s: %v\n", t.resource(), err)
+				continue
+			}
+			return err
+		}
+		run.res.Intents = append(run.res.Intents, IntentInfo{Environment: sel.Environment, Generation: done.Generation,
+			Duplicate: done.Duplicate, Accepted: []string{t.scope().Name}})
+		run.res.Dispatched = append(run.res.Dispatched, done.Dispatched...)
+		if done.Duplicate {
+			fmt.Fprintf(&run.reply, "%s: this command was carried out before (delivery %s): the rollback is generation %d.\n", t.resource(), run.d.ID, done.Generation)
+			continue
+		}
+		fmt.Fprintf(&run.reply, "Rolled %s back to %s at generation %d, ahead of everything pending. %s is frozen: newer commits are recorded and wait until `/latestwins unfreeze %s`.\n",
+			t.resource(), report.ShortSha(done.Sha), done.Generation, t.resource(), unfreezeArg(run.cmd, t))
+		for _, dr := range done.Dispatched {
+			fmt.Fprintf(&run.reply, "Dispatched %s on %s in %s (scopes %s, generation %s).\n", dr.Workflow, dr.Ref, dr.Repo, dr.Inputs["scopes"], dr.Inputs["generation"])
+		}
+		if done.NotBranch != "" {
+			fmt.Fprintf(&run.reply, "%s: %s is not a branch of %s: nothing was dispatched; run the scope's workflow with environment %s and generation %d.\n",
+				t.resource(), done.NotBranch, run.at.Repo, sel.Environment, done.Generation)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unfreezeArg is the argument of the unfreeze command that lifts the freeze t is given.
+func unfreezeArg(cmd Command, t rollbackTarget) string {
+	if cmd.Environment != "" {
+		return t.resource()
+	}
+	return t.scope().Name
+}
+
+// commandUnfreeze lifts the freeze of the named scope in each selected environment: the newest
+// commit held meanwhile goes next, started by the recovery sweep.
+func (a *App) commandUnfreeze(ctx context.Context, run *commentRun, sels []config.Selection) error {
+	run.res.Outcome = OutcomeUnfrozen
+	scope := run.cmd.Scopes[0]
+	reason := fmt.Sprintf("/latestwins unfreeze on %s#%d (delivery %s)", run.at.Repo, run.number, run.d.ID)
+	for _, sel := range sels {
+		resource := sel.Environment + "/" + scope
+		f, err := a.auth.Unfreeze(ctx, authority.UnfreezeRequest{Environment: sel.Environment, Scope: scope, Actor: run.actor, Reason: reason, Request: run.d.ID})
+		switch {
+		case errors.Is(err, authority.ErrRepeated):
+			fmt.Fprintf(&run.reply, "%s: this command was carried out before (delivery %s); nothing more to unfreeze.\n", resource, run.d.ID)
+		case errors.Is(err, authority.ErrNotFrozen):
+			fmt.Fprintf(&run.reply, "%s is not frozen; nothing to unfreeze.\n", resource)
+		case errors.Is(err, authority.ErrInvalidInput):
+			fmt.Fprintf(&run.reply, "%s is not frozen: nothing was accepted there yet.\n", resource)
+		case err != nil:
+			return fmt.Errorf("unfreeze %s: %w", resource, err)
+		default:
+			run.log.InfoContext(ctx, "scope unfrozen", "resource", resource, "generation", f.Generation, "sha", f.Sha)
+			fmt.Fprintf(&run.reply, "Unfroze %s (frozen by the rollback to %s by %s, generation %d). The newest commit held meanwhile, if any, goes next: "+
+				"the recovery sweep starts its workflow on its next round.\n", resource, report.ShortSha(f.Sha), quote(f.Actor), f.Generation)
+		}
+	}
+	return nil
 }

@@ -31,7 +31,8 @@ const (
 	// lease holders and failure messages included.
 	StatusPageOpen StatusPage = "open"
 	// StatusPageGitHub signs users in with GitHub and shows each one the environments fed by a
-	// repository they can read; users with write permission on a scope's repository can redeploy it.
+	// repository they can read; users with write permission on a scope's repository can redeploy it,
+	// roll it back and unfreeze it.
 	StatusPageGitHub StatusPage = "github"
 )
 
@@ -173,6 +174,8 @@ func (a *App) routeStatus(mode StatusPage, o *SignInOptions) error {
 	a.mux.HandleFunc("GET "+callbackPath, a.serveCallback)
 	a.mux.HandleFunc("POST /signout", a.serveSignOut)
 	a.mux.HandleFunc("POST /redeploy", a.serveRedeploy)
+	a.mux.HandleFunc("POST /rollback", a.serveRollback)
+	a.mux.HandleFunc("POST /unfreeze", a.serveUnfreeze)
 	return nil
 }
 
@@ -353,73 +356,76 @@ func (a *App) refuse(w http.ResponseWriter, r *http.Request, status int, msg str
 		html.EscapeString(msg)+`</p><p><a href="/">Back to the status page</a></p></body></html>`)
 }
 
-// serveRedeploy is the Redeploy button: the same row-level redeploy as `/latestwins redeploy SCOPE`,
-// for a signed-in user with write permission on the scope's repository, from a form of their own
-// session's page (its CSRF token).
-func (a *App) serveRedeploy(w http.ResponseWriter, r *http.Request) {
+// pageAction is a status page button's POST once checked: who, which scope, the form's one-time
+// request id, and what feeds the scope (with the App's installation on its repository, and the
+// scope as the repository's own file narrows it).
+type pageAction struct {
+	sess    *session
+	env     string
+	scope   string
+	request string
+	feed    scopeFeed
+	log     *slog.Logger
+}
+
+// checkAction checks a button's POST: a signed-in user, a form of their own session's page (its
+// CSRF token), a complete form, and write permission on the repository that feeds the scope. It
+// answers a refusal itself (verb names the button in it) and then returns nil. Every button goes
+// through it, so each has the same protection.
+func (a *App) checkAction(w http.ResponseWriter, r *http.Request, verb string) *pageAction {
 	ctx := r.Context()
 	sess := a.currentSession(r)
 	if sess == nil {
-		a.refuse(w, r, http.StatusForbidden, "redeploy refused: sign in first", nil)
-		return
+		a.refuse(w, r, http.StatusForbidden, verb+" refused: sign in first", nil)
+		return nil
 	}
 	if !a.signIn.seal.checkCSRF(sess, formValue(r, "csrf")) {
-		a.refuse(w, r, http.StatusForbidden, "redeploy refused: the form is not from this session's page (reload the page and try again)", nil)
-		return
+		a.refuse(w, r, http.StatusForbidden, verb+" refused: the form is not from this session's page (reload the page and try again)", nil)
+		return nil
 	}
 	env, scope, request := formValue(r, "environment"), formValue(r, "scope"), formValue(r, "request")
 	if authority.ValidateEnvironment(env) != nil || scope == "" || len(request) < 16 || len(request) > 64 {
-		a.refuse(w, r, http.StatusBadRequest, "redeploy refused: the form is incomplete", nil)
-		return
+		a.refuse(w, r, http.StatusBadRequest, verb+" refused: the form is incomplete", nil)
+		return nil
 	}
-	log := a.log.With("login", sess.Login, "environment", env, "scope", scope)
+	log := a.log.With("login", sess.Login, "environment", env, "scope", scope, "button", verb)
 	doc, err := a.auth.Status(ctx, env)
 	if err != nil && !errors.Is(err, authority.ErrInvalidInput) {
-		a.refuse(w, r, http.StatusInternalServerError, "redeploy failed: the store did not answer", err)
-		return
+		a.refuse(w, r, http.StatusInternalServerError, verb+" failed: the store did not answer", err)
+		return nil
 	}
 	feeds, err := a.scopeFeeds(ctx, log, env, doc)
 	if err != nil {
-		a.refuse(w, r, http.StatusInternalServerError, "redeploy failed: the configuration could not be read", err)
-		return
+		a.refuse(w, r, http.StatusInternalServerError, verb+" failed: the configuration could not be read", err)
+		return nil
 	}
 	feed, ok := feeds[scope]
 	if !ok {
-		a.refuse(w, r, http.StatusForbidden, fmt.Sprintf("redeploy refused: no repository is known to feed %s/%s", env, scope), nil)
-		return
+		a.refuse(w, r, http.StatusForbidden, fmt.Sprintf("%s refused: no repository is known to feed %s/%s", verb, env, scope), nil)
+		return nil
 	}
 	acc, err := a.repoAccess(ctx, sess, feed.repo)
 	if err != nil {
-		a.refuse(w, r, http.StatusBadGateway, "redeploy failed: GitHub did not say what you may do on "+feed.repo.String(), err)
-		return
+		a.refuse(w, r, http.StatusBadGateway, verb+" failed: GitHub did not say what you may do on "+feed.repo.String(), err)
+		return nil
 	}
 	if !acc.write {
-		log.InfoContext(ctx, "status page: redeploy refused, no write permission", "repo", feed.repo.String())
-		a.refuse(w, r, http.StatusForbidden, fmt.Sprintf("redeploy refused: %s needs write permission on %s", sess.Login, feed.repo), nil)
-		return
+		log.InfoContext(ctx, "status page: refused, no write permission", "repo", feed.repo.String())
+		a.refuse(w, r, http.StatusForbidden, fmt.Sprintf("%s refused: %s needs write permission on %s", verb, sess.Login, feed.repo), nil)
+		return nil
 	}
-	in, err := a.redeployIntent(ctx, env, scope, authority.Intent{ID: "status-page:" + request, Source: "status page redeploy", Actor: sess.Login})
-	if errors.Is(err, errNothingLive) {
-		a.refuse(w, r, http.StatusConflict, fmt.Sprintf("%s/%s has nothing live to redeploy", env, scope), nil)
-		return
-	}
-	if err != nil {
-		a.refuse(w, r, http.StatusInternalServerError, "redeploy failed: the store did not answer", err)
-		return
-	}
-	installation := feed.installation
-	if installation == 0 {
-		if installation, err = a.installationOf(ctx, feed.repo); err != nil {
-			a.refuse(w, r, http.StatusBadGateway, "redeploy failed: the App's installation on "+feed.repo.String()+" is not known", err)
-			return
+	if feed.installation == 0 {
+		if feed.installation, err = a.installationOf(ctx, feed.repo); err != nil {
+			a.refuse(w, r, http.StatusBadGateway, verb+" failed: the App's installation on "+feed.repo.String()+" is not known", err)
+			return nil
 		}
 	}
 	// The repository's own file may have chosen the scope's workflow: the same narrowed
 	// configuration as a comment command's.
-	own, err := a.configFor(ctx, log, installation, feed.repo, "")
+	own, err := a.configFor(ctx, log, feed.installation, feed.repo, "")
 	if err != nil {
-		a.refuse(w, r, StatusFor(err), "redeploy refused: "+err.Error(), err)
-		return
+		a.refuse(w, r, StatusFor(err), verb+" refused: "+err.Error(), err)
+		return nil
 	}
 	if e, ok := own.Environment(env); ok {
 		for _, s := range e.Scopes {
@@ -428,8 +434,28 @@ func (a *App) serveRedeploy(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	sel := config.Selection{Environment: env, Policy: feed.policy, Scopes: []config.Scope{feed.scope}}
-	res, _, err := a.acceptSelection(ctx, log, sel, in, installation)
+	return &pageAction{sess: sess, env: env, scope: scope, request: request, feed: feed, log: log}
+}
+
+// serveRedeploy is the Redeploy button: the same row-level redeploy as `/latestwins redeploy SCOPE`,
+// for a signed-in user with write permission on the scope's repository (checkAction).
+func (a *App) serveRedeploy(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	pa := a.checkAction(w, r, "redeploy")
+	if pa == nil {
+		return
+	}
+	in, err := a.redeployIntent(ctx, pa.env, pa.scope, authority.Intent{ID: "status-page:" + pa.request, Source: "status page redeploy", Actor: pa.sess.Login})
+	if errors.Is(err, errNothingLive) {
+		a.refuse(w, r, http.StatusConflict, fmt.Sprintf("%s/%s has nothing live to redeploy", pa.env, pa.scope), nil)
+		return
+	}
+	if err != nil {
+		a.refuse(w, r, http.StatusInternalServerError, "redeploy failed: the store did not answer", err)
+		return
+	}
+	sel := config.Selection{Environment: pa.env, Policy: pa.feed.policy, Scopes: []config.Scope{pa.feed.scope}}
+	res, _, err := a.acceptSelection(ctx, pa.log, sel, in, pa.feed.installation)
 	if err != nil {
 		a.refuse(w, r, StatusFor(err), "redeploy accepted but not started: "+err.Error(), err)
 		return
@@ -438,8 +464,71 @@ func (a *App) serveRedeploy(w http.ResponseWriter, r *http.Request) {
 		a.refuse(w, r, http.StatusTooManyRequests, "redeploy refused: "+res.Message, nil)
 		return
 	}
-	log.InfoContext(ctx, "status page: redeploy", "outcome", res.Outcome, "dispatched", len(res.Dispatched))
-	http.Redirect(w, r, "/#env-"+url.PathEscape(env), http.StatusSeeOther)
+	pa.log.InfoContext(ctx, "status page: redeploy", "outcome", res.Outcome, "dispatched", len(res.Dispatched))
+	http.Redirect(w, r, "/#env-"+url.PathEscape(pa.env), http.StatusSeeOther)
+}
+
+// serveRollback is the Rollback button: the same rollback as `/latestwins rollback ENV/SCOPE`, to
+// the commit live before the current one (the form's to), with the reason the user typed, for a
+// signed-in user with write permission on the scope's repository (checkAction). The workflow is
+// dispatched at once for the rollback's generation.
+func (a *App) serveRollback(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	pa := a.checkAction(w, r, "rollback")
+	if pa == nil {
+		return
+	}
+	to, reason := strings.ToLower(formValue(r, "to")), strings.TrimSpace(formValue(r, "reason"))
+	if to != "" && !isCommitSha(to) {
+		a.refuse(w, r, http.StatusBadRequest, "rollback refused: the form is incomplete", nil)
+		return
+	}
+	if reason == "" {
+		a.refuse(w, r, http.StatusBadRequest, "rollback refused: say why (the reason goes in the timeline)", nil)
+		return
+	}
+	t := rollbackTarget{sel: config.Selection{Environment: pa.env, Policy: pa.feed.policy, Scopes: []config.Scope{pa.feed.scope}}, installation: pa.feed.installation}
+	if !pa.feed.preview {
+		t.branch = pa.feed.scope.Branch
+	}
+	done, err := a.rollback(ctx, pa.log, t, to, pa.sess.Login, reason, "status-page:"+pa.request, "status page rollback")
+	if done == nil {
+		if errors.Is(err, authority.ErrInvalidInput) {
+			a.refuse(w, r, http.StatusConflict, "rollback refused: "+err.Error(), nil)
+			return
+		}
+		a.refuse(w, r, http.StatusInternalServerError, "rollback failed: the store did not answer", err)
+		return
+	}
+	if err != nil {
+		a.refuse(w, r, StatusFor(err), fmt.Sprintf("rolled back to %s at generation %d, but the workflow was not started (the recovery sweep starts it again): %v",
+			done.Sha, done.Generation, err), err)
+		return
+	}
+	http.Redirect(w, r, "/#env-"+url.PathEscape(pa.env), http.StatusSeeOther)
+}
+
+// serveUnfreeze is the Unfreeze button of a frozen scope: the newest commit held by the freeze goes
+// next, as with `/latestwins unfreeze ENV/SCOPE`.
+func (a *App) serveUnfreeze(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	pa := a.checkAction(w, r, "unfreeze")
+	if pa == nil {
+		return
+	}
+	_, err := a.auth.Unfreeze(ctx, authority.UnfreezeRequest{Environment: pa.env, Scope: pa.scope, Actor: pa.sess.Login,
+		Reason: "Unfreeze on the status page", Request: "status-page:" + pa.request})
+	switch {
+	case err == nil, errors.Is(err, authority.ErrRepeated), errors.Is(err, authority.ErrNotFrozen):
+		// Done, done before, or someone else was quicker: the page shows the scope as it is.
+	case errors.Is(err, authority.ErrInvalidInput):
+		a.refuse(w, r, http.StatusConflict, "unfreeze refused: "+err.Error(), nil)
+		return
+	default:
+		a.refuse(w, r, http.StatusInternalServerError, "unfreeze failed: the store did not answer", err)
+		return
+	}
+	http.Redirect(w, r, "/#env-"+url.PathEscape(pa.env), http.StatusSeeOther)
 }
 
 // installationOf is the App's installation on repo, for a dispatch that no delivery names one for.
@@ -457,6 +546,7 @@ type scopeFeed struct {
 	scope        config.Scope
 	policy       config.Policy
 	installation int64
+	preview      bool // the environment is a pull request's preview
 }
 
 // scopeFeeds says which repository feeds each scope of the environment named env, from the
@@ -494,7 +584,7 @@ func (a *App) scopeFeeds(ctx context.Context, log *slog.Logger, env string, doc 
 				continue
 			}
 			if _, seen := out[s.Name]; !seen {
-				out[s.Name] = scopeFeed{repo: repo, scope: s, policy: e.Policy, installation: installations[strings.ToLower(repo.String())]}
+				out[s.Name] = scopeFeed{repo: repo, scope: s, policy: e.Policy, installation: installations[strings.ToLower(repo.String())], preview: e.Preview()}
 			}
 		}
 	}

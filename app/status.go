@@ -40,7 +40,17 @@ type scopeView struct {
 	report.Row
 	// Redeploy is set when the viewer may redeploy the scope: the form's one-time request id.
 	Redeploy string
+	// Rollback is set when the viewer may roll the scope back to RollbackTo, the commit live before
+	// the current one: the form's one-time request id.
+	Rollback   string
+	RollbackTo string
+	// Unfreeze is set when the scope is frozen and the viewer may unfreeze it: the form's one-time
+	// request id.
+	Unfreeze string
 }
+
+// ShortTo is RollbackTo cut to seven characters, for the button.
+func (v scopeView) ShortTo() string { return report.ShortSha(v.RollbackTo) }
 
 type eventView struct {
 	At         string
@@ -95,7 +105,16 @@ td ol { margin: .25em 0 0; padding-left: 1.5em; }
 {{if $.Actions}}<td>{{if .Redeploy}}<form method="post" action="/redeploy">
 <input type="hidden" name="csrf" value="{{$.Viewer.CSRF}}"><input type="hidden" name="environment" value="{{$env.Name}}">
 <input type="hidden" name="scope" value="{{.Scope}}"><input type="hidden" name="request" value="{{.Redeploy}}">
-<button type="submit" id="redeploy-{{$env.Name}}/{{.Scope}}">Redeploy</button></form>{{end}}</td>{{end}}
+<button type="submit" id="redeploy-{{$env.Name}}/{{.Scope}}">Redeploy</button></form>{{end}}
+{{- if .Rollback}}<form method="post" action="/rollback">
+<input type="hidden" name="csrf" value="{{$.Viewer.CSRF}}"><input type="hidden" name="environment" value="{{$env.Name}}">
+<input type="hidden" name="scope" value="{{.Scope}}"><input type="hidden" name="request" value="{{.Rollback}}"><input type="hidden" name="to" value="{{.RollbackTo}}">
+<input type="text" name="reason" required maxlength="200" placeholder="why roll back" aria-label="why roll back {{.Scope}}" id="reason-{{$env.Name}}/{{.Scope}}">
+<button type="submit" id="rollback-{{$env.Name}}/{{.Scope}}">Roll back to {{.ShortTo}}</button></form>{{end}}
+{{- if .Unfreeze}}<form method="post" action="/unfreeze">
+<input type="hidden" name="csrf" value="{{$.Viewer.CSRF}}"><input type="hidden" name="environment" value="{{$env.Name}}">
+<input type="hidden" name="scope" value="{{.Scope}}"><input type="hidden" name="request" value="{{.Unfreeze}}">
+<button type="submit" id="unfreeze-{{$env.Name}}/{{.Scope}}">Unfreeze</button></form>{{end}}</td>{{end}}
 </tr>
 {{end}}</tbody>
 </table>
@@ -174,13 +193,25 @@ func (a *App) statusData(ctx context.Context, v *viewer) (*pageData, error) {
 		ev := viewOf(env, now)
 		for i := range ev.Scopes {
 			sv := &ev.Scopes[i]
-			if !write[sv.Scope] || sv.Live == nil {
+			sc := env.Scopes[sv.Scope]
+			if !write[sv.Scope] || sc == nil {
 				continue
 			}
-			if sv.Redeploy, err = randomToken(16); err != nil {
-				return nil, err
+			for _, b := range []struct {
+				show bool
+				id   *string
+			}{{sv.Live != nil, &sv.Redeploy}, {sc.Prev != nil, &sv.Rollback}, {sc.Freeze != nil, &sv.Unfreeze}} {
+				if !b.show {
+					continue
+				}
+				if *b.id, err = randomToken(16); err != nil {
+					return nil, err
+				}
+				data.Actions = true
 			}
-			data.Actions = true
+			if sc.Prev != nil {
+				sv.RollbackTo = sc.Prev.Sha
+			}
 		}
 		data.Environments = append(data.Environments, ev)
 	}
@@ -188,8 +219,8 @@ func (a *App) statusData(ctx context.Context, v *viewer) (*pageData, error) {
 }
 
 // visibleTo reports whether the viewer may see the environment (they can read a repository that
-// feeds one of its scopes) and, per scope, whether they may redeploy it (they can push to its
-// repository).
+// feeds one of its scopes) and, per scope, whether they may redeploy, roll back and unfreeze it
+// (they can push to its repository).
 func (a *App) visibleTo(ctx context.Context, v *viewer, name string, env *authority.Env) (bool, map[string]bool, error) {
 	log := a.log.With("login", v.Login, "environment", name)
 	feeds, err := a.scopeFeeds(ctx, log, name, env)

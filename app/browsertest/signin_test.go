@@ -128,7 +128,11 @@ func newSigninWorld(t *testing.T) *signinWorld {
 		_, _ = io.WriteString(rw, `<!doctype html><html><body><form id="f" method="post" action="`+w.appURL+`/redeploy">`+
 			`<input type="hidden" name="environment" value="staging"><input type="hidden" name="scope" value="api">`+
 			`<input type="hidden" name="request" value="forged-request-0123456789">`+
-			`<button id="win" type="submit">Claim your prize</button></form></body></html>`)
+			`<button id="win" type="submit">Claim your prize</button></form>`+
+			`<form method="post" action="`+w.appURL+`/rollback">`+
+			`<input type="hidden" name="environment" value="staging"><input type="hidden" name="scope" value="api">`+
+			`<input type="hidden" name="request" value="forged-request-9876543210"><input type="hidden" name="reason" value="prize">`+
+			`<button id="win-rollback" type="submit">Claim another prize</button></form></body></html>`)
 	}))
 	t.Cleanup(evil.Close)
 	w.evilURL = evil.URL
@@ -355,6 +359,99 @@ func TestSignInAndRedeployInChromium(t *testing.T) {
 		}
 		if after.Desired != before.Desired+1 || len(w.disp.all()) != 1 {
 			t.Errorf("the forged POST changed state: desired %d (want %d), %d dispatches (want 1)", after.Desired, before.Desired+1, len(w.disp.all()))
+		}
+	})
+}
+
+// The Rollback button in Chromium: mona types why and clicks it; staging/api goes back to the
+// commit live before, frozen, its workflow dispatched; the Unfreeze button then shows on the row
+// and lifts the freeze. Another site's Rollback form, sent with mona's cookie, is refused for its
+// missing CSRF token.
+func TestRollbackAndUnfreezeInChromium(t *testing.T) {
+	bin := chromiumPath(t)
+	w := newSigninWorld(t)
+	ctx := t.Context()
+	const newer = "f00dfeed00000000000000000000000000000001"
+	acc, err := w.auth.Accept(ctx, authority.Intent{ID: "run-newer", Environment: "staging", Scopes: []string{"api"}, Sha: newer, Ref: "refs/heads/main", Source: "push"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := w.auth.Gate(ctx, authority.GateRequest{Environment: "staging", Generation: acc.Generation, Scopes: []string{"api"}, Phase: "deploy", Holder: "run-newer", LeaseTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.auth.Complete(ctx, authority.Completion{Environment: "staging", Generation: acc.Generation, Scopes: []string{"api"}, Holder: "run-newer",
+		Tokens: g.Tokens, Outcome: authority.OutcomeSuccess}); err != nil {
+		t.Fatal(err)
+	}
+	push := map[string]bool{"admin": false, "push": true, "pull": true}
+	read := map[string]bool{"admin": false, "push": false, "pull": true}
+	w.user(t, "mona", map[string]map[string]bool{"acme/api": push, "acme/web": read, "acme/vault": nil})
+	before, err := w.auth.Status(ctx, "staging")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var signedIn, frozen, unfrozen, forged string
+	drive(t, bin, func(b *browser) error {
+		if err := b.open(w.appURL + "/"); err != nil {
+			return err
+		}
+		if err := b.click("signin"); err != nil {
+			return err
+		}
+		var err error
+		if signedIn, err = b.dom(); err != nil {
+			return err
+		}
+		if _, err := b.eval(`document.getElementById("reason-staging/api").value = "newer breaks checkout"`); err != nil {
+			return err
+		}
+		if err := b.click("rollback-staging/api"); err != nil {
+			return err
+		}
+		if frozen, err = b.dom(); err != nil {
+			return err
+		}
+		if err := b.click("unfreeze-staging/api"); err != nil {
+			return err
+		}
+		if unfrozen, err = b.dom(); err != nil {
+			return err
+		}
+		if err := b.open(w.evilURL + "/"); err != nil {
+			return err
+		}
+		if err := b.click("win-rollback"); err != nil {
+			return err
+		}
+		forged, err = b.dom()
+		return err
+	})
+
+	if strings.Contains(signedIn, `id="rollback-staging/web"`) || !strings.Contains(signedIn, "Roll back to "+apiSha[:7]) {
+		t.Errorf("mona's page: want a Rollback button to %s for api only:\n%s", apiSha[:7], signedIn)
+	}
+	if !strings.Contains(frozen, "frozen by the rollback to "+apiSha[:7]+" (mona: newer breaks checkout)") || !strings.Contains(frozen, `id="unfreeze-staging/api"`) {
+		t.Errorf("the page after the click does not show the freeze and its Unfreeze button:\n%s", frozen)
+	}
+	if d := w.disp.all(); len(d) != 1 || d[0].Workflow != "deploy.yml" || d[0].Ref != "main" || d[0].Inputs["generation"] != fmt.Sprint(before.Desired+1) {
+		t.Errorf("dispatches: %+v; want deploy.yml on main for generation %d", d, before.Desired+1)
+	}
+	if strings.Contains(unfrozen, `id="unfreeze-staging/api"`) || strings.Contains(unfrozen, "frozen by the rollback") {
+		t.Errorf("the page after Unfreeze still shows the freeze:\n%s", unfrozen)
+	}
+	t.Run("forged POST", func(t *testing.T) {
+		if !strings.Contains(forged, "rollback refused: the form is not from this session") {
+			t.Errorf("the forged Rollback form was not refused for its CSRF token:\n%s", forged)
+		}
+		after, err := w.auth.Status(ctx, "staging")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Desired != before.Desired+1 || after.Scopes["api"].Freeze != nil || len(w.disp.all()) != 1 {
+			t.Errorf("the forged POST changed state: desired %d (want %d), freeze %+v, %d dispatches (want 1)",
+				after.Desired, before.Desired+1, after.Scopes["api"].Freeze, len(w.disp.all()))
 		}
 	})
 }

@@ -68,6 +68,7 @@ type Deps struct {
 // result is what a verb did, for the outputs, the summary and the annotations.
 type result struct {
 	generation   int64
+	sha          string // the commit the pass deploys, when it claimed
 	authorized   bool
 	scopes       []string
 	tokens       map[string]int64
@@ -107,7 +108,7 @@ func Run(ctx context.Context, a *githubactions.Action, deps Deps) error {
 			writeOutputs(a, &result{outcome: "invalid"})
 			return err
 		}
-		s.auth, s.view = c, c
+		s.auth, s.view, s.claimer = c, c, c
 		return s.do(ctx)
 	}
 	st, closeStore, err := deps.OpenStore(ctx, in.store)
@@ -132,7 +133,7 @@ func Run(ctx context.Context, a *githubactions.Action, deps Deps) error {
 		opts = append(opts, authority.WithClock(deps.Clock))
 	}
 	local := authority.New(st, opts...)
-	s.auth, s.view = pass.Local(local), local
+	s.auth, s.view, s.claimer = pass.Local(local), local, localClaimer{local}
 	return s.do(ctx)
 }
 
@@ -143,6 +144,24 @@ type stateReader interface {
 }
 
 var _ stateReader = (*authority.Authority)(nil)
+
+// generationClaimer claims scopes for a generation accepted before: the store's authority, or the
+// App's API.
+type generationClaimer interface {
+	ClaimGeneration(ctx context.Context, env string, gen int64, scopes []string) (*authority.ClaimResult, error)
+}
+
+var (
+	_ generationClaimer = localClaimer{}
+	_ generationClaimer = (*apiclient.Client)(nil)
+)
+
+// localClaimer is generationClaimer on the store.
+type localClaimer struct{ a *authority.Authority }
+
+func (l localClaimer) ClaimGeneration(ctx context.Context, env string, gen int64, scopes []string) (*authority.ClaimResult, error) {
+	return l.a.Claim(ctx, env, gen, scopes)
+}
 
 // newAPIClient is the App's API client, authenticated with the workflow's OIDC token.
 func newAPIClient(a *githubactions.Action, apiURL string, hc *http.Client) (*apiclient.Client, error) {
@@ -164,6 +183,8 @@ type step struct {
 	// environment's state for the summary and the publications.
 	auth pass.Authority
 	view stateReader
+	// claimer claims the generation input's pass.
+	claimer generationClaimer
 	// gitHub publishes comments and check runs when Deps has none; built on first use.
 	gitHub *githubapp.Client
 }
@@ -324,8 +345,12 @@ func (s *step) runURL() string {
 	return fmt.Sprintf("%s/%s/actions/runs/%d", strings.TrimSuffix(s.gh.ServerURL, "/"), s.gh.Repository, s.gh.RunID)
 }
 
-// claim accepts the run's intent and claims its scopes.
+// claim accepts the run's intent and claims its scopes; with the generation input it claims that
+// generation instead (accepted before: the App dispatched this workflow for it).
 func (s *step) claim(ctx context.Context) (*result, error) {
+	if s.in.generation > 0 {
+		return s.claimGeneration(ctx)
+	}
 	in := s.intent()
 	if len(in.Scopes) == 0 {
 		return nil, &authority.InputError{Field: "scopes", Fix: "set the scopes input, e.g. scopes: api,web"}
@@ -338,11 +363,11 @@ func (s *step) claim(ctx context.Context) (*result, error) {
 	if res.Claim != nil {
 		claimed = res.Claim.Scopes()
 	}
-	if err := s.saveState(&state{Environment: in.Environment, Intent: in.ID, Generation: res.Generation, Scopes: claimed, Holder: s.holder()}); err != nil {
+	if err := s.saveState(&state{Environment: in.Environment, Intent: in.ID, Generation: res.Generation, Sha: claimedSha(res.Claim), Scopes: claimed, Holder: s.holder()}); err != nil {
 		return nil, err
 	}
 	s.a.Infof("generation %d claimed %s", res.Generation, strings.Join(claimed, ","))
-	r := &result{generation: res.Generation, authorized: len(claimed) > 0, scopes: claimed, outcome: "claimed",
+	r := &result{generation: res.Generation, authorized: len(claimed) > 0, scopes: claimed, outcome: "claimed", sha: claimedSha(res.Claim),
 		headline: fmt.Sprintf("Generation %d claimed %s.", res.Generation, strings.Join(claimed, ", "))}
 	if w := waitsOnClaim(res); w != "" {
 		// Policy queue, or a barrier ahead: the pass may build now, and deploys in its turn.
@@ -360,6 +385,47 @@ func (s *step) claim(ctx context.Context) (*result, error) {
 		}
 	}
 	return r, nil
+}
+
+// claimGeneration claims the generation input's scopes. The commit that generation deploys is the
+// sha output: a workflow_dispatch runs on a branch, whose head may be newer than the commit (a
+// rollback's is older), so the workflow checks out this commit before it builds.
+func (s *step) claimGeneration(ctx context.Context) (*result, error) {
+	gen := s.in.generation
+	cr, err := s.claimer.ClaimGeneration(ctx, s.in.environment, gen, s.in.scopes)
+	if err != nil {
+		return nil, err
+	}
+	claimed := cr.Scopes()
+	if err := s.saveState(&state{Environment: s.in.environment, Intent: s.intent().ID, Generation: gen, Sha: claimedSha(cr), Scopes: claimed, Holder: s.holder()}); err != nil {
+		return nil, err
+	}
+	r := &result{generation: gen, authorized: len(claimed) > 0, scopes: claimed, outcome: "claimed", sha: claimedSha(cr)}
+	if len(claimed) > 0 {
+		s.a.Infof("generation %d claimed %s at %s", gen, strings.Join(claimed, ","), r.sha)
+		r.headline = fmt.Sprintf("Generation %d claimed %s (commit %s).", gen, strings.Join(claimed, ", "), report.ShortSha(r.sha))
+		if w := waitsOnClaim(&authority.AcceptResult{Claim: cr}); w != "" {
+			r.headline = fmt.Sprintf("Generation %d claimed %s (commit %s); it deploys in its turn (%s).", gen, strings.Join(claimed, ", "), report.ShortSha(r.sha), w)
+		}
+		return r, nil
+	}
+	if len(cr.Superseded) > 0 && !cr.Superseded[0].Done {
+		r.superseded = cr.Superseded[0]
+		return r, nil
+	}
+	r.outcome = "idle"
+	r.headline = fmt.Sprintf("Nothing pending for %s: generation %d has nothing left to do.", strings.Join(s.in.scopes, ", "), gen)
+	s.a.Noticef("nothing to do: %s has no pending work for generation %d", s.in.environment, gen)
+	return r, nil
+}
+
+// claimedSha is the commit a claim's scopes deploy ("" when it claimed none). The scopes of one
+// generation share its commit.
+func claimedSha(cr *authority.ClaimResult) string {
+	if cr == nil || len(cr.Claimed) == 0 {
+		return ""
+	}
+	return cr.Claimed[0].Sha
 }
 
 // waitsOnClaim says, per claimed scope where older intents go first, how many are ahead:
@@ -416,7 +482,7 @@ func (s *step) pass(ctx context.Context) (*state, *result, error) {
 		return nil, nil, err
 	}
 	if st.Generation == 0 { // no RUNNER_TEMP: the state lives in memory only
-		st = &state{Environment: s.in.environment, Intent: s.intent().ID, Generation: r.generation, Scopes: r.scopes, Holder: s.holder()}
+		st = &state{Environment: s.in.environment, Intent: s.intent().ID, Generation: r.generation, Sha: r.sha, Scopes: r.scopes, Holder: s.holder()}
 	}
 	return st, nil, nil
 }
@@ -471,10 +537,10 @@ func (s *step) gate(ctx context.Context) (*result, error) {
 	}
 	g, err := s.enter(ctx, st, s.in.phase)
 	if err != nil {
-		return &result{generation: st.Generation, scopes: st.Scopes}, err
+		return &result{generation: st.Generation, scopes: st.Scopes, sha: st.Sha}, err
 	}
 	s.a.Infof("authorized: generation %d may enter %s", g.Generation, g.Phase)
-	return &result{generation: g.Generation, authorized: true, scopes: st.Scopes, tokens: g.Tokens, outcome: "authorized", phase: g.Phase,
+	return &result{generation: g.Generation, authorized: true, scopes: st.Scopes, sha: st.Sha, tokens: g.Tokens, outcome: "authorized", phase: g.Phase,
 		headline: fmt.Sprintf("Generation %d may enter %s for %s.", g.Generation, g.Phase, strings.Join(st.Scopes, ", "))}, nil
 }
 
@@ -485,11 +551,11 @@ func (s *step) runCommand(ctx context.Context) (*result, error) {
 	}
 	g, err := s.enter(ctx, st, "deploy")
 	if err != nil {
-		return &result{generation: st.Generation, scopes: st.Scopes}, err
+		return &result{generation: st.Generation, scopes: st.Scopes, sha: st.Sha}, err
 	}
 	s.a.Infof("generation %d entered deploy; running the command under the lease", g.Generation)
 	if s.in.checkRun {
-		s.publishCheck(ctx, &result{generation: g.Generation, scopes: st.Scopes, outcome: "authorized", phase: g.Phase})
+		s.publishCheck(ctx, &result{generation: g.Generation, scopes: st.Scopes, sha: st.Sha, outcome: "authorized", phase: g.Phase})
 	}
 	sup := &pass.Supervisor{Auth: s.auth, Grant: g, TTL: s.in.leaseTTL, Grace: 10 * time.Second,
 		Stdin: s.deps.Stdin, Stdout: orWriter(s.deps.Stdout, os.Stdout), Stderr: orWriter(s.deps.Stderr, os.Stderr), Env: s.deps.Env,
@@ -500,7 +566,7 @@ func (s *step) runCommand(ctx context.Context) (*result, error) {
 	if sup.Stdin == nil {
 		sup.Stdin = os.Stdin
 	}
-	out := &result{generation: g.Generation, authorized: true, scopes: st.Scopes, tokens: g.Tokens}
+	out := &result{generation: g.Generation, authorized: true, scopes: st.Scopes, sha: st.Sha, tokens: g.Tokens}
 	res, err := sup.Run(ctx, []string{"bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", s.in.run})
 	if err != nil {
 		return out, err
@@ -563,7 +629,7 @@ func (s *step) complete(ctx context.Context) (*result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("LATESTWINS_OUTCOME: %w", err)
 	}
-	out := &result{generation: st.Generation, authorized: true, scopes: st.Scopes, tokens: st.Tokens}
+	out := &result{generation: st.Generation, authorized: true, scopes: st.Scopes, sha: st.Sha, tokens: st.Tokens}
 	cr, err := s.auth.Complete(ctx, s.completion(st, o, s.a.Getenv("LATESTWINS_MESSAGE")))
 	if err != nil {
 		return out, err
@@ -624,7 +690,7 @@ func writeOutputs(a *githubactions.Action, r *result) {
 		by = strconv.FormatInt(r.supersededBy, 10)
 	}
 	outputs := [][2]string{{"generation", gen}, {"authorized", strconv.FormatBool(r.authorized)}, {"superseded-by", by},
-		{"token", token}, {"scopes", string(scopesJSON)}, {"outcome", r.outcome}}
+		{"token", token}, {"scopes", string(scopesJSON)}, {"outcome", r.outcome}, {"sha", r.sha}}
 	for _, kv := range outputs {
 		if a.Getenv("GITHUB_OUTPUT") == "" {
 			a.Infof("output %s=%s", kv[0], kv[1])

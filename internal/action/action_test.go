@@ -183,8 +183,8 @@ func pushOf(before, after string) func(map[string]any) {
 	return func(p map[string]any) { p["before"], p["after"] = before, after }
 }
 
-func outputsOf(gen, authorized, by, token, scopes, outcome string) map[string]string {
-	return map[string]string{"generation": gen, "authorized": authorized, "superseded-by": by, "token": token, "scopes": scopes, "outcome": outcome}
+func outputsOf(gen, authorized, by, token, scopes, outcome, sha string) map[string]string {
+	return map[string]string{"generation": gen, "authorized": authorized, "superseded-by": by, "token": token, "scopes": scopes, "outcome": outcome, "sha": sha}
 }
 
 // TestRaceThroughTheActionVerbs is the forced A -> B -> C race: A and B claim and build, C is pushed
@@ -224,7 +224,7 @@ func race(t *testing.T, w *world) []map[string]string {
 			t.Fatalf("%s claim: %v\n%s", j.name, r.err, r.log)
 		}
 		gen := string(rune('1' + i))
-		if diff := cmp.Diff(outputsOf(gen, "true", "", "", `["api"]`, "claimed"), r.outputs); diff != "" {
+		if diff := cmp.Diff(outputsOf(gen, "true", "", "", `["api"]`, "claimed", sha(byte('a'+i))), r.outputs); diff != "" {
 			t.Errorf("%s claim outputs (-want +got):\n%s", j.name, diff)
 		}
 		// Each enters its build phase while it still owns the scope.
@@ -241,7 +241,7 @@ func race(t *testing.T, w *world) []map[string]string {
 	if r.err != nil {
 		t.Fatalf("C run: %v\n%s", r.err, r.log)
 	}
-	if diff := cmp.Diff(outputsOf("3", "true", "", "1", `["api"]`, "deployed"), r.outputs); diff != "" {
+	if diff := cmp.Diff(outputsOf("3", "true", "", "1", `["api"]`, "deployed", sha('c')), r.outputs); diff != "" {
 		t.Errorf("C run outputs (-want +got):\n%s", diff)
 	}
 	if !strings.Contains(r.summary, "Generation 3 deployed api.") || !strings.Contains(r.summary, "| api | `ccccccc` | 3 |") {
@@ -344,7 +344,7 @@ func TestStepsOfOneJobShareThePass(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("gate: %v\n%s", r.err, r.log)
 	}
-	if diff := cmp.Diff(outputsOf("1", "true", "", `{"api":1,"web":1}`, `["api","web"]`, "authorized"), r.outputs); diff != "" {
+	if diff := cmp.Diff(outputsOf("1", "true", "", `{"api":1,"web":1}`, `["api","web"]`, "authorized", "6113728f27ae82c7b1a177c8d03f9e96e0adf246"), r.outputs); diff != "" {
 		t.Errorf("gate outputs (-want +got):\n%s", diff)
 	}
 	var scopes []string
@@ -370,7 +370,7 @@ func TestStepsOfOneJobShareThePass(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("re-run: %v\n%s", r.err, r.log)
 	}
-	if diff := cmp.Diff(outputsOf("1", "false", "", "", "[]", "idle"), r.outputs); diff != "" {
+	if diff := cmp.Diff(outputsOf("1", "false", "", "", "[]", "idle", ""), r.outputs); diff != "" {
 		t.Errorf("re-run outputs (-want +got):\n%s", diff)
 	}
 	if _, err := os.Stat(marker); err == nil {
@@ -452,7 +452,7 @@ func TestOnSuperseded(t *testing.T) {
 			if diff := cmp.Diff(tt.wantCalls, fc.calls); diff != "" {
 				t.Errorf("cancel calls (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(outputsOf("1", "false", "2", "", `["api"]`, "superseded"), r.outputs); diff != "" {
+			if diff := cmp.Diff(outputsOf("1", "false", "2", "", `["api"]`, "superseded", sha('a')), r.outputs); diff != "" {
 				t.Errorf("outputs (-want +got):\n%s", diff)
 			}
 		})

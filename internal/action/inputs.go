@@ -35,6 +35,7 @@ type inputs struct {
 	scopes       []string
 	sha          string
 	ref          string
+	generation   int64 // > 0: claim this generation, accepted before, instead of an intent of the run
 	run          string
 	phase        string
 	leaseTTL     time.Duration
@@ -94,6 +95,18 @@ func readInputs(a *githubactions.Action) (*inputs, error) {
 	}
 	if in.wait, err = duration(get("wait", "10m"), "wait"); err != nil {
 		return nil, err
+	}
+	if raw := get("generation", ""); raw != "" {
+		if in.generation, err = strconv.ParseInt(raw, 10, 64); err != nil || in.generation < 1 {
+			return nil, &authority.InputError{Field: "generation", Value: raw,
+				Fix: "give the generation the workflow was dispatched for (${{ inputs.generation }}), a whole number from 1, or leave it empty"}
+		}
+		if in.sha != "" {
+			return nil, &authority.InputError{Field: "sha", Value: in.sha, Fix: "leave sha empty with generation: the generation decides the commit (see the sha output)"}
+		}
+		if len(in.scopes) == 0 {
+			return nil, &authority.InputError{Field: "scopes", Fix: "with generation, name the scopes the workflow was dispatched for (${{ inputs.scopes }})"}
+		}
 	}
 	raw := get("max-attempts", "3")
 	if in.maxAttempts, err = strconv.Atoi(raw); err != nil || in.maxAttempts < 1 {

@@ -74,7 +74,7 @@ func (s *step) passOf(res *result) report.Pass {
 	if len(scopes) == 0 {
 		scopes = s.in.scopes
 	}
-	p := report.Pass{Generation: res.generation, Scopes: scopes, Sha: s.intent().Sha, Phase: res.phase,
+	p := report.Pass{Generation: res.generation, Scopes: scopes, Sha: firstNonEmpty(res.sha, s.intent().Sha), Phase: res.phase,
 		RunURL: s.runURL(), Outcome: res.outcome}
 	if res.superseded != nil {
 		p.By, p.BySha = res.superseded.By, res.superseded.BySha
@@ -128,7 +128,7 @@ func (s *step) publishComment(ctx context.Context, res *result) {
 func (s *step) publishCheck(ctx context.Context, res *result) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
 	defer cancel()
-	sha := s.intent().Sha
+	sha := firstNonEmpty(res.sha, s.intent().Sha) // a claimed generation's commit, which may not be the run's
 	name := report.CheckRunName(s.in.environment)
 	what := fmt.Sprintf("the check run %q on %s", name, report.ShortSha(sha))
 	if sha == "" {

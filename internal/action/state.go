@@ -18,6 +18,7 @@ type state struct {
 	Environment string           `json:"environment"`
 	Intent      string           `json:"intent"`
 	Generation  int64            `json:"generation"`
+	Sha         string           `json:"sha,omitempty"` // the commit the pass deploys
 	Scopes      []string         `json:"scopes"`
 	Holder      string           `json:"holder,omitempty"`
 	Tokens      map[string]int64 `json:"tokens,omitempty"`

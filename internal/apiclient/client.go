@@ -85,6 +85,19 @@ func (c *Client) Claim(ctx context.Context, in authority.Intent) (*authority.Acc
 	return &res, nil
 }
 
+// ClaimGeneration claims scopes for a generation accepted before (authority.Authority.Claim on the
+// App's side); the claimed scopes carry the commit that generation deploys.
+func (c *Client) ClaimGeneration(ctx context.Context, env string, gen int64, scopes []string) (*authority.ClaimResult, error) {
+	var res authority.AcceptResult
+	if err := c.do(ctx, http.MethodPost, env, "claim", nil, ClaimRequest{Generation: gen, Scopes: scopes}, &res); err != nil {
+		return nil, fmt.Errorf("claim generation %d in %s: %w", gen, env, err)
+	}
+	if res.Claim == nil {
+		return nil, fmt.Errorf("claim generation %d in %s: the API answered no claim", gen, env)
+	}
+	return res.Claim, nil
+}
+
 // Gate enters a phase; a refusal is a *authority.SupersededError or a *authority.HeldError.
 func (c *Client) Gate(ctx context.Context, r authority.GateRequest) (*authority.Grant, error) {
 	var g authority.Grant
@@ -140,6 +153,32 @@ func (c *Client) History(ctx context.Context, env string, before int64, limit in
 		return nil, fmt.Errorf("history of %s: %w", env, err)
 	}
 	return &res, nil
+}
+
+// Rollback accepts an older commit of one scope ahead of everything pending and freezes the scope
+// (authority.Authority.Rollback on the App's side, which then dispatches the scope's workflow).
+// The actor is the token's.
+func (c *Client) Rollback(ctx context.Context, r authority.RollbackRequest) (*RollbackResponse, error) {
+	var res RollbackResponse
+	req := RollbackRequest{Scope: r.Scope, To: r.To, Reason: r.Reason, Request: r.Request}
+	if err := c.do(ctx, http.MethodPost, r.Environment, "rollback", nil, req, &res); err != nil {
+		return nil, fmt.Errorf("roll back %s/%s: %w", r.Environment, r.Scope, err)
+	}
+	return &res, nil
+}
+
+// Unfreeze lifts a rollback's freeze; errors match authority.ErrNotFrozen and ErrRepeated as the
+// authority's do.
+func (c *Client) Unfreeze(ctx context.Context, r authority.UnfreezeRequest) (*authority.Freeze, error) {
+	var res UnfreezeResponse
+	req := UnfreezeRequest{Scope: r.Scope, Reason: r.Reason, Request: r.Request}
+	if err := c.do(ctx, http.MethodPost, r.Environment, "unfreeze", nil, req, &res); err != nil {
+		return nil, fmt.Errorf("unfreeze %s/%s: %w", r.Environment, r.Scope, err)
+	}
+	if res.Freeze == nil {
+		return nil, fmt.Errorf("unfreeze %s/%s: the API answered no freeze", r.Environment, r.Scope)
+	}
+	return res.Freeze, nil
 }
 
 // Now is this machine's clock: rendering only, never a lease decision.
@@ -215,7 +254,11 @@ func refusal(env string, resp *http.Response, b []byte) error {
 		}
 		return &authority.HeldError{Resource: e.Resource, Holder: e.Holder, Purpose: e.Purpose, Generation: e.Generation,
 			ExpiresAt: e.ExpiresAt, RetryAfter: time.Duration(max(retry, 1)) * time.Second,
-			Ahead: e.Ahead, HeadSha: e.HeadSha, Barrier: e.Barrier, Blocked: e.Blocked}
+			Ahead: e.Ahead, HeadSha: e.HeadSha, Barrier: e.Barrier, Blocked: e.Blocked, Frozen: e.Frozen}
+	case CodeNotFrozen:
+		return fmt.Errorf("%s: %w", e.Message, authority.ErrNotFrozen)
+	case CodeRepeated:
+		return fmt.Errorf("%s: %w", e.Message, authority.ErrRepeated)
 	case CodeQueueFull:
 		return &authority.QueueFullError{Environment: env, Scope: e.Scope, Pending: e.Pending, Limit: e.Limit, Bytes: e.Bytes}
 	case CodeSuperseded:

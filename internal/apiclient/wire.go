@@ -27,12 +27,17 @@ const (
 	CodeForbidden    = "forbidden"    // 403: the token's repository may not act on the environment or scope
 	CodeNotFound     = "not_found"    // 404: no such endpoint
 	CodeUnavailable  = "unavailable"  // 503: the store or a key fetch failed; retryable
+	CodeNotFrozen    = "not_frozen"   // 409: unfreeze of a scope that no rollback froze; nothing changed
+	CodeRepeated     = "repeated"     // 409: the request id was carried out before; nothing was done again
 )
 
 // ClaimRequest accepts the pass's intent and claims its scopes (POST .../claim). The environment
-// is the path's.
+// is the path's. With Generation instead of an intent, it claims Scopes for a generation accepted
+// before (the one a dispatched workflow is given): the answer's claim names the commit it deploys.
 type ClaimRequest struct {
-	Intent authority.Intent `json:"intent"`
+	Intent     authority.Intent `json:"intent"`
+	Generation int64            `json:"generation,omitempty"`
+	Scopes     []string         `json:"scopes,omitempty"`
 }
 
 // GateRequest asks to enter a phase (POST .../gate). LeaseTTLMillis > 0 also leases the scopes.
@@ -58,6 +63,48 @@ type ReleaseRequest struct {
 // CompleteRequest records how a pass ended (POST .../complete).
 type CompleteRequest struct {
 	Completion authority.Completion `json:"completion"`
+}
+
+// RollbackRequest rolls one scope back (POST .../rollback): To (empty: the commit live before the
+// current one) is accepted ahead of everything pending and the scope frozen. Request identifies
+// the request: a repeat rolls back once. The actor is the token's.
+type RollbackRequest struct {
+	Scope   string `json:"scope"`
+	To      string `json:"to,omitempty"`
+	Reason  string `json:"reason"`
+	Request string `json:"request,omitempty"`
+}
+
+// RollbackResponse is what a rollback did: its generation and commit, and the workflows the App
+// dispatched for it (none for a repeat, or without App credentials: then the caller deploys the
+// generation itself).
+type RollbackResponse struct {
+	Generation int64      `json:"generation"`
+	Sha        string     `json:"sha"`
+	Duplicate  bool       `json:"duplicate,omitempty"`
+	Dispatched []Dispatch `json:"dispatched,omitempty"`
+	// DispatchFailed says why a dispatch failed: the rollback is recorded all the same, and the
+	// recovery sweep starts its workflow again.
+	DispatchFailed string `json:"dispatch_failed,omitempty"`
+}
+
+// Dispatch is a workflow the App started.
+type Dispatch struct {
+	Repository string `json:"repository"`
+	Workflow   string `json:"workflow"`
+	Ref        string `json:"ref"`
+}
+
+// UnfreezeRequest lifts the freeze of one scope (POST .../unfreeze).
+type UnfreezeRequest struct {
+	Scope   string `json:"scope"`
+	Reason  string `json:"reason"`
+	Request string `json:"request,omitempty"`
+}
+
+// UnfreezeResponse is the freeze lifted.
+type UnfreezeResponse struct {
+	Freeze *authority.Freeze `json:"freeze"`
 }
 
 // StatusResponse is an environment's state as the store holds it (GET .../status), and the App's
@@ -90,6 +137,9 @@ type ErrorBody struct {
 	HeadSha string `json:"head_sha,omitempty"`
 	Barrier string `json:"barrier,omitempty"`
 	Blocked bool   `json:"blocked,omitempty"`
+	// Frozen: a rollback froze the scope (who, which commit, why); nothing else deploys until
+	// someone unfreezes it.
+	Frozen *authority.Freeze `json:"frozen,omitempty"`
 
 	// queue_full (Scope too)
 	Pending int `json:"pending,omitempty"` // intents the scope holds

@@ -210,3 +210,46 @@ func TestAPIFlagRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestRollbackThroughAPI: rollback and unfreeze with --api behave as on a store: the older commit
+// goes ahead, a newer run is held by the freeze (its refusal says so) until unfreeze, and repeats
+// of a request change nothing. The App here has no credentials, so it dispatches nothing and says
+// how to deploy the rollback's generation.
+func TestRollbackThroughAPI(t *testing.T) {
+	t.Parallel()
+	w := newAPIWorld(t)
+	must := func(code int, args ...string) outcome {
+		t.Helper()
+		o := w.run(nil, args...)
+		if o.code != code {
+			t.Fatalf("%v: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", args, o.code, code, o.stdout, o.stderr)
+		}
+		return o
+	}
+	must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "a", "--", "true")
+	must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "bbbb222", "--intent-id", "b", "--", "true")
+	o := must(ExitOK, "rollback", "staging/api", "--reason", "bbbb222 breaks checkout", "--request", "r1")
+	for _, want := range []string{"rolled staging/api back to aaaa111 at generation 3", "the App dispatched no workflow", "--generation 3", "staging/api is frozen"} {
+		if !strings.Contains(o.stdout, want) {
+			t.Errorf("rollback did not say %q:\n%s", want, o.stdout)
+		}
+	}
+	if o := must(ExitOK, "rollback", "staging/api", "--reason", "again", "--request", "r1"); !strings.Contains(o.stdout, "already answered: the rollback of staging/api is generation 3") {
+		t.Errorf("a repeated request said:\n%s", o.stdout)
+	}
+	must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--generation", "3", "--", "true")
+	held := must(ExitLocked, "run", "--environment", "staging", "--scopes", "api", "--sha", "cccc333", "--intent-id", "c", "--wait", "0s", "--", "true")
+	if !strings.Contains(held.stderr, "held by a freeze: rolled back to aaaa111 by Codertocat (bbbb222 breaks checkout)") {
+		t.Errorf("a run while frozen said:\n%s", held.stderr)
+	}
+	if o := must(ExitOK, "unfreeze", "staging/api", "--reason", "fixed forward"); !strings.Contains(o.stdout, "unfroze staging/api") {
+		t.Errorf("unfreeze said:\n%s", o.stdout)
+	}
+	if o := must(ExitOK, "unfreeze", "staging/api", "--reason", "again"); !strings.Contains(o.stdout, "is not frozen") {
+		t.Errorf("a second unfreeze said:\n%s", o.stdout)
+	}
+	must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "cccc333", "--intent-id", "c", "--", "true")
+	if o := must(ExitOK, "status", "staging", "--json"); !strings.Contains(o.stdout, `"sha":"cccc333"`) && !strings.Contains(o.stdout, `"sha": "cccc333"`) {
+		t.Errorf("status after unfreeze:\n%s", o.stdout)
+	}
+}

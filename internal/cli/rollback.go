@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/report"
 )
@@ -18,6 +19,7 @@ func runRollback(ctx context.Context, c *cmdEnv, args []string) error {
 	c.str(&c.s.reason, "reason", "", "why, for the timeline (required)")
 	c.str(&c.s.actor, "actor", "", "who rolls back (default $GITHUB_ACTOR or $USER)")
 	c.str(&request, "request", "", "an id for this request: a repeat rolls back once")
+	c.apiFlags()
 	if err := c.parse(args); err != nil {
 		return err
 	}
@@ -26,10 +28,14 @@ func runRollback(ctx context.Context, c *cmdEnv, args []string) error {
 		return err
 	}
 	c.mode = storeMustExist
-	if err := c.open(ctx); err != nil {
+	if err := c.connect(ctx); err != nil {
 		return err
 	}
 	defer c.done()
+	if client, ok := c.view.(*apiclient.Client); ok {
+		return c.rollbackRemote(ctx, client, authority.RollbackRequest{Environment: env, Scope: scope, To: strings.TrimSpace(to),
+			Reason: c.s.reason, Request: request})
+	}
 	res, err := c.auth.Rollback(ctx, authority.RollbackRequest{Environment: env, Scope: scope, To: strings.TrimSpace(to),
 		Actor: c.s.actor, Reason: c.s.reason, Request: request, Source: "latestwins rollback"})
 	if err != nil {
@@ -58,6 +64,46 @@ func runRollback(ctx context.Context, c *cmdEnv, args []string) error {
 	return nil
 }
 
+// rollbackRemote rolls back through the App's API: the App records the rollback with the token's
+// actor and dispatches the scope's workflow itself.
+func (c *cmdEnv) rollbackRemote(ctx context.Context, client *apiclient.Client, r authority.RollbackRequest) error {
+	res, err := client.Rollback(ctx, r)
+	if err != nil {
+		return err
+	}
+	if c.s.jsonOut {
+		return c.printJSON(map[string]any{"rollback": c.positional[0], "generation": res.Generation, "sha": res.Sha, "duplicate": res.Duplicate,
+			"dispatched": res.Dispatched, "dispatch_failed": res.DispatchFailed})
+	}
+	if res.Duplicate {
+		c.printf("request %s was already answered: the rollback of %s is generation %d\n", r.Request, c.positional[0], res.Generation)
+		return nil
+	}
+	c.printf("rolled %s back to %s at generation %d, ahead of everything pending\n", c.positional[0], report.ShortSha(res.Sha), res.Generation)
+	for _, d := range res.Dispatched {
+		c.printf("the App dispatched %s on %s in %s for generation %d\n", d.Workflow, d.Ref, d.Repository, res.Generation)
+	}
+	switch {
+	case res.DispatchFailed != "":
+		c.printf("the dispatch failed: %s\n", res.DispatchFailed)
+	case len(res.Dispatched) == 0:
+		c.printf("the App dispatched no workflow (none is configured for the scope, or the App has no credentials): deploy it with\n"+
+			"  latestwins run --api %s --environment %s --scopes %s --generation %d -- CMD\n", c.s.api, r.Environment, r.Scope, res.Generation)
+	}
+	c.printf("%s is frozen: newer intents are recorded and wait until `latestwins unfreeze %s --reason TEXT`\n", c.positional[0], c.positional[0])
+	return nil
+}
+
+// unfreezer lifts freezes: the store's authority, or the App's API.
+type unfreezer interface {
+	Unfreeze(ctx context.Context, r authority.UnfreezeRequest) (*authority.Freeze, error)
+}
+
+var (
+	_ unfreezer = (*authority.Authority)(nil)
+	_ unfreezer = (*apiclient.Client)(nil)
+)
+
 // runUnfreeze lifts a rollback's freeze: the newest intent held meanwhile goes next.
 func runUnfreeze(ctx context.Context, c *cmdEnv, args []string) error {
 	var request string
@@ -66,6 +112,7 @@ func runUnfreeze(ctx context.Context, c *cmdEnv, args []string) error {
 	c.str(&c.s.reason, "reason", "", "why, for the timeline (required)")
 	c.str(&c.s.actor, "actor", "", "who unfreezes (default $GITHUB_ACTOR or $USER)")
 	c.str(&request, "request", "", "an id for this request: a repeat unfreezes once")
+	c.apiFlags()
 	if err := c.parse(args); err != nil {
 		return err
 	}
@@ -74,11 +121,15 @@ func runUnfreeze(ctx context.Context, c *cmdEnv, args []string) error {
 		return err
 	}
 	c.mode = storeMustExist
-	if err := c.open(ctx); err != nil {
+	if err := c.connect(ctx); err != nil {
 		return err
 	}
 	defer c.done()
-	f, err := c.auth.Unfreeze(ctx, authority.UnfreezeRequest{Environment: env, Scope: scope, Actor: c.s.actor, Reason: c.s.reason, Request: request})
+	var u unfreezer = c.auth
+	if client, ok := c.view.(*apiclient.Client); ok {
+		u = client
+	}
+	f, err := u.Unfreeze(ctx, authority.UnfreezeRequest{Environment: env, Scope: scope, Actor: c.s.actor, Reason: c.s.reason, Request: request})
 	switch {
 	case errors.Is(err, authority.ErrNotFrozen):
 		c.printf("%s is not frozen; nothing to do\n", c.positional[0])

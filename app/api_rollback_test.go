@@ -1,0 +1,137 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/latestwins/latestwins/internal/apiclient"
+	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/report"
+)
+
+// TestAPIRollbackAndUnfreeze: a workflow of the repository that builds staging/api rolls it back
+// through the API: the older commit jumps ahead of what is pending, the scope's workflow is
+// dispatched for the rollback's generation, and a repeat of the request does neither again. A newer
+// commit's deploy gate is refused 409 locked with the freeze in the body (who, which commit, why),
+// which the client turns back into "held by a freeze"; unfreeze lets it go, once.
+func TestAPIRollbackAndUnfreeze(t *testing.T) {
+	t.Parallel()
+	h := newAPIHarness(t)
+	liveThenPending(t, h.harness, "staging", "api", "refs/heads/master")
+	tok := h.token(t, "Codertocat/Hello-World")
+	const base = "/v1/environments/staging/"
+
+	req := apiclient.RollbackRequest{Scope: "api", Reason: "bbbbbbb breaks checkout", Request: "r1"}
+	a := h.call(t, "POST", base+"rollback", tok, req)
+	var res apiclient.RollbackResponse
+	if err := json.Unmarshal(a.body, &res); a.status != http.StatusOK || err != nil {
+		t.Fatalf("rollback: %d %s", a.status, a.body)
+	}
+	want := apiclient.RollbackResponse{Generation: 4, Sha: shaA,
+		Dispatched: []apiclient.Dispatch{{Repository: "Codertocat/Hello-World", Workflow: "deploy.yml", Ref: "master"}}}
+	if diff := cmp.Diff(want, res); diff != "" {
+		t.Errorf("rollback (-want +got):\n%s", diff)
+	}
+	wantDispatch := []DispatchRequest{{Repo: RepoRef{Owner: "Codertocat", Name: "Hello-World"}, Workflow: "deploy.yml", Ref: "master",
+		Inputs: map[string]string{"environment": "staging", "generation": "4", "scopes": "api"}}}
+	if diff := cmp.Diff(wantDispatch, h.disp.requests()); diff != "" {
+		t.Errorf("dispatches (-want +got):\n%s", diff)
+	}
+	a = h.call(t, "POST", base+"rollback", tok, req)
+	if err := json.Unmarshal(a.body, &res); a.status != http.StatusOK || err != nil || !res.Duplicate || res.Generation != 4 {
+		t.Errorf("repeated rollback: %d %s", a.status, a.body)
+	}
+	if n := len(h.disp.requests()); n != 1 {
+		t.Errorf("%d dispatches after the repeat, want 1", n)
+	}
+
+	// The rollback's run deploys A; then a newer commit's run claims and asks for the deploy gate.
+	deployHead(t, h.harness, "staging", "api")
+	if a := h.call(t, "POST", base+"claim", tok, intent("run-d", 'd', "api")); a.status != http.StatusOK {
+		t.Fatalf("claim while frozen: %d %s", a.status, a.body)
+	}
+	gate := apiclient.GateRequest{Generation: 5, Scopes: []string{"api"}, Phase: "deploy", Holder: "run-d", LeaseTTLMillis: 120_000}
+	a = h.call(t, "POST", base+"gate", tok, gate)
+	got := a.errorBody(t)
+	if a.status != http.StatusConflict || got.Error != apiclient.CodeLocked || got.Frozen == nil ||
+		got.Frozen.Sha != shaA || got.Frozen.Actor != "Codertocat" || got.Frozen.Reason != "bbbbbbb breaks checkout" {
+		t.Fatalf("gate while frozen: %d %s; want 409 locked with the freeze", a.status, a.body)
+	}
+	srv := httptest.NewServer(h.app)
+	t.Cleanup(srv.Close)
+	client, err := apiclient.New(srv.URL, apiclient.StaticToken(tok), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.Gate(context.Background(), authority.GateRequest{Environment: "staging", Generation: 5, Scopes: []string{"api"}, Phase: "deploy", Holder: "run-d", LeaseTTL: 2 * time.Minute})
+	var held *authority.HeldError
+	if !errors.As(err, &held) || !strings.HasPrefix(report.Waiting(held), "held by a freeze: rolled back to aaaaaaa by Codertocat") {
+		t.Fatalf("the client's refusal %v; want a wait held by a freeze", err)
+	}
+
+	f, err := client.Unfreeze(context.Background(), authority.UnfreezeRequest{Environment: "staging", Scope: "api", Reason: "fixed forward", Request: "u1"})
+	if err != nil || f.Generation != 4 || f.Sha != shaA {
+		t.Fatalf("unfreeze: %+v, %v", f, err)
+	}
+	if _, err := client.Unfreeze(context.Background(), authority.UnfreezeRequest{Environment: "staging", Scope: "api", Reason: "again", Request: "u1"}); !errors.Is(err, authority.ErrRepeated) {
+		t.Errorf("repeated unfreeze: %v; want ErrRepeated", err)
+	}
+	if _, err := client.Unfreeze(context.Background(), authority.UnfreezeRequest{Environment: "staging", Scope: "api", Reason: "again"}); !errors.Is(err, authority.ErrNotFrozen) {
+		t.Errorf("unfreeze of a scope not frozen: %v; want ErrNotFrozen", err)
+	}
+	a = h.call(t, "POST", base+"gate", tok, gate)
+	if a.status != http.StatusOK {
+		t.Errorf("gate after unfreeze: %d %s", a.status, a.body)
+	}
+	e, _ := h.auth.Status(context.Background(), "staging")
+	var unfrozen bool
+	for _, ev := range e.Events {
+		unfrozen = unfrozen || (ev.Kind == authority.EventUnfrozen && strings.Contains(ev.Message, "Unfrozen by Codertocat: fixed forward"))
+	}
+	if !unfrozen {
+		t.Errorf("no unfreeze event by the token's actor in %+v", e.Events)
+	}
+}
+
+// TestAPIRollbackOnlyScopesTheTokenFeeds: a repository may roll back and unfreeze only the scopes
+// the configuration builds from it; a refusal writes nothing and dispatches nothing.
+func TestAPIRollbackOnlyScopesTheTokenFeeds(t *testing.T) {
+	t.Parallel()
+	h := newAPIHarness(t)
+	liveThenPending(t, h.harness, "staging", "api", "refs/heads/master")
+	if _, err := h.auth.Rollback(context.Background(), authority.RollbackRequest{Environment: "staging", Scope: "api", Reason: "seed", Actor: "oncall"}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := h.auth.Status(context.Background(), "staging")
+	for _, tt := range []struct {
+		verb string
+		body any
+	}{
+		{"rollback", apiclient.RollbackRequest{Scope: "api", Reason: "not mine", To: shaB}},
+		{"unfreeze", apiclient.UnfreezeRequest{Scope: "api", Reason: "not mine"}},
+	} {
+		a := h.call(t, "POST", "/v1/environments/staging/"+tt.verb, h.token(t, "acme/web"), tt.body)
+		if got := a.errorBody(t); a.status != http.StatusForbidden || !strings.Contains(got.Message, "acme/web may not act on api of staging") {
+			t.Errorf("%s by acme/web: %d %s; want 403", tt.verb, a.status, a.body)
+		}
+	}
+	after, _ := h.auth.Status(context.Background(), "staging")
+	if after.Desired != before.Desired || after.Scopes["api"].Freeze == nil || after.Scopes["api"].Freeze.Actor != "oncall" {
+		t.Errorf("a refused request changed the scope: %+v", after.Scopes["api"])
+	}
+	if n := len(h.disp.requests()); n != 0 {
+		t.Errorf("refused requests dispatched %d workflows", n)
+	}
+	a := h.call(t, "POST", "/v1/environments/staging/rollback", h.token(t, "Codertocat/Hello-World"), apiclient.RollbackRequest{Scope: "api", Reason: "x", To: "main"})
+	if got := a.errorBody(t); a.status != http.StatusBadRequest || got.Field != "to" {
+		t.Errorf("rollback to a branch name: %d %s; want 400 on to", a.status, a.body)
+	}
+}

@@ -1,0 +1,156 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/config"
+)
+
+// rollbackTarget is one scope of one environment to roll back: the selection names the scope as
+// the configuration has it (its repository and workflow). Branch is the scope's configured branch
+// for an environment that is not a preview: where its workflow is dispatched when the commit's own
+// ref is no branch.
+type rollbackTarget struct {
+	sel          config.Selection
+	branch       string
+	installation int64
+}
+
+func (t rollbackTarget) scope() config.Scope { return t.sel.Scopes[0] }
+
+func (t rollbackTarget) resource() string { return t.sel.Environment + "/" + t.scope().Name }
+
+// rollbackDone is what a rollback did.
+type rollbackDone struct {
+	Generation int64
+	Sha        string
+	Duplicate  bool
+	Dispatched []DispatchRequest
+	// Ref is the commit's ref when it is no branch of the repository: nothing was dispatched.
+	NotBranch string
+}
+
+// rollback accepts an older commit of one scope ahead of everything pending and freezes the scope
+// (authority.Rollback), then dispatches the scope's workflow at once for the rollback's generation,
+// on the commit's branch: the dispatched run claims that generation and checks out the commit the
+// Action's sha output names. The intent carries the origin of that dispatch, so that the recovery
+// sweep starts the workflow again if its run dies. to is empty (the commit live before the current
+// one), a full sha, or an abbreviation of a commit the scope's state knows. A repeated request
+// (the same delivery or form) changes nothing and dispatches nothing.
+func (a *App) rollback(ctx context.Context, log *slog.Logger, t rollbackTarget, to, actor, reason, request, source string) (*rollbackDone, error) {
+	env, scope := t.sel.Environment, t.scope().Name
+	doc, err := a.auth.Status(ctx, env)
+	if err != nil {
+		return nil, err // an environment nothing was accepted for is an input error: nothing to roll back
+	}
+	sc := doc.Scopes[scope]
+	if sc == nil {
+		return nil, &authority.InputError{Field: "scope", Value: t.resource(), Fix: "nothing was accepted for this scope yet: there is nothing to roll back"}
+	}
+	sha, ref, err := resolveCommit(t.resource(), sc, to)
+	if err != nil {
+		return nil, err
+	}
+	branch, isBranch := strings.CutPrefix(ref, "refs/heads/")
+	if !isBranch && t.branch != "" {
+		branch, ref, isBranch = t.branch, "refs/heads/"+t.branch, true
+	}
+	origin := ""
+	if isBranch {
+		origin = originFor(t.installation, t.scope().Repository, branch)
+	}
+	res, err := a.auth.Rollback(ctx, authority.RollbackRequest{Environment: env, Scope: scope, To: sha, Ref: ref,
+		Actor: actor, Reason: reason, Request: request, Source: source, Origin: origin})
+	if err != nil {
+		return nil, err
+	}
+	done := &rollbackDone{Generation: res.Generation, Sha: sha, Duplicate: res.Duplicate}
+	if after, err := a.auth.Status(ctx, env); err == nil && after.Scopes[scope] != nil && after.Scopes[scope].Freeze != nil &&
+		after.Scopes[scope].Freeze.Generation == res.Generation {
+		done.Sha = after.Scopes[scope].Freeze.Sha
+	}
+	log.InfoContext(ctx, "rollback", "environment", env, "scope", scope, "generation", res.Generation, "sha", done.Sha, "duplicate", res.Duplicate)
+	if res.Duplicate {
+		return done, nil // the first request dispatched; what it failed to start, the sweep re-drives
+	}
+	if !isBranch {
+		done.NotBranch = ref
+		return done, nil
+	}
+	var errs []error
+	for _, dr := range dispatchesFor(t.sel, res, branch, t.installation) {
+		done.Dispatched = append(done.Dispatched, dr)
+		if a.dispatch == nil {
+			log.InfoContext(ctx, "dispatch skipped: no App credentials, not publishing to GitHub", "repo", dr.Repo.String(),
+				"workflow", dr.Workflow, "ref", dr.Ref, "inputs", dr.Inputs)
+			continue
+		}
+		if err := a.dispatch.Dispatch(ctx, dr); err != nil {
+			errs = append(errs, &dispatchError{fmt.Errorf("dispatch %s in %s for the rollback of %s: %w", dr.Workflow, dr.Repo, t.resource(), err)})
+		}
+	}
+	return done, errors.Join(errs...)
+}
+
+// resolveCommit finds the commit a rollback goes to, and its ref: to empty is the one live before
+// the current one; a full sha is taken as it is (with the ref of the scope's commit of that sha, if
+// any, else the live one's); an abbreviation must name exactly one commit the scope's state knows
+// (live, previously live, pending or leased), since the deploy checks out what is recorded.
+func resolveCommit(resource string, sc *authority.Scope, to string) (sha, ref string, err error) {
+	liveRef := ""
+	if sc.Live != nil {
+		liveRef = sc.Live.Ref
+	}
+	if to == "" {
+		if sc.Prev == nil {
+			return "", "", nil // the authority says there is nothing to go back to
+		}
+		return "", sc.Prev.Ref, nil
+	}
+	known := map[string]string{} // sha -> ref
+	add := func(sha, ref string) {
+		if sha != "" && (known[sha] == "" || ref != "") {
+			known[sha] = ref
+		}
+	}
+	if sc.Live != nil {
+		add(sc.Live.Sha, sc.Live.Ref)
+	}
+	if sc.Prev != nil {
+		add(sc.Prev.Sha, sc.Prev.Ref)
+	}
+	for _, m := range sc.Entries() {
+		add(m.Sha, m.Ref)
+	}
+	add(sc.Lease.Sha, sc.Lease.Ref)
+	var matches []string
+	for s := range known {
+		if strings.HasPrefix(strings.ToLower(s), to) {
+			matches = append(matches, s)
+		}
+	}
+	switch {
+	case len(matches) == 1:
+		return matches[0], firstNonEmpty(known[matches[0]], liveRef), nil
+	case len(matches) > 1:
+		return "", "", &authority.InputError{Field: "sha", Value: to, Fix: fmt.Sprintf("it abbreviates several commits of %s: give more of it", resource)}
+	case len(to) == 40:
+		return to, liveRef, nil
+	}
+	return "", "", &authority.InputError{Field: "sha", Value: to,
+		Fix: fmt.Sprintf("no commit of %s that latestwins knows (live, previously live or pending) starts with it: give the full 40-character sha", resource)}
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
