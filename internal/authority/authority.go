@@ -476,6 +476,30 @@ func (a *Authority) Pending(ctx context.Context) ([]string, error) {
 	return envs, nil
 }
 
+// Lister is what a store that can list every environment it holds offers (memory, bolt, and
+// DynamoDB with a scan): for overviews and maintenance, never on a request path.
+type Lister interface {
+	Environments(ctx context.Context) ([]string, error)
+}
+
+// ErrNotListable: the store cannot list its environments.
+var ErrNotListable = errors.New("the store cannot list its environments")
+
+// Environments lists every environment the store holds, sorted; an error matching ErrNotListable
+// when the store cannot list them.
+func (a *Authority) Environments(ctx context.Context) ([]string, error) {
+	l, ok := a.store.(Lister)
+	if !ok {
+		return nil, ErrNotListable
+	}
+	envs, err := l.Environments(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list environments: %w", err)
+	}
+	slices.Sort(envs)
+	return envs, nil
+}
+
 // intentRecord reads the record of an accepted intent, or nil when there is none within the
 // retention.
 func (a *Authority) intentRecord(ctx context.Context, env, id string) (*IntentRecord, error) {

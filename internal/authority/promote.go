@@ -90,11 +90,15 @@ type PromotionWait struct {
 	Sha         string `json:"sha"`         // the commit that waits
 	Live        string `json:"live,omitempty"`
 	Ancestor    bool   `json:"ancestor,omitempty"` // a descendant would do
+	// Unasked: nobody asked whether Live descends from Sha (a view built without a comparer).
+	Unasked bool `json:"unasked,omitempty"`
 }
 
 func (w *PromotionWait) text() string {
 	s := fmt.Sprintf("waiting for %s: %s is not live there yet", w.Environment, shortSha(w.Sha))
 	switch {
+	case w.Live != "" && w.Ancestor && w.Unasked:
+		s += fmt.Sprintf(" (%s is; whether it descends from %s is asked at the deploy gate)", shortSha(w.Live), shortSha(w.Sha))
 	case w.Live != "" && w.Ancestor:
 		s += fmt.Sprintf(" (%s is, and is not a descendant of it)", shortSha(w.Live))
 	case w.Live != "":
@@ -145,9 +149,14 @@ func (e *Env) promotionWait(name string, ref *Ref, req *required) *HeldError {
 }
 
 // PromotionWait is promotionWait for renderers outside the package, which read the required
-// environments themselves: only the same commit counts there, as no comparer is asked.
+// environments themselves: no comparer is asked there, so where a descendant would do, the wait
+// says that the gate asks.
 func (e *Env) PromotionWait(scope string, ref *Ref, requiredEnvs map[string]*Env) *HeldError {
-	return e.promotionWait(scope, ref, &required{envs: requiredEnvs})
+	w := e.promotionWait(scope, ref, &required{envs: requiredEnvs, descends: map[string]bool{}})
+	if w != nil {
+		w.Promotion.Unasked = true
+	}
+	return w
 }
 
 // readRequired reads, for the refs about to pass a gate in e (by scope), the required
