@@ -268,7 +268,8 @@ type PromoteResult struct {
 
 // Promote reads the commit live in r.From's scope and accepts it in r.Environment's as a new
 // intent, asked for even if it is older than what that scope holds (an explicit request, like a
-// redeploy). Its pass deploys it through the usual gates, the promotion requirement among them.
+// redeploy), and claimed for its generation in the same write, as a rollback is: a pass run with
+// that generation deploys it through the usual gates, the promotion requirement among them.
 func (a *Authority) Promote(ctx context.Context, r PromoteRequest) (*PromoteResult, error) {
 	if err := ValidateEnvironment(r.From); err != nil {
 		return nil, err
@@ -304,7 +305,7 @@ func (a *Authority) Promote(ctx context.Context, r PromoteRequest) (*PromoteResu
 	}
 	in := Intent{ID: "promote:" + r.Scope + ":" + id, Environment: r.Environment, Scopes: []string{r.Scope}, Sha: live.Sha, Ref: live.Ref,
 		Before: live.Before, Order: live.Order, Source: source, Actor: r.Actor, Origin: r.Origin, Redeploy: true}
-	res, err := a.Accept(ctx, in, false)
+	res, err := a.Accept(ctx, in, true)
 	if err != nil {
 		return nil, fmt.Errorf("promote %s from %s: %w", shortSha(live.Sha), r.From, err)
 	}

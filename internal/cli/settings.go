@@ -77,18 +77,21 @@ type settings struct {
 	attempt     int
 	maxAttempts int
 	redeploy    bool
-	lease       bool
-	jsonOut     bool
-	state       string
-	outcome     string
-	message     string
-	run         string
-	tokens      string
-	reason      string
-	limit       int
-	policy      string
-	barrier     string
-	queueLimit  int
+	// requires and requiresAncestor: the environment's promotion requirement (--requires).
+	requires         string
+	requiresAncestor bool
+	lease            bool
+	jsonOut          bool
+	state            string
+	outcome          string
+	message          string
+	run              string
+	tokens           string
+	reason           string
+	limit            int
+	policy           string
+	barrier          string
+	queueLimit       int
 }
 
 // envName is the variable a flag reads: --lease-ttl reads LATESTWINS_LEASE_TTL.
