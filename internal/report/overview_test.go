@@ -90,3 +90,13 @@ func TestOverviewWhatIsLiveWhere(t *testing.T) {
 		t.Errorf("production once staging has x: %+v; want x pending, no longer waiting", p)
 	}
 }
+
+// A pass waiting for its commit in a required environment is told so in the publications' words,
+// not as a lease held by nobody.
+func TestWaitingForARequiredEnvironment(t *testing.T) {
+	t.Parallel()
+	held := &authority.HeldError{Resource: "production/api", Promotion: &authority.PromotionWait{Environment: "staging", Sha: shaB1, Live: shaB2}}
+	if got, want := Waiting(held), "waiting for staging: abc1234 is not live there yet (bbb2222 is)"; got != want {
+		t.Fatalf("Waiting = %q, want %q", got, want)
+	}
+}
