@@ -255,7 +255,7 @@ func (a *App) Handle(ctx context.Context, d Delivery) (Result, error) {
 }
 
 // accept records one intent per selected environment and dispatches the workflows of the scopes
-// it accepted. Each intent carries the environment's policy, and is a barrier in the scopes whose
+// it accepted. Each intent carries the environment's policy and promotion requirement, and is a barrier in the scopes whose
 // barrier-paths the changed files touch (changed nil: not known, so a barrier wherever a scope has
 // barrier-paths). A re-delivery (every intent a duplicate) dispatches nothing: the first delivery
 // did, and work it failed to start stays in the mailbox for the recovery sweep. An environment
@@ -271,7 +271,7 @@ func (a *App) accept(ctx context.Context, log *slog.Logger, sels []config.Select
 	for _, sel := range sels {
 		in := in
 		in.Environment, in.Scopes = sel.Environment, sel.ScopeNames()
-		in.Policy, in.Barrier = authority.Policy(sel.Policy), sel.Barriers(changed)
+		in.Policy, in.Barrier, in.Requires = authority.Policy(sel.Policy), sel.Barriers(changed), sel.Requires
 		if dispatchRef != "" && len(sel.Scopes) > 0 {
 			// How the recovery sweep starts this work again if its run dies: see Redrive.
 			in.Origin = originFor(installation, sel.Scopes[0].Repository, dispatchRef)

@@ -64,6 +64,35 @@ func (a *App) handlePush(ctx context.Context, log *slog.Logger, d Delivery, res 
 	return nil
 }
 
+// PromotionCompare is the comparer of promotion gates (authority.WithPromotionComparer): where an
+// environment accepts a descendant of a commit (requires-ancestor), it asks GitHub's compare API, as
+// the installation on the repository the waiting intent's Origin names, whether the commit live in
+// the required environment builds on it. An intent without an origin the App wrote (made on the
+// command line) is not compared, nor is anything while Commits is nil (no App credentials): only the
+// same commit counts then. Set Commits before the App takes requests.
+type PromotionCompare struct {
+	Commits Commits
+	Log     *slog.Logger
+}
+
+var _ authority.Comparer = (*PromotionCompare)(nil)
+
+// Compare implements authority.Comparer.
+func (p *PromotionCompare) Compare(ctx context.Context, in authority.Intent, base, head string) (authority.CommitOrder, error) {
+	if p.Commits == nil {
+		return authority.Diverged, nil
+	}
+	installation, repo, _, err := parseOrigin(in.Origin)
+	if err != nil {
+		return authority.Diverged, nil
+	}
+	log := p.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return comparer{commits: p.Commits, installation: installation, repo: repo, log: log}.Compare(ctx, in, base, head)
+}
+
 // pushOrder is what a push payload says about when it happened: repository.pushed_at, the head
 // commit's timestamp, and whether it was forced. GitHub documents that deliveries can arrive out of
 // order and that these are the way to order them.

@@ -30,7 +30,8 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 	if err != nil {
 		return nil, err
 	}
-	auth := authority.New(st, authority.WithLogger(log))
+	promote := &app.PromotionCompare{Log: log} // asks GitHub once the adapter exists, below
+	auth := authority.New(st, authority.WithLogger(log), authority.WithPromotionComparer(promote))
 	tokens, err := app.NewOIDCVerifier(app.OIDCOptions{Issuer: s.OIDCIssuer, Audience: s.OIDCAudience})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", EnvOIDCIssuer, err)
@@ -61,6 +62,7 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 			return nil, err
 		}
 		o.Dispatcher, o.Commits, o.Conversation, o.Reviewer = gh.Dispatcher, gh.Commits, gh.Conversation, gh.Reviewer
+		promote.Commits = gh.Commits
 		trusted.Files, trusted.Installations, trusted.AppOwner = gh.Files, gh.Finder, gh.AppOwner
 		o.Installations = gh.Finder
 	}

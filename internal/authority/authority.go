@@ -51,7 +51,8 @@ type Authority struct {
 	// stored: key -> what of the document's outbox this process knows to be stored as records.
 	stored     map[string]*storedMark
 	retention  time.Duration
-	queueLimit int // pending intents one scope may hold
+	queueLimit int      // pending intents one scope may hold
+	promoter   Comparer // asked whether a commit live in a required environment descends from one waiting
 }
 
 // Option configures an Authority.
@@ -221,7 +222,22 @@ func (a *Authority) Gate(ctx context.Context, r GateRequest) (*Grant, error) {
 		}
 	}
 	var g *Grant
-	_, err := a.update(ctx, EnvKey(r.Environment), func(d *Doc, now time.Time) (bool, error) {
+	// A deploy gate of an environment that requires others reads each of them once (not again on
+	// a conflict's retry): what is live there is a fact the gate checks, not a document it writes.
+	req := newRequired()
+	prepare := func(ctx context.Context, d *Doc) error {
+		if r.LeaseTTL <= 0 || d.Env == nil || d.Env.Requires == nil {
+			return nil
+		}
+		refs := map[string]*Ref{}
+		for _, name := range r.Scopes {
+			if sc := d.Env.Scopes[name]; sc != nil {
+				refs[name] = sc.passRef(r.Generation)
+			}
+		}
+		return a.readRequired(ctx, d.Env, refs, req)
+	}
+	_, err := a.updatePrepared(ctx, EnvKey(r.Environment), prepare, func(d *Doc, now time.Time) (bool, error) {
 		if err := checkGeneration(d, r.Environment, r.Generation); err != nil {
 			return false, err
 		}
@@ -230,7 +246,7 @@ func (a *Authority) Gate(ctx context.Context, r GateRequest) (*Grant, error) {
 		}
 		before := d.Env.EventSeq
 		var err error
-		g, err = d.Env.gate(r.Generation, r.Scopes, r.Phase, r.Holder, r.LeaseTTL, now, a.skew)
+		g, err = d.Env.gate(r.Generation, r.Scopes, r.Phase, r.Holder, r.LeaseTTL, now, a.skew, req)
 		return d.Env.EventSeq != before, err
 	})
 	if err != nil {
@@ -460,6 +476,30 @@ func (a *Authority) Pending(ctx context.Context) ([]string, error) {
 	return envs, nil
 }
 
+// Lister is what a store that can list every environment it holds offers (memory, bolt, and
+// DynamoDB with a scan): for overviews and maintenance, never on a request path.
+type Lister interface {
+	Environments(ctx context.Context) ([]string, error)
+}
+
+// ErrNotListable: the store cannot list its environments.
+var ErrNotListable = errors.New("the store cannot list its environments")
+
+// Environments lists every environment the store holds, sorted; an error matching ErrNotListable
+// when the store cannot list them.
+func (a *Authority) Environments(ctx context.Context) ([]string, error) {
+	l, ok := a.store.(Lister)
+	if !ok {
+		return nil, ErrNotListable
+	}
+	envs, err := l.Environments(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list environments: %w", err)
+	}
+	slices.Sort(envs)
+	return envs, nil
+}
+
 // intentRecord reads the record of an accepted intent, or nil when there is none within the
 // retention.
 func (a *Authority) intentRecord(ctx context.Context, env, id string) (*IntentRecord, error) {
@@ -681,6 +721,11 @@ func (e *Env) clone() *Env {
 	c.Outbox = slices.Clone(e.Outbox)
 	// Intent records are never changed in place, only added and dropped: their scopes can be shared.
 	c.Accepts = slices.Clone(e.Accepts)
+	if e.Requires != nil {
+		r := *e.Requires
+		r.Environments = slices.Clone(e.Requires.Environments)
+		c.Requires = &r
+	}
 	c.Scopes = make(map[string]*Scope, len(e.Scopes))
 	for name, s := range e.Scopes {
 		sc := *s

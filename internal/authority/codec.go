@@ -20,22 +20,30 @@ import (
 // written as version 3 only when it uses one of them, so that a build that knows only version 2
 // refuses it ("upgrade latestwins") instead of reading it and dropping a queue it cannot see; any
 // other document stays version 2, which every build since reads.
+//
+// Version 4 adds an environment's promotion requirement (the environments it requires, and
+// whether a descendant counts), by the same rule: only a document that has one is written as
+// version 4, so that a build that knows only version 3 refuses it instead of dropping the
+// requirement and letting a commit reach the environment before it went live where it must first.
 const (
-	storedVersion   = 3
+	storedVersion   = 4
+	storedVersionV3 = 3
 	storedVersionV2 = 2
 )
 
 type storedEnv struct {
-	V int                     `json:"v"`
-	N string                  `json:"n"`
-	D int64                   `json:"d"`
-	O int64                   `json:"o"`
-	Q int64                   `json:"q,omitempty"`
-	L string                  `json:"l,omitempty"`
-	P string                  `json:"p,omitempty"` // policy, version 3
-	S map[string]*storedScope `json:"s,omitempty"`
-	X []storedEvent           `json:"x,omitempty"`
-	A []storedIntent          `json:"a,omitempty"`
+	V  int                     `json:"v"`
+	N  string                  `json:"n"`
+	D  int64                   `json:"d"`
+	O  int64                   `json:"o"`
+	Q  int64                   `json:"q,omitempty"`
+	L  string                  `json:"l,omitempty"`
+	P  string                  `json:"p,omitempty"`  // policy, version 3
+	R  []string                `json:"r,omitempty"`  // required environments, version 4
+	Ra bool                    `json:"ra,omitempty"` // a descendant counts, version 4
+	S  map[string]*storedScope `json:"s,omitempty"`
+	X  []storedEvent           `json:"x,omitempty"`
+	A  []storedIntent          `json:"a,omitempty"`
 }
 
 type storedScope struct {
@@ -200,8 +208,11 @@ func decodeOrder(o *storedOrder) Order {
 // rendering) is not part of it.
 func EncodeEnv(e *Env) ([]byte, error) {
 	s := storedEnv{V: storedVersionV2, N: e.Name, D: e.Desired, O: e.Observed, Q: e.EventSeq, L: e.Last, P: string(e.Policy)}
-	if e.usesV3() {
-		s.V = storedVersion
+	switch {
+	case e.Requires != nil:
+		s.V, s.R, s.Ra = storedVersion, e.Requires.Environments, e.Requires.Ancestor
+	case e.usesV3():
+		s.V = storedVersionV3
 	}
 	if len(e.Scopes) > 0 {
 		s.S = make(map[string]*storedScope, len(e.Scopes))
@@ -255,7 +266,7 @@ func DecodeEnv(b []byte) (*Env, error) {
 	switch probe.V {
 	case 0:
 		return decodeFirstLayout(b)
-	case storedVersionV2, storedVersion:
+	case storedVersionV2, storedVersionV3, storedVersion:
 	default:
 		return nil, fmt.Errorf("decode environment: stored layout %d is newer than this build's %d: upgrade latestwins", probe.V, storedVersion)
 	}
@@ -265,6 +276,9 @@ func DecodeEnv(b []byte) (*Env, error) {
 		return nil, fmt.Errorf("decode environment: %w", err)
 	}
 	e := &Env{Name: s.N, Desired: s.D, Observed: s.O, EventSeq: s.Q, Last: s.L, Policy: Policy(s.P)}
+	if len(s.R) > 0 {
+		e.Requires = &Requirements{Environments: s.R, Ancestor: s.Ra}
+	}
 	if len(s.S) > 0 {
 		e.Scopes = make(map[string]*Scope, len(s.S))
 	}

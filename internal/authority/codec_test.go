@@ -11,8 +11,8 @@ import (
 
 // TestStoredLayoutVersions: a document of version 2, as builds before policies wrote it, still
 // decodes; a document that uses no policy feature is still written as version 2 (so those builds
-// keep reading it); one with a policy or a queue is written as version 3 and comes back whole; a
-// newer version is refused.
+// keep reading it); one with a policy or a queue is written as version 3 and comes back whole; one with a
+// promotion requirement as version 4; a newer version is refused.
 func TestStoredLayoutVersions(t *testing.T) {
 	v2 := `{"v":2,"n":"staging","d":3,"o":2,"q":7,"s":{"api":{"m":{"g":3,"s":"c3","r":"refs/heads/main","i":"d-3","t":1772366400000000000},"o":3,"t":1772366400000000000}}}`
 	e, err := DecodeEnv([]byte(v2))
@@ -49,7 +49,23 @@ func TestStoredLayoutVersions(t *testing.T) {
 	if diff := cmp.Diff(q, back); diff != "" {
 		t.Fatalf("queue document round trip (-want +got):\n%s", diff)
 	}
-	if _, err := DecodeEnv([]byte(`{"v":4,"n":"x"}`)); err == nil || !strings.Contains(err.Error(), "upgrade latestwins") {
+	// A promotion requirement makes the document version 4: a build that knows only version 3
+	// refuses it rather than dropping the requirement and deploying what staging never ran.
+	q.Requires = &Requirements{Environments: []string{"qa", "staging"}, Ancestor: true}
+	b, err = EncodeEnv(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := version(t, b); v != 4 {
+		t.Fatalf("a document with a promotion requirement written as version %d, want 4", v)
+	}
+	if back, err = DecodeEnv(b); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(q, back); diff != "" {
+		t.Fatalf("requirement round trip (-want +got):\n%s", diff)
+	}
+	if _, err := DecodeEnv([]byte(`{"v":5,"n":"x"}`)); err == nil || !strings.Contains(err.Error(), "upgrade latestwins") {
 		t.Fatalf("a newer layout: %v; want a refusal that says to upgrade", err)
 	}
 }

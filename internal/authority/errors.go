@@ -91,10 +91,15 @@ type HeldError struct {
 	Blocked bool
 	// Frozen: a rollback froze the scope; nothing but the rollback deploys until Unfreeze.
 	Frozen *Freeze
+	// Promotion: the pass's commit is not live yet in an environment this one requires.
+	Promotion *PromotionWait
 }
 
 func (e *HeldError) Error() string {
 	switch {
+	case e.Promotion != nil:
+		return fmt.Sprintf("%s: %s; it deploys here once it is live there; retry after %ds",
+			e.Resource, e.Promotion.text(), int64(e.RetryAfter/time.Second))
 	case e.Frozen != nil:
 		return fmt.Sprintf("%s: held by a freeze: rolled back to %s by %s (%s); nothing newer deploys until someone unfreezes it (latestwins unfreeze %s); retry after %ds",
 			e.Resource, shortSha(e.Frozen.Sha), orUnknown(e.Frozen.Actor), e.Frozen.Reason, e.Resource, int64(e.RetryAfter/time.Second))

@@ -382,6 +382,8 @@ func (e *Env) checkQueuedSize() error {
 // waitText says in a few words what a waiting pass waits for: the publications' wording.
 func waitText(w *HeldError) string {
 	switch {
+	case w.Promotion != nil:
+		return w.Promotion.text()
 	case w.Frozen != nil:
 		return fmt.Sprintf("held by a freeze: rolled back to %s by %s; waiting for unfreeze", shortSha(w.Frozen.Sha), orUnknown(w.Frozen.Actor))
 	case w.Blocked:

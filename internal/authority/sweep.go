@@ -91,12 +91,14 @@ func (r *SweepReport) fail(env string, err error) {
 // claimStalled records the re-drives of an environment's stalled work in one write.
 func (a *Authority) claimStalled(ctx context.Context, env string, stall time.Duration, maxAttempts int) ([]StalledWork, []StalledWork, error) {
 	var work, exhausted []StalledWork
-	_, err := a.update(ctx, EnvKey(env), func(d *Doc, now time.Time) (bool, error) {
+	req := newRequired()
+	prepare := func(ctx context.Context, d *Doc) error { return a.readRequired(ctx, d.Env, d.Env.heads(), req) }
+	_, err := a.updatePrepared(ctx, EnvKey(env), prepare, func(d *Doc, now time.Time) (bool, error) {
 		work, exhausted = nil, nil
 		if d.Env == nil {
 			return false, nil
 		}
-		work, exhausted = d.Env.stalled(now, stall, a.skew, maxAttempts)
+		work, exhausted = d.Env.stalled(now, stall, a.skew, maxAttempts, req)
 		if len(work) == 0 && len(exhausted) == 0 {
 			return false, nil
 		}
@@ -137,7 +139,11 @@ func (a *Authority) Stalled(ctx context.Context, stall time.Duration, maxAttempt
 		if d.Env == nil {
 			continue
 		}
-		w, x := d.Env.stalled(a.clock.Now(), stall, a.skew, maxAttempts)
+		req := newRequired()
+		if err := a.readRequired(ctx, d.Env, d.Env.heads(), req); err != nil {
+			return nil, nil, err
+		}
+		w, x := d.Env.stalled(a.clock.Now(), stall, a.skew, maxAttempts, req)
 		work, exhausted = append(work, w...), append(exhausted, x...)
 	}
 	return work, exhausted, nil
@@ -145,13 +151,19 @@ func (a *Authority) Stalled(ctx context.Context, stall time.Duration, maxAttempt
 
 // stalled finds the scopes with pending work, no live lease and no activity for the stall
 // timeout, grouped by the generation to re-drive them as, with the attempt the re-drive will be.
-// Scopes whose attempts are spent come back on their own in exhausted.
-func (e *Env) stalled(now time.Time, stall, skew time.Duration, maxAttempts int) (work, exhausted []StalledWork) {
+// Scopes whose attempts are spent come back on their own in exhausted. A head that waits for its
+// commit in a required environment (req: what the sweep read of them) is left alone, its attempts
+// untouched: re-driving it would only wait again. Once the commit is live there it is stalled work
+// like any other, and re-driven.
+func (e *Env) stalled(now time.Time, stall, skew time.Duration, maxAttempts int, req *required) (work, exhausted []StalledWork) {
 	byGen := map[int64]*StalledWork{}
 	for _, name := range sortedKeys(e.Scopes) {
 		sc := e.Scopes[name]
 		m := sc.Mailbox
 		if m == nil || m.Failed || frozenFor(sc, m.Generation) || liveLease(&sc.Lease, now, skew) || now.Sub(sc.ActiveAt) < stall {
+			continue
+		}
+		if e.promotionWait(name, m, req) != nil {
 			continue
 		}
 		gen, attempt := max(sc.Owner, m.Generation), m.Attempt+1
@@ -178,6 +190,20 @@ func (e *Env) stalled(now time.Time, stall, skew time.Duration, maxAttempts int)
 		work = append(work, *byGen[g])
 	}
 	return work, exhausted
+}
+
+// heads is each scope's head, for readRequired; nil for an environment not stored yet.
+func (e *Env) heads() map[string]*Ref {
+	if e == nil {
+		return nil
+	}
+	out := map[string]*Ref{}
+	for name, sc := range e.Scopes {
+		if sc.Mailbox != nil {
+			out[name] = sc.Mailbox
+		}
+	}
+	return out
 }
 
 func sortedGens(m map[int64]*StalledWork) []int64 {

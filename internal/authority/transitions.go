@@ -50,6 +50,10 @@ type Intent struct {
 	// behind it instead of superseding it. The maker decides (the App: the push's changed files
 	// match the scope's barrier-paths, or the changed files are not known).
 	Barrier []string `json:"barrier,omitempty"`
+	// Requires, when set, is the environment's promotion requirement as its maker's configuration
+	// says: another one than the stored one replaces it in the same write, and the change is
+	// recorded (an empty one requires nothing). nil keeps the stored requirement.
+	Requires *Requirements `json:"requires,omitempty"`
 }
 
 func (in *Intent) validate() error {
@@ -69,6 +73,11 @@ func (in *Intent) validate() error {
 	}
 	if in.Policy != "" {
 		if _, err := ParsePolicy(string(in.Policy)); err != nil {
+			return err
+		}
+	}
+	if in.Requires != nil {
+		if err := in.Requires.validate(in.Environment); err != nil {
 			return err
 		}
 	}
@@ -342,6 +351,7 @@ func (e *Env) accept(in *Intent, prior *IntentRecord, order map[string]verdict, 
 		return res, nil
 	}
 	e.setPolicy(in.Policy, in.Actor, now)
+	e.setRequires(in.Requires, in.Actor, now)
 	rec := IntentRecord{ID: in.ID, Sha: in.Sha, Scopes: slices.Clone(in.Scopes), At: now}
 	if gen, ok := e.joins(in); ok {
 		// Every scope already has this very commit pending at gen (the App accepted the push, and the
@@ -629,7 +639,7 @@ func grant(l *Lease, holder, purpose string, gen int64, ttl time.Duration, now t
 }
 
 // gate checks authority for a phase and, when ttl > 0, grants the leases of every scope together.
-func (e *Env) gate(gen int64, scopes []string, phase, holder string, ttl time.Duration, now time.Time, skew time.Duration) (*Grant, error) {
+func (e *Env) gate(gen int64, scopes []string, phase, holder string, ttl time.Duration, now time.Time, skew time.Duration, req *required) (*Grant, error) {
 	for _, name := range scopes {
 		if sup := e.authorize(gen, name); sup != nil {
 			e.recordOnce(now, Event{Kind: EventStopped, Scope: name, Generation: gen, Sha: sup.BySha,
@@ -643,6 +653,11 @@ func (e *Env) gate(gen int64, scopes []string, phase, holder string, ttl time.Du
 	}
 	for _, name := range scopes {
 		if w := e.waitFor(gen, name, now, skew); w != nil {
+			e.recordOnce(now, Event{Kind: EventLocked, Scope: name, Generation: gen, Sha: w.HeadSha,
+				Message: fmt.Sprintf("Pass %d waits before %s: %s", gen, phase, waitText(w))})
+			return nil, w
+		}
+		if w := e.promotionWait(name, e.Scopes[name].passRef(gen), req); w != nil {
 			e.recordOnce(now, Event{Kind: EventLocked, Scope: name, Generation: gen, Sha: w.HeadSha,
 				Message: fmt.Sprintf("Pass %d waits before %s: %s", gen, phase, waitText(w))})
 			return nil, w
@@ -665,10 +680,7 @@ func (e *Env) gate(gen int64, scopes []string, phase, holder string, ttl time.Du
 		}
 		// The lease remembers what its pass deploys, so that a deploy finished under it is recorded
 		// as live even when a newer intent took the mailbox meanwhile.
-		m := sc.Mailbox
-		if p := sc.position(gen); p > 0 {
-			m = sc.Entries()[p] // cannot happen: waitFor refused it; never lease the head's commit to another pass
-		}
+		m := sc.passRef(gen)
 		sc.Lease.Sha, sc.Lease.Ref = m.Sha, m.Ref
 		sc.ActiveAt = now
 		g.Tokens[name] = sc.Lease.Token
@@ -676,6 +688,15 @@ func (e *Env) gate(gen int64, scopes []string, phase, holder string, ttl time.Du
 			Message: fmt.Sprintf("Pass %d entered %s with token %d", gen, phase, sc.Lease.Token)})
 	}
 	return g, nil
+}
+
+// passRef is the pending intent the pass at gen deploys in the scope: its own, or the head (which
+// a pass of a newer generation that owns the scope takes over); nil when nothing is pending.
+func (s *Scope) passRef(gen int64) *Ref {
+	if p := s.position(gen); p > 0 {
+		return s.Entries()[p]
+	}
+	return s.Mailbox
 }
 
 // recordOnce records ev unless the newest event already says the same, so that a waiter polling a

@@ -466,12 +466,12 @@ func gateEnv(t *testing.T, scopes ...string) *Env {
 
 func TestGateIsAllOrNothing(t *testing.T) {
 	e := gateEnv(t, "api", "web", "db")
-	if _, err := e.gate(1, []string{"web"}, "deploy", "other", time.Minute, t0, 5*time.Second); err != nil {
+	if _, err := e.gate(1, []string{"web"}, "deploy", "other", time.Minute, t0, 5*time.Second, nil); err != nil {
 		t.Fatalf("gate web: %v", err)
 	}
 	before := cloneEnv(t, e)
 	for range 3 { // a waiter polling: one timeline line, not one per poll
-		g, err := e.gate(1, []string{"api", "web", "db"}, "deploy", "me", time.Minute, t0.Add(time.Second), 5*time.Second)
+		g, err := e.gate(1, []string{"api", "web", "db"}, "deploy", "me", time.Minute, t0.Add(time.Second), 5*time.Second, nil)
 		if g != nil || err == nil || err.(*HeldError).Holder != "other" {
 			t.Fatalf("gate over a held scope: %+v, %v; want a refusal naming other", g, err)
 		}
@@ -484,7 +484,7 @@ func TestGateIsAllOrNothing(t *testing.T) {
 	if got := e.EventSeq - before.EventSeq; got != 1 || e.Outbox[len(e.Outbox)-1].Kind != EventLocked {
 		t.Fatalf("%d events for three refused polls; want one locked event", got)
 	}
-	g, err := e.gate(1, []string{"api", "db"}, "deploy", "me", time.Minute, t0.Add(2*time.Second), 5*time.Second)
+	g, err := e.gate(1, []string{"api", "db"}, "deploy", "me", time.Minute, t0.Add(2*time.Second), 5*time.Second, nil)
 	if err != nil || len(g.Tokens) != 2 || g.Tokens["api"] != 1 || g.Tokens["db"] != 1 {
 		t.Fatalf("gate over free scopes: %+v, %v", g, err)
 	}
@@ -495,14 +495,14 @@ func TestGateIsAllOrNothing(t *testing.T) {
 func TestWaitersOnTwoScopesWriteOneLineEach(t *testing.T) {
 	e := gateEnv(t, "api", "web")
 	for _, s := range []string{"api", "web"} {
-		if _, err := e.gate(1, []string{s}, "deploy", "holder-"+s, time.Minute, t0, 5*time.Second); err != nil {
+		if _, err := e.gate(1, []string{s}, "deploy", "holder-"+s, time.Minute, t0, 5*time.Second, nil); err != nil {
 			t.Fatalf("gate %s: %v", s, err)
 		}
 	}
 	before := e.EventSeq
 	for i := range 20 {
 		s := []string{"api", "web"}[i%2]
-		if _, err := e.gate(1, []string{s}, "deploy", "waiter-"+s, time.Minute, t0.Add(time.Second), 5*time.Second); err == nil {
+		if _, err := e.gate(1, []string{s}, "deploy", "waiter-"+s, time.Minute, t0.Add(time.Second), 5*time.Second, nil); err == nil {
 			t.Fatalf("poll %d on %s was granted a held lease", i, s)
 		}
 	}
@@ -533,7 +533,7 @@ func TestCompleteOutcomes(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			e := gateEnv(t, "api")
-			g, err := e.gate(1, []string{"api"}, "deploy", "me", time.Minute, t0, 5*time.Second)
+			g, err := e.gate(1, []string{"api"}, "deploy", "me", time.Minute, t0, 5*time.Second, nil)
 			if err != nil {
 				t.Fatalf("gate: %v", err)
 			}
@@ -572,11 +572,11 @@ func TestCompleteOutcomes(t *testing.T) {
 
 func TestCompleteFencing(t *testing.T) {
 	e := gateEnv(t, "api", "web")
-	old, err := e.gate(1, []string{"api"}, "deploy", "old", time.Minute, t0, 5*time.Second)
+	old, err := e.gate(1, []string{"api"}, "deploy", "old", time.Minute, t0, 5*time.Second, nil)
 	if err != nil {
 		t.Fatalf("gate: %v", err)
 	}
-	cur, err := e.gate(1, []string{"api"}, "deploy", "new", time.Minute, t0.Add(2*time.Minute), 5*time.Second)
+	cur, err := e.gate(1, []string{"api"}, "deploy", "new", time.Minute, t0.Add(2*time.Minute), 5*time.Second, nil)
 	if err != nil || cur.TookOver[0] != "api" {
 		t.Fatalf("takeover: %+v, %v", cur, err)
 	}

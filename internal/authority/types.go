@@ -100,7 +100,10 @@ func LeaseKey(name string) string { return leaseKeyPrefix + name }
 type Env struct {
 	Name string `json:"name"`
 	// Policy says how the environment orders its deploys; empty is PolicyLatest.
-	Policy   Policy            `json:"policy,omitempty"`
+	Policy Policy `json:"policy,omitempty"`
+	// Requires, when set, names the environments whose live commits gate this one's deploys
+	// (promotion, see Requirements).
+	Requires *Requirements     `json:"requires,omitempty"`
 	Desired  int64             `json:"desired"`
 	Observed int64             `json:"observed"`
 	Scopes   map[string]*Scope `json:"scopes,omitempty"`
@@ -250,6 +253,7 @@ const (
 	EventRetried    EventKind = "retried"   // someone decided to retry a blocking terminal failure
 	EventRollback   EventKind = "rollback"  // an older commit asked for ahead of everything pending; the scope frozen
 	EventUnfrozen   EventKind = "unfrozen"  // someone let the newest held intent go
+	EventRequires   EventKind = "requires"  // the environments this one's deploys wait for changed
 )
 
 // Event is one timeline entry.

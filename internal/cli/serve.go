@@ -158,6 +158,8 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	}
 	log := slog.New(slog.NewJSONHandler(c.io.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	c.log = log
+	promote := &app.PromotionCompare{Log: log} // asks GitHub once the adapter exists, below
+	c.promoter = promote
 	if err := c.open(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -191,6 +193,7 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 			return nil, nil, err
 		}
 		o.Dispatcher, o.Commits, o.Conversation, o.Reviewer = gh.Dispatcher, gh.Commits, gh.Conversation, gh.Reviewer
+		promote.Commits = gh.Commits
 		trusted.Files, trusted.Installations, trusted.AppOwner = gh.Files, gh.Finder, gh.AppOwner
 		o.Installations = gh.Finder
 	}

@@ -21,8 +21,10 @@ import (
 type cmdEnv struct {
 	io  IO
 	log *slog.Logger
-	s   settings
-	fs  *flag.FlagSet
+	// promoter, when set, is the Authority's promotion comparer (serve: GitHub's compare API).
+	promoter authority.Comparer
+	s        settings
+	fs       *flag.FlagSet
 	// typed are the flags whose variables are read after the command line (parse), and whose values
 	// are checked before anything is opened.
 	typed []*typedFlag
@@ -75,18 +77,21 @@ type settings struct {
 	attempt     int
 	maxAttempts int
 	redeploy    bool
-	lease       bool
-	jsonOut     bool
-	state       string
-	outcome     string
-	message     string
-	run         string
-	tokens      string
-	reason      string
-	limit       int
-	policy      string
-	barrier     string
-	queueLimit  int
+	// requires and requiresAncestor: the environment's promotion requirement (--requires).
+	requires         string
+	requiresAncestor bool
+	lease            bool
+	jsonOut          bool
+	state            string
+	outcome          string
+	message          string
+	run              string
+	tokens           string
+	reason           string
+	limit            int
+	policy           string
+	barrier          string
+	queueLimit       int
 }
 
 // envName is the variable a flag reads: --lease-ttl reads LATESTWINS_LEASE_TTL.
@@ -266,6 +271,9 @@ func (c *cmdEnv) open(ctx context.Context) error {
 	}
 	if c.fs != nil && c.fs.Lookup("queue-limit") != nil {
 		opts = append(opts, authority.WithQueueLimit(c.s.queueLimit))
+	}
+	if c.promoter != nil {
+		opts = append(opts, authority.WithPromotionComparer(c.promoter))
 	}
 	c.auth, c.close, c.where = authority.New(st, opts...), closeFn, c.s.store
 	return nil

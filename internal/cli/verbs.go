@@ -30,6 +30,8 @@ func (c *cmdEnv) intentFlags() {
 	c.str(&c.s.committedAt, "committed-at", "", "the commit's time (head_commit.timestamp: RFC 3339 or Unix seconds); orders pushes of the same second")
 	c.boolean(&c.s.forced, "forced", false, "the push was forced: newer than a push of the same second")
 	c.str(&c.s.policy, "policy", "", "the environment's policy, latest or queue; a change is recorded (default: keep the stored one, latest for a new environment)")
+	c.str(&c.s.requires, "requires", "", "comma-separated environments a commit must be live in (same scope, deployed with success) before it deploys in this one; none: no longer any; a change is recorded (default: keep the stored requirement)")
+	c.boolean(&c.s.requiresAncestor, "requires-ancestor", false, "with --requires: a descendant of the commit live there counts too (only through the App, which asks GitHub; here only the same commit counts)")
 	c.str(&c.s.barrier, "barrier", "", "comma-separated scopes in which this commit is a barrier: newer commits wait behind it instead of superseding it")
 	c.intVar(&c.s.queueLimit, "queue-limit", authority.DefaultQueueLimit, 1, "pending intents one scope may hold; one more is refused (exit 9)")
 }
@@ -144,6 +146,9 @@ func (c *cmdEnv) intent() (authority.Intent, error) {
 			return authority.Intent{}, err
 		}
 		in.Policy = p
+	}
+	if in.Requires, err = c.requirements(); err != nil {
+		return authority.Intent{}, err
 	}
 	return in, nil
 }
@@ -445,9 +450,15 @@ func (c *cmdEnv) reportCompletion(res *authority.CompleteResult) error {
 func runStatus(ctx context.Context, c *cmdEnv, args []string) error {
 	c.newFlags("status")
 	c.interspersed = true
-	c.str(&c.s.environment, "environment", "", "environment (or the first argument)")
+	c.str(&c.s.environment, "environment", "", "environment (or the first argument); none: what is live where, in every environment")
 	c.apiFlags()
-	e, err := c.readEnv(ctx, args)
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	if len(c.positional) == 0 && c.s.environment == "" {
+		return c.overview(ctx)
+	}
+	e, err := c.readEnv(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -460,8 +471,10 @@ func runStatus(ctx context.Context, c *cmdEnv, args []string) error {
 // readEnv parses the flags of a read-only command about one environment and reads its state. It
 // never creates a store.
 func (c *cmdEnv) readEnv(ctx context.Context, args []string) (*authority.Env, error) {
-	if err := c.parse(args); err != nil {
-		return nil, err
+	if args != nil {
+		if err := c.parse(args); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.envArg(); err != nil {
 		return nil, err

@@ -55,7 +55,20 @@ type Environment struct {
 	// (OverridePaths, OverrideWorkflow): the environment's allowed-overrides, or else the top level's.
 	// Empty: nothing.
 	AllowedOverrides []string
+	// Requires names the environments a commit must be live in (deployed with success, in the same
+	// scope) before it deploys here: promotion (requires:). Each is defined in the same file.
+	Requires []string
+	// RequiresAncestor: a descendant of the commit live there counts too, as GitHub's compare API
+	// tells (requires-ancestor:).
+	RequiresAncestor bool
 	Line             int
+}
+
+// Requirements is the environment's promotion requirement as intents carry it: an empty one
+// (requires nothing) when the file names none, so that a requirement removed from the file is
+// removed from the environment too.
+func (e *Environment) Requirements() *authority.Requirements {
+	return &authority.Requirements{Environments: slices.Clone(e.Requires), Ancestor: e.RequiresAncestor && len(e.Requires) > 0}
 }
 
 // GitHubName is the GitHub environment this environment answers deployment protection rules for.
@@ -103,6 +116,8 @@ type Selection struct {
 	Environment string
 	Policy      Policy
 	Scopes      []Scope
+	// Requires is the environment's promotion requirement (Environment.Requirements).
+	Requires *authority.Requirements
 }
 
 // ScopeNames lists the selected scopes' names.
@@ -154,7 +169,7 @@ func (c *Config) selectScopes(preview bool, repo, branch string, changed []strin
 		if e.Preview() != preview {
 			continue
 		}
-		sel := Selection{Environment: e.Name, Policy: e.Policy}
+		sel := Selection{Environment: e.Name, Policy: e.Policy, Requires: e.Requirements()}
 		if preview {
 			sel.Environment = e.For(number)
 		}
@@ -376,6 +391,7 @@ func Parse(data []byte) (*Config, error) {
 			}
 		})
 		p.checkGitHubNames(cfg.Environments)
+		p.checkRequires(cfg.Environments)
 	}
 	if len(p.problems) > 0 {
 		return nil, &Error{Problems: p.problems}
@@ -459,8 +475,17 @@ func (p *parser) environment(key, val *yaml.Node) (Environment, bool) {
 			if e.AllowedOverrides == nil {
 				e.AllowedOverrides = []string{} // an explicit empty list: nothing, whatever the top level says
 			}
+		case "requires":
+			e.Requires = p.requires(e.Name, v)
+		case "requires-ancestor":
+			switch {
+			case v.Kind == yaml.ScalarNode && v.Tag == "!!bool":
+				e.RequiresAncestor = v.Value == "true"
+			default:
+				p.addf(v, "environment %q: requires-ancestor must be true or false", e.Name)
+			}
 		default:
-			p.addf(k, "unknown key %q in environment %q; allowed: policy, scopes, github-environment, allowed-overrides", k.Value, e.Name)
+			p.addf(k, "unknown key %q in environment %q; allowed: policy, scopes, github-environment, allowed-overrides, requires, requires-ancestor", k.Value, e.Name)
 		}
 	})
 	if scopes == nil {
@@ -485,6 +510,91 @@ func (p *parser) environment(key, val *yaml.Node) (Environment, bool) {
 		})
 	}
 	return e, len(p.problems) == before
+}
+
+// requires reads an environment's list of required environments; checkRequires checks them
+// against the file once every environment is read.
+func (p *parser) requires(env string, v *yaml.Node) []string {
+	if v.Kind != yaml.SequenceNode {
+		p.addf(v, "environment %q: requires must be a list of environments of this file, e.g. [staging]", env)
+		return nil
+	}
+	var out []string
+	for _, item := range v.Content {
+		if item.Kind != yaml.ScalarNode || item.Value == "" {
+			p.addf(item, "environment %q: each entry of requires must be an environment's name", env)
+			continue
+		}
+		if !slices.Contains(out, item.Value) {
+			out = append(out, item.Value)
+		}
+	}
+	return out
+}
+
+// checkRequires refuses requirements that name an environment the file does not define, a
+// preview template, the environment itself, or that go round in a cycle (which nothing could
+// ever pass); and requires-ancestor without requires.
+func (p *parser) checkRequires(envs []Environment) {
+	byName := map[string]*Environment{}
+	for i := range envs {
+		byName[envs[i].Name] = &envs[i]
+	}
+	for i := range envs {
+		e := &envs[i]
+		if e.RequiresAncestor && len(e.Requires) == 0 {
+			p.problems = append(p.problems, Problem{Line: e.Line, Msg: fmt.Sprintf("environment %q: requires-ancestor without requires; name the environments it requires (requires: [staging])", e.Name)})
+		}
+		if len(e.Requires) > maxRequires {
+			p.problems = append(p.problems, Problem{Line: e.Line, Msg: fmt.Sprintf("environment %q requires %d environments; at most %d are allowed", e.Name, len(e.Requires), maxRequires)})
+		}
+		for _, r := range e.Requires {
+			switch req, ok := byName[r]; {
+			case r == e.Name:
+				p.problems = append(p.problems, Problem{Line: e.Line, Msg: fmt.Sprintf("environment %q requires itself; name the environments a commit must be live in first", e.Name)})
+			case !ok:
+				p.problems = append(p.problems, Problem{Line: e.Line, Msg: fmt.Sprintf("environment %q requires %q, which this file does not define; requires names environments of the same file", e.Name, r)})
+			case req.Preview() || e.Preview():
+				p.problems = append(p.problems, Problem{Line: e.Line, Msg: fmt.Sprintf("environment %q requires %q: pull request previews neither require nor are required", e.Name, r)})
+			}
+		}
+	}
+	// A cycle: following requires from an environment comes back to it.
+	reported := map[string]bool{}
+	for i := range envs {
+		e := &envs[i]
+		if path := requireCycle(byName, e.Name, e.Name, nil, map[string]bool{}); path != nil && !reported[e.Name] {
+			for _, n := range path {
+				reported[n] = true
+			}
+			p.problems = append(p.problems, Problem{Line: e.Line, Msg: fmt.Sprintf("environments require each other in a cycle (%s), so no commit could ever deploy in them; break it",
+				strings.Join(append([]string{e.Name}, path...), " requires "))})
+		}
+	}
+}
+
+// maxRequires is how many environments one may require (each costs its deploy gate one read).
+const maxRequires = 8
+
+// requireCycle returns the path of requirements from name back to start, or nil.
+func requireCycle(byName map[string]*Environment, start, name string, path []string, seen map[string]bool) []string {
+	if seen[name] {
+		return nil
+	}
+	seen[name] = true
+	e := byName[name]
+	if e == nil {
+		return nil
+	}
+	for _, r := range e.Requires {
+		if r == start && r != name {
+			return append(path, r)
+		}
+		if found := requireCycle(byName, start, r, append(path, r), seen); found != nil {
+			return found
+		}
+	}
+	return nil
 }
 
 // maxGitHubEnvironment is GitHub's limit on an environment name.

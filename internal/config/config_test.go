@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/latestwins/latestwins/internal/authority"
 )
@@ -105,7 +106,7 @@ func TestParseErrors(t *testing.T) {
 		{"environment twice", "environments:\n  staging:\n" + scope + "  staging:\n" + scope, []string{
 			`line 7: environment "staging" is defined twice (first at line 2); merge them`}},
 		{"unknown environment key", "environments:\n  staging:\n    polcy: queue\n" + scope, []string{
-			`line 3: unknown key "polcy" in environment "staging"; allowed: policy, scopes, github-environment, allowed-overrides`}},
+			`line 3: unknown key "polcy" in environment "staging"; allowed: policy, scopes, github-environment, allowed-overrides, requires, requires-ancestor`}},
 		{"bad policy", "environments:\n  staging:\n    policy: fifo\n" + scope, []string{
 			`line 3: environment "staging": policy "fifo" is not known; use latest (the default: the newest commit wins) or queue (every commit, in order)`}},
 		{"barrier-paths not a list", "environments:\n  staging:\n    scopes:\n      api:\n        repository: acme/api\n        branch: main\n        barrier-paths: migrations/**\n", []string{
@@ -368,5 +369,70 @@ environments:
 		if got := sels[0].Barriers(tt.changed); !cmp.Equal(got, tt.want) {
 			t.Errorf("Barriers(%v) = %v, want %v", tt.changed, got, tt.want)
 		}
+	}
+}
+
+const promotion = `environments:
+  staging:
+    scopes:
+      api: {repository: acme/api, branch: main}
+  qa:
+    scopes:
+      api: {repository: acme/api, branch: main}
+  prod:
+    requires: [staging, qa]
+    requires-ancestor: true
+    scopes:
+      api: {repository: acme/api, branch: main}
+`
+
+// TestPromotionRequirements: requires and requires-ancestor are read, and every selection of the
+// environment carries them; one without requires carries an empty requirement, so that one removed
+// from the file is removed from the environment.
+func TestPromotionRequirements(t *testing.T) {
+	t.Parallel()
+	cfg := mustParse(t, promotion)
+	got := map[string]*authority.Requirements{}
+	for _, sel := range cfg.ScopesFor("acme/api", "main", nil) {
+		got[sel.Environment] = sel.Requires
+	}
+	want := map[string]*authority.Requirements{
+		"staging": {Environments: []string{}},
+		"qa":      {Environments: []string{}},
+		"prod":    {Environments: []string{"staging", "qa"}, Ancestor: true},
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("requirements of the selections (-want +got):\n%s", diff)
+	}
+}
+
+func TestPromotionRequirementProblems(t *testing.T) {
+	t.Parallel()
+	env := func(name, extra string) string {
+		return "  " + name + ":\n" + extra + "    scopes:\n      api: {repository: acme/api, branch: main}\n"
+	}
+	tests := map[string]struct {
+		file string
+		want string
+	}{
+		"an environment the file does not define": {env("prod", "    requires: [stagign]\n"),
+			`line 2: environment "prod" requires "stagign", which this file does not define`},
+		"itself": {env("prod", "    requires: [prod]\n"), `environment "prod" requires itself`},
+		"a cycle": {env("a", "    requires: [b]\n") + env("b", "    requires: [c]\n") + env("c", "    requires: [a]\n"),
+			"environments require each other in a cycle (a requires b requires c requires a)"},
+		"a preview": {env("staging", "") + env("preview/pr-{number}", "    requires: [staging]\n"),
+			"pull request previews neither require nor are required"},
+		"not a list":            {env("staging", "") + env("prod", "    requires: staging\n"), `environment "prod": requires must be a list`},
+		"ancestor not a bool":   {env("staging", "") + env("prod", "    requires: [staging]\n    requires-ancestor: yes please\n"), "requires-ancestor must be true or false"},
+		"ancestor without list": {env("prod", "    requires-ancestor: true\n"), `environment "prod": requires-ancestor without requires`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse([]byte("environments:\n" + tt.file))
+			if err == nil || !errors.Is(err, authority.ErrInvalidInput) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Parse = %v; want an error saying %q", err, tt.want)
+			}
+		})
 	}
 }

@@ -71,6 +71,9 @@ environments:
 			[]string{`environment "staging": "policy" may only be set in the trusted file`}},
 		{"an override the environment does not allow", "acme/api", "environments:\n  production:\n    scopes:\n      api:\n        workflow: other.yml\n",
 			[]string{`the trusted file does not allow overriding workflow in "production" (allowed-overrides: [])`}},
+		{"a promotion requirement", "acme/api", "environments:\n  production:\n    requires: []\n    requires-ancestor: false\n",
+			[]string{`line 3: environment "production": "requires" may only be set in the trusted file`,
+				`line 4: environment "production": "requires-ancestor" may only be set in the trusted file`}},
 		{"a top-level key", "acme/api", "allowed-overrides: [paths]\n", []string{`"allowed-overrides" may only be set in the trusted file`}},
 		{"not YAML", "acme/api", "environments: [", []string{"not valid YAML"}},
 	}

@@ -108,9 +108,10 @@ func oneLine(s string, n int) string {
 }
 
 // Waiting is the publication's words for a pass that waits its turn: "queued: 3 ahead of this
-// commit", "waiting for barrier abc1234", or blocked by a failure; "" when it does not wait.
+// commit", "waiting for barrier abc1234", blocked by a failure, held by a freeze, or "waiting for
+// staging: abc1234 is not live there yet"; "" when it does not wait.
 func Waiting(held *authority.HeldError) string {
-	if held == nil || (held.Ahead == 0 && held.Barrier == "" && !held.Blocked && held.Frozen == nil) {
+	if held == nil || (held.Ahead == 0 && held.Barrier == "" && !held.Blocked && held.Frozen == nil && held.Promotion == nil) {
 		return ""
 	}
 	return Escape(authority.WaitText(held))

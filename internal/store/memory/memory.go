@@ -90,6 +90,23 @@ func (s *Store) Pending(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
+// Environments lists every environment stored, sorted (authority.Lister).
+func (s *Store) Environments(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for key := range s.docs {
+		if name, ok := strings.CutPrefix(key, authority.EnvKey("")); ok {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
 // PutRecords implements authority.Store.
 func (s *Store) PutRecords(ctx context.Context, recs []authority.Record) error {
 	if err := ctx.Err(); err != nil {

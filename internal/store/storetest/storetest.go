@@ -53,6 +53,7 @@ func Run(t *testing.T, newStore func(t *testing.T) authority.Store) {
 		{"Sweep", sweepCases()},
 		{"Policy", policyCases()},
 		{"Rollback", rollbackCases()},
+		{"Promotion", promotionCases()},
 		{"InputErrors", inputCases()},
 	}
 	for _, g := range groups {

@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/report"
+)
+
+// requirements reads --requires and --requires-ancestor: nil when neither is given (keep the
+// stored requirement), an empty one for --requires none.
+func (c *cmdEnv) requirements() (*authority.Requirements, error) {
+	raw := strings.TrimSpace(c.s.requires)
+	if raw == "" {
+		if c.s.requiresAncestor {
+			return nil, c.badSetting("requires-ancestor", "true", "name the environments a commit must be live in first (--requires staging)")
+		}
+		return nil, nil
+	}
+	if raw == "none" {
+		return &authority.Requirements{}, nil
+	}
+	return &authority.Requirements{Environments: splitList(raw), Ancestor: c.s.requiresAncestor}, nil
+}
+
+// runPromote asks for the commit live in a scope of --from in the same scope of ENV.
+func runPromote(ctx context.Context, c *cmdEnv, args []string) error {
+	var from, request string
+	c.newFlags("promote")
+	c.interspersed = true
+	c.str(&from, "from", "", "the environment whose live commit is promoted, e.g. staging (required)")
+	c.str(&c.s.actor, "actor", "", "who promotes (default $GITHUB_ACTOR or $USER)")
+	c.str(&request, "request", "", "an id for this request: a repeat promotes once")
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	if len(c.positional) != 1 {
+		return usageErrorf("name one scope: latestwins promote ENV/SCOPE --from ENVIRONMENT")
+	}
+	env, scope, err := authority.SplitResource(c.positional[0])
+	if err != nil {
+		return err
+	}
+	if from = strings.TrimSpace(from); from == "" {
+		return c.badSetting("from", "", "name the environment whose live commit goes to "+env+", e.g. --from staging")
+	}
+	if c.s.actor = strings.TrimSpace(c.s.actor); c.s.actor == "" {
+		c.s.actor = firstNonEmpty(c.io.Getenv("GITHUB_ACTOR"), c.io.Getenv("USER"))
+	}
+	c.mode = storeMustExist
+	if err := c.open(ctx); err != nil {
+		return err
+	}
+	defer c.done()
+	res, err := c.auth.Promote(ctx, authority.PromoteRequest{Environment: env, Scope: scope, From: from, Actor: c.s.actor,
+		Request: request, Source: "latestwins promote from " + from})
+	if err != nil {
+		return err
+	}
+	if c.s.jsonOut {
+		return c.printJSON(map[string]any{"promote": c.positional[0], "from": from, "sha": res.Sha, "generation": res.Generation,
+			"duplicate": res.Duplicate, "accepted": res.Accepted, "stale": res.Stale})
+	}
+	if res.Duplicate {
+		c.printf("request %s was already answered: %s of %s is generation %d in %s\n", request, report.ShortSha(res.Sha), from, res.Generation, env)
+		return nil
+	}
+	c.printf("promoted %s (live in %s/%s) to %s at generation %d; deploy it with\n"+
+		"  latestwins run --environment %s --scopes %s --generation %d -- CMD\n",
+		report.ShortSha(res.Sha), from, scope, env, res.Generation, env, scope, res.Generation)
+	return nil
+}
+
+// overview prints what is live where: every environment the store holds, per scope.
+func (c *cmdEnv) overview(ctx context.Context) error {
+	if c.s.api != "" {
+		return usageErrorf("status without an environment reads every environment from the store (--store); through the App's API, name the environment: latestwins status ENV")
+	}
+	c.mode = storeReadOnly
+	if err := c.connect(ctx); err != nil {
+		return err
+	}
+	defer c.done()
+	names, err := c.auth.Environments(ctx)
+	if errors.Is(err, authority.ErrNotListable) {
+		names, err = c.auth.Pending(ctx) // at least those with work pending
+	}
+	if err != nil {
+		return err
+	}
+	envs := make([]*authority.Env, 0, len(names))
+	for _, n := range names {
+		e, err := c.auth.Status(ctx, n)
+		if err != nil {
+			return err
+		}
+		envs = append(envs, e)
+	}
+	o := report.NewOverview(envs, c.auth.Now())
+	if c.s.jsonOut {
+		return c.printJSON(o)
+	}
+	if len(o.Scopes) == 0 {
+		c.printf("no environment has been deployed to yet\n")
+		return nil
+	}
+	return report.OverviewText(c.io.Stdout, o)
+}
