@@ -61,11 +61,13 @@ func newConfigSource(t *testing.T, inst ghadapter.Installations) (*ghadapter.Fil
 const ownFile = "version: 1\n"
 
 // trustedOver is the App's configuration source for tests of reading repositories' own files: the
-// trusted file is commentConfig on disk, each repository's own file is read through files.
+// trusted file is commentConfig on disk, allowing overrides, and each repository's own file is read
+// through files.
 func trustedOver(t testing.TB, files *ghadapter.Files) *TrustedConfig {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "latestwins.yml")
-	if err := os.WriteFile(path, []byte(commentConfig), 0o600); err != nil {
+	// Overrides allowed, so that each repository's own file is read.
+	if err := os.WriteFile(path, []byte("allowed-overrides: [paths, workflow]\n"+commentConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	src, err := NewTrustedConfig(TrustedOptions{Path: path, Files: files})

@@ -363,7 +363,7 @@ func TestProtectionRuleReadsTheDefaultBranchConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "latestwins.yml")
-	if err := os.WriteFile(path, []byte(protectionConfig), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("allowed-overrides: [paths]\n"+protectionConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if h.app.config, err = NewTrustedConfig(TrustedOptions{Path: path, Files: files}); err != nil {

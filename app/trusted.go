@@ -140,11 +140,14 @@ func (t *TrustedConfig) Trusted(ctx context.Context) (*config.Config, error) {
 }
 
 // Config returns the configuration in force for repo at ref: the trusted one, narrowed by repo's own
-// file at ref when the delivery names an installation to read it as. A repository's file that sets
+// file at ref when the delivery names an installation to read it as and the trusted file's
+// allowed-overrides lets the repository set something. A repository's file that sets
 // what the trusted file does not let it is a *config.NarrowError naming both files.
 func (t *TrustedConfig) Config(ctx context.Context, installation int64, repo RepoRef, ref string) (*config.Config, error) {
 	cfg, err := t.Trusted(ctx)
-	if err != nil || t.files == nil || installation == 0 {
+	if err != nil || t.files == nil || installation == 0 || !cfg.Overridable(repo.String()) {
+		// Where the trusted file lets the repository set nothing, its own file is not read at all:
+		// a file left from the per-repository form is ignored, not an error.
 		return cfg, err
 	}
 	if t.path == "" {

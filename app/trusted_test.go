@@ -72,14 +72,24 @@ func newAppSource(t *testing.T) *appSource {
 // read as the delivery's installation (1, in GitHub's example payloads).
 func newTrustedHarness(t *testing.T) (*harness, *githubtest.Server) {
 	t.Helper()
+	return newTrustedHarnessWith(t, orgConfig, true)
+}
+
+// newTrustedHarnessWith is newTrustedHarness with trusted as the trusted file; ownRead says whether
+// the delivery's installation reads the repository's own file (and so gets a token).
+func newTrustedHarnessWith(t *testing.T, trusted string, ownRead bool) (*harness, *githubtest.Server) {
+	t.Helper()
 	as := newAppSource(t)
-	stubTrusted(t, as.gh, "Codertocat", orgConfig)
+	stubTrusted(t, as.gh, "Codertocat", trusted)
+	h := newHarness(t, trusted, func(o *Options) { o.Authority, o.Config = as.auth, as.src })
+	h.auth, h.clock = as.auth, as.clock
+	if !ownRead {
+		return h, as.gh
+	}
 	token := githubtest.Example(t, "POST", "/app/installations/{installation_id}/access_tokens", http.StatusCreated, "")
 	token["token"] = "ghs_one"
 	token["expires_at"] = time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	as.gh.On("POST", "/app/installations/1/access_tokens", http.StatusCreated, token)
-	h := newHarness(t, orgConfig, func(o *Options) { o.Authority, o.Config = as.auth, as.src })
-	h.auth, h.clock = as.auth, as.clock
 	return h, as.gh
 }
 
@@ -157,5 +167,19 @@ func TestMissingTrustedFileAcceptsNothing(t *testing.T) {
 	rec := h.post(t, "push", "d-push", fixture(t, "push.json"))
 	if rec.Code != http.StatusUnprocessableEntity || !strings.Contains(rec.Body.String(), "Codertocat/.github has no .github/latestwins.yml at the default branch: environments are defined there") {
 		t.Errorf("push: %d %s; want 422 saying Codertocat/.github has no trusted file", rec.Code, rec.Body)
+	}
+}
+
+// Where the trusted file lets a repository set nothing, its own file is never read: a file left from
+// the per-repository form is ignored, not an error, and GitHub is not asked for it (the strict fake
+// fails any request it has no stub for).
+func TestOwnFileNotReadWhereNothingMayBeOverridden(t *testing.T) {
+	t.Parallel()
+	h, _ := newTrustedHarnessWith(t, strings.Replace(orgConfig, "    allowed-overrides: [workflow]\n", "", 1), false)
+	if rec := h.post(t, "push", "d-push", fixture(t, "push.json")); rec.Code != http.StatusOK {
+		t.Fatalf("push: %d %s", rec.Code, rec.Body)
+	}
+	if reqs := h.disp.requests(); len(reqs) != 1 || reqs[0].Workflow != "deploy.yml" {
+		t.Errorf("dispatches %+v; want the trusted file's deploy.yml", reqs)
 	}
 }

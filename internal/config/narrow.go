@@ -182,3 +182,19 @@ func (c *Config) clone() *Config {
 	}
 	return out
 }
+
+// Overridable reports whether repo's own file could set anything: some environment allows
+// overrides and has a scope built from repo. When it cannot, the file need not be read at all.
+func (c *Config) Overridable(repo string) bool {
+	for _, e := range c.Environments {
+		if len(e.AllowedOverrides) == 0 {
+			continue
+		}
+		for _, s := range e.Scopes {
+			if strings.EqualFold(s.Repository, repo) {
+				return true
+			}
+		}
+	}
+	return false
+}
