@@ -258,8 +258,8 @@ func TestServeProcess(t *testing.T) {
 }
 
 // With App credentials and no --config, serve reads the trusted file from the App owner's .github
-// repository, and the pushing repository's own file as the delivery's installation, and dispatches the
-// workflow: every call on the strict fake.
+// repository as the App's installation there, and dispatches the workflow as the delivery's: every
+// call on the strict fake.
 func TestServeWithAppCredentialsReadsConfigAndDispatches(t *testing.T) {
 	t.Parallel()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -271,7 +271,8 @@ func TestServeWithAppCredentialsReadsConfigAndDispatches(t *testing.T) {
 	token := githubtest.Example(t, "POST", "/app/installations/{installation_id}/access_tokens", http.StatusCreated, "")
 	token["token"], token["expires_at"] = "ghs_one", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	gh.On("POST", "/app/installations/1/access_tokens", http.StatusCreated, token)
-	// The trusted file is in the .github repository of the App's owner; Hello-World has none of its own.
+	// The trusted file is in the .github repository of the App's owner; it allows no overrides, so
+	// Hello-World's own file is not read.
 	ghApp := githubtest.Example(t, "GET", "/app", http.StatusOK, "")
 	ghApp["owner"].(map[string]any)["login"] = "Codertocat"
 	gh.On("GET", "/app", http.StatusOK, ghApp)
@@ -281,8 +282,6 @@ func TestServeWithAppCredentialsReadsConfigAndDispatches(t *testing.T) {
 	file := githubtest.Example(t, "GET", "/repos/{owner}/{repo}/contents/{path}", http.StatusOK, "response-if-content-is-a-file")
 	file["content"], file["path"] = base64.StdEncoding.EncodeToString([]byte(serveConfig)), ".github/latestwins.yml"
 	gh.On("GET", "/repos/Codertocat/.github/contents/.github/latestwins.yml", http.StatusOK, file)
-	gh.On("GET", "/repos/Codertocat/Hello-World/contents/.github/latestwins.yml?ref="+fixtureSha, http.StatusNotFound,
-		`{"message":"Not Found","documentation_url":"https://docs.github.com/rest"}`)
 	gh.On("POST", "/repos/Codertocat/Hello-World/actions/workflows/deploy.yml/dispatches", http.StatusOK,
 		githubtest.Example(t, "POST", "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/dispatches", http.StatusOK, ""))
 
@@ -317,7 +316,6 @@ func TestServeWithAppCredentialsReadsConfigAndDispatches(t *testing.T) {
 		"GET /repos/Codertocat/.github/installation",
 		"POST /app/installations/1/access_tokens",
 		"GET /repos/Codertocat/.github/contents/.github/latestwins.yml",
-		"GET /repos/Codertocat/Hello-World/contents/.github/latestwins.yml",
 		"POST /repos/Codertocat/Hello-World/actions/workflows/deploy.yml/dispatches",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
