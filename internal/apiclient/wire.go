@@ -18,7 +18,7 @@ const MaxBodyBytes = 1 << 20
 
 // Error codes: the stable "error" field of every refusal.
 const (
-	CodeLocked       = "locked"       // 409: another holder has the lease, or older intents go first (ahead, head_sha, barrier, blocked); Retry-After and retry_after say when to ask again
+	CodeLocked       = "locked"       // 409: another holder has the lease, older intents go first (ahead, head_sha, barrier, blocked), a freeze holds it (frozen) or its commit waits for a required environment (promotion); Retry-After and retry_after say when to ask again
 	CodeQueueFull    = "queue_full"   // 429: a scope already holds as many pending intents as it may; nothing was written; retry once some have deployed
 	CodeSuperseded   = "superseded"   // 409: a newer generation owns or waits for the scope (by, by_sha)
 	CodeLeaseLost    = "lease_lost"   // 409: the caller's lease expired, was taken over or was unlocked
@@ -140,6 +140,9 @@ type ErrorBody struct {
 	// Frozen: a rollback froze the scope (who, which commit, why); nothing else deploys until
 	// someone unfreezes it.
 	Frozen *authority.Freeze `json:"frozen,omitempty"`
+	// Promotion: the pass's commit is not live yet in an environment this one requires (which
+	// environment, which commit waits, what is live there instead).
+	Promotion *authority.PromotionWait `json:"promotion,omitempty"`
 
 	// queue_full (Scope too)
 	Pending int `json:"pending,omitempty"` // intents the scope holds
