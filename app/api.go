@@ -14,6 +14,7 @@ import (
 
 	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/config"
 	"github.com/latestwins/latestwins/internal/pass"
 )
 
@@ -75,13 +76,13 @@ func (p *api) serve(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, err)
 		return
 	}
-	allowed, policy, err := p.allowed(ctx, log, wl, env)
+	allowed, trusted, err := p.allowed(ctx, log, wl, env)
 	if err != nil {
 		log.WarnContext(ctx, "API request refused", "err", err)
 		p.fail(w, err)
 		return
 	}
-	res, err := p.do(ctx, w, r, wl, env, verb, allowed, policy)
+	res, err := p.do(ctx, w, r, wl, env, verb, allowed, trusted)
 	if err != nil {
 		log.InfoContext(ctx, "API request refused", "err", err)
 		p.fail(w, err)
@@ -90,9 +91,9 @@ func (p *api) serve(w http.ResponseWriter, r *http.Request) {
 	writeAPI(w, http.StatusOK, res)
 }
 
-// do runs one verb for an authenticated workload; allowed are the scopes it may touch, policy the
-// environment's in the trusted configuration.
-func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl *Workload, env, verb string, allowed []string, policy authority.Policy) (any, error) {
+// do runs one verb for an authenticated workload; allowed are the scopes it may touch, trusted the
+// environment as the trusted configuration defines it.
+func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl *Workload, env, verb string, allowed []string, trusted *config.Environment) (any, error) {
 	auth := p.app.auth
 	switch verb {
 	case "status":
@@ -129,9 +130,11 @@ func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl
 		if wl.Actor != "" {
 			in.Actor = wl.Actor // the verified actor, not the one the request claims
 		}
-		// The environment's policy is the trusted configuration's: a workload feeds some scopes of
-		// an environment and may not switch how all of them are ordered.
-		in.Policy = policy
+		// The environment's policy and promotion requirement are the trusted configuration's: a
+		// workload feeds some scopes of an environment and may not switch how all of them are
+		// ordered, nor let its commits skip the environments they must be live in first.
+		in.Policy = authority.Policy(trusted.Policy)
+		in.Requires = trusted.Requirements()
 		return pass.Claim(ctx, auth, in)
 	case "gate":
 		var req apiclient.GateRequest
@@ -302,22 +305,22 @@ func (p *api) authenticate(ctx context.Context, r *http.Request) (*Workload, err
 	return p.tokens.Verify(ctx, strings.TrimSpace(raw))
 }
 
-// allowed lists the scopes of env built from the workload's repository, and env's policy, read
-// from the trusted configuration (a repository's own file cannot add scopes, so it is not read);
+// allowed lists the scopes of env built from the workload's repository, and returns env as the
+// trusted configuration defines it (a repository's own file cannot add scopes, so it is not read);
 // no scope is a *forbiddenError.
-func (p *api) allowed(ctx context.Context, log *slog.Logger, wl *Workload, env string) ([]string, authority.Policy, error) {
+func (p *api) allowed(ctx context.Context, log *slog.Logger, wl *Workload, env string) ([]string, *config.Environment, error) {
 	repo, err := ParseRepo(wl.Repository)
 	if err != nil {
-		return nil, "", &TokenError{Reason: err.Error()}
+		return nil, nil, &TokenError{Reason: err.Error()}
 	}
 	cfg, err := p.app.configFor(ctx, log, 0, repo, "")
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	where := p.app.configWhere()
 	e, ok := cfg.Environment(env)
 	if !ok {
-		return nil, "", &forbiddenError{fmt.Sprintf("%s may not act on %s: %s defines no such environment", wl.Repository, env, where)}
+		return nil, nil, &forbiddenError{fmt.Sprintf("%s may not act on %s: %s defines no such environment", wl.Repository, env, where)}
 	}
 	var scopes []string
 	for _, s := range e.Scopes {
@@ -326,10 +329,10 @@ func (p *api) allowed(ctx context.Context, log *slog.Logger, wl *Workload, env s
 		}
 	}
 	if len(scopes) == 0 {
-		return nil, "", &forbiddenError{fmt.Sprintf("%s may not act on %s: none of its scopes is built from that repository in %s (an administrator adds repository: %s to a scope there)",
+		return nil, nil, &forbiddenError{fmt.Sprintf("%s may not act on %s: none of its scopes is built from that repository in %s (an administrator adds repository: %s to a scope there)",
 			wl.Repository, env, where, wl.Repository)}
 	}
-	return scopes, authority.Policy(e.Policy), nil
+	return scopes, e, nil
 }
 
 // permit refuses scopes that are not built from the workload's repository.
