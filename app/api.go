@@ -37,7 +37,7 @@ func (a *App) routeAPI(tokens TokenVerifier) {
 // verbMethod is each endpoint's method.
 func verbMethod(verb string) (string, bool) {
 	switch verb {
-	case "claim", "gate", "renew", "complete", "release", "rollback", "unfreeze":
+	case "claim", "gate", "renew", "complete", "release", "rollback", "unfreeze", "promote":
 		return http.MethodPost, true
 	case "status", "history":
 		return http.MethodGet, true
@@ -56,7 +56,7 @@ func (p *api) serve(w http.ResponseWriter, r *http.Request) {
 	method, ok := verbMethod(verb)
 	if !ok || env == "" {
 		writeAPI(w, http.StatusNotFound, apiclient.ErrorBody{Error: apiclient.CodeNotFound,
-			Message: "no such endpoint: use /v1/environments/ENV/{claim,gate,renew,complete,release,rollback,unfreeze} (POST) or /v1/environments/ENV/{status,history} (GET)"})
+			Message: "no such endpoint: use /v1/environments/ENV/{claim,gate,renew,complete,release,rollback,unfreeze,promote} (POST) or /v1/environments/ENV/{status,history} (GET)"})
 		return
 	}
 	if r.Method != method {
@@ -181,6 +181,15 @@ func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl
 			return nil, err
 		}
 		return p.rollback(ctx, wl, env, req)
+	case "promote":
+		var req apiclient.PromoteRequest
+		if err := p.decode(w, r, &req); err != nil {
+			return nil, err
+		}
+		if err := p.permit(wl, env, []string{req.Scope}, allowed); err != nil {
+			return nil, err
+		}
+		return p.promote(ctx, wl, env, req, trusted)
 	case "unfreeze":
 		var req apiclient.UnfreezeRequest
 		if err := p.decode(w, r, &req); err != nil {
@@ -283,6 +292,54 @@ func (p *api) rollback(ctx context.Context, wl *Workload, env string, req apicli
 		// so, and the recovery sweep re-drives the rollback through its origin.
 		log.WarnContext(ctx, "rollback recorded, dispatch failed", "err", err)
 		res.DispatchFailed = err.Error() + "; the rollback is recorded, and the recovery sweep starts its workflow again"
+	}
+	return res, nil
+}
+
+// promote promotes a scope built from the workload's repository into env from an environment env
+// requires in the trusted configuration, and dispatches its workflow as the App's installation on
+// that repository (as the comment command does).
+func (p *api) promote(ctx context.Context, wl *Workload, env string, req apiclient.PromoteRequest, trusted *config.Environment) (any, error) {
+	a := p.app
+	log := a.log.With("api", "promote", "environment", env, "repo", wl.Repository, "actor", wl.Actor)
+	from, problem := promoteFrom(trusted, strings.TrimSpace(req.From))
+	if problem != "" {
+		return nil, &authority.InputError{Field: "from", Value: req.From, Fix: problem}
+	}
+	repo, err := ParseRepo(wl.Repository)
+	if err != nil {
+		return nil, &TokenError{Reason: err.Error()}
+	}
+	installation, err := a.installationOf(ctx, repo)
+	if err != nil {
+		return nil, fmt.Errorf("the App's installation on %s: %w", repo, err)
+	}
+	cfg, err := a.configFor(ctx, log, installation, repo, "")
+	if err != nil {
+		return nil, err
+	}
+	sels, problem := namedScope(cfg, repo, env, req.Scope)
+	if problem != "" {
+		return nil, &forbiddenError{problem}
+	}
+	t := rollbackTarget{sel: sels[0], installation: installation}
+	if !trusted.Preview() {
+		t.branch = t.scope().Branch
+	}
+	done, err := a.promote(ctx, log, t, from, wl.Actor, apiRequest(wl, req.Request), "api promote by "+wl.Repository)
+	if done == nil {
+		return nil, err
+	}
+	res := apiclient.PromoteResponse{From: from, Generation: done.Generation, Sha: done.Sha, Duplicate: done.Duplicate}
+	for _, dr := range done.Dispatched {
+		if a.dispatch == nil {
+			break // no App credentials: logged, not started
+		}
+		res.Dispatched = append(res.Dispatched, apiclient.Dispatch{Repository: dr.Repo.String(), Workflow: dr.Workflow, Ref: dr.Ref})
+	}
+	if err != nil {
+		log.WarnContext(ctx, "promotion recorded, dispatch failed", "err", err)
+		res.DispatchFailed = err.Error() + "; the promotion is recorded, and the recovery sweep starts its workflow again"
 	}
 	return res, nil
 }

@@ -167,6 +167,18 @@ func (c *Client) Rollback(ctx context.Context, r authority.RollbackRequest) (*Ro
 	return &res, nil
 }
 
+// Promote asks for the commit live in r.From's scope (empty: the first environment r.Environment
+// requires) in r.Environment's (authority.Authority.Promote on the App's side, which then
+// dispatches the scope's workflow). The actor is the token's.
+func (c *Client) Promote(ctx context.Context, r authority.PromoteRequest) (*PromoteResponse, error) {
+	var res PromoteResponse
+	req := PromoteRequest{Scope: r.Scope, From: r.From, Request: r.Request}
+	if err := c.do(ctx, http.MethodPost, r.Environment, "promote", nil, req, &res); err != nil {
+		return nil, fmt.Errorf("promote %s/%s: %w", r.Environment, r.Scope, err)
+	}
+	return &res, nil
+}
+
 // Unfreeze lifts a rollback's freeze; errors match authority.ErrNotFrozen and ErrRepeated as the
 // authority's do.
 func (c *Client) Unfreeze(ctx context.Context, r authority.UnfreezeRequest) (*authority.Freeze, error) {

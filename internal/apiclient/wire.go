@@ -95,6 +95,27 @@ type Dispatch struct {
 	Ref        string `json:"ref"`
 }
 
+// PromoteRequest asks for the commit live in a scope of another environment (From: one the
+// environment requires; empty: the first it requires) in the same scope of this one (POST
+// .../promote). Request identifies the request: a repeat promotes once. The actor is the token's.
+type PromoteRequest struct {
+	Scope   string `json:"scope"`
+	From    string `json:"from,omitempty"`
+	Request string `json:"request,omitempty"`
+}
+
+// PromoteResponse is what a promotion did: the environment the commit came from, the new
+// generation and its commit, and the workflows the App dispatched for it (none for a repeat, or
+// without App credentials: then the caller deploys the generation itself).
+type PromoteResponse struct {
+	From           string     `json:"from"`
+	Generation     int64      `json:"generation"`
+	Sha            string     `json:"sha"`
+	Duplicate      bool       `json:"duplicate,omitempty"`
+	Dispatched     []Dispatch `json:"dispatched,omitempty"`
+	DispatchFailed string     `json:"dispatch_failed,omitempty"`
+}
+
 // UnfreezeRequest lifts the freeze of one scope (POST .../unfreeze).
 type UnfreezeRequest struct {
 	Scope   string `json:"scope"`
