@@ -16,6 +16,7 @@ import (
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
 	"github.com/latestwins/latestwins/internal/pass"
+	"github.com/latestwins/latestwins/internal/report"
 )
 
 // api serves /v1, the HTTP API the Action uses instead of store credentials. Each request carries
@@ -32,6 +33,66 @@ func (a *App) routeAPI(tokens TokenVerifier) {
 	p := &api{app: a, tokens: tokens}
 	a.mux.HandleFunc("POST /v1/environments/{path...}", p.serve)
 	a.mux.HandleFunc("GET /v1/environments/{path...}", p.serve)
+	a.mux.HandleFunc("GET /v1/environments", p.serveOverview)
+}
+
+// serveOverview answers GET /v1/environments: what is live where across the environments with a
+// scope built from the token's repository in the trusted configuration (a preview template's
+// environments among them once something was accepted there).
+func (p *api) serveOverview(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	log := p.app.log.With("api", "environments")
+	wl, err := p.authenticate(ctx, r)
+	if err != nil {
+		log.WarnContext(ctx, "API request refused", "err", err)
+		p.fail(w, err)
+		return
+	}
+	o, err := p.overview(ctx, log.With("repo", wl.Repository, "actor", wl.Actor), wl)
+	if err != nil {
+		log.InfoContext(ctx, "API request refused", "err", err)
+		p.fail(w, err)
+		return
+	}
+	writeAPI(w, http.StatusOK, apiclient.OverviewResponse{Overview: o, Now: p.app.auth.Now()})
+}
+
+func (p *api) overview(ctx context.Context, log *slog.Logger, wl *Workload) (*report.Overview, error) {
+	repo, err := ParseRepo(wl.Repository)
+	if err != nil {
+		return nil, &TokenError{Reason: err.Error()}
+	}
+	cfg, err := p.app.configFor(ctx, log, 0, repo, "")
+	if err != nil {
+		return nil, err
+	}
+	var configured []string
+	for _, e := range cfg.Environments {
+		if !e.Preview() {
+			configured = append(configured, e.Name)
+		}
+	}
+	names, read, err := p.app.readThese(ctx, configured)
+	if err != nil {
+		return nil, err
+	}
+	feeds := map[string]bool{}
+	for _, name := range names {
+		e, ok := cfg.Environment(name)
+		if !ok {
+			continue
+		}
+		for _, s := range e.Scopes {
+			if strings.EqualFold(wl.Repository, s.Repository) {
+				feeds[name] = true
+			}
+		}
+	}
+	if len(feeds) == 0 {
+		return nil, &forbiddenError{fmt.Sprintf("%s feeds no environment: no scope in %s is built from it (an administrator adds repository: %s to a scope there)",
+			wl.Repository, p.app.configWhere(), wl.Repository)}
+	}
+	return overviewOf(read, feeds, p.app.auth.Now()), nil
 }
 
 // verbMethod is each endpoint's method.

@@ -260,7 +260,11 @@ func (a *App) commandStatus(ctx context.Context, run *commentRun, sels []config.
 			state = "reconciling"
 		}
 		fmt.Fprintf(&run.reply, " %d/%d %s (observed/desired generation)\n\n", env.Observed, env.Desired, state)
-		if err := report.StatusMarkdown(&run.reply, env, a.now()); err != nil {
+		required, err := a.requiredOf(ctx, env, nil)
+		if err != nil {
+			return err
+		}
+		if err := report.StatusMarkdown(&run.reply, env, a.now(), required); err != nil {
 			return fmt.Errorf("render status of %s: %w", sel.Environment, err)
 		}
 	}

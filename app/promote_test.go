@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/latestwins/latestwins/internal/apiclient"
+	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/testutil/oidctest"
 )
 
@@ -231,5 +232,59 @@ func TestAPIPromote(t *testing.T) {
 	}
 	if err := deployNow(t, h, "production", 1); err != nil {
 		t.Errorf("the promoted commit's deploy gate: %v", err)
+	}
+}
+
+// overviewConfig: staging and production (which requires staging) are fed by the fixtures'
+// repository; marketing only by another one.
+const overviewConfig = promoteConfig + `  marketing:
+    scopes:
+      site:
+        repository: acme/web
+        branch: main
+        workflow: site.yml
+`
+
+// GET /v1/environments is what is live where across the environments the token's repository
+// feeds, with how far each is behind and what it waits for; an environment it does not feed is
+// left out, and a repository that feeds none is refused.
+func TestAPIEnvironmentsOverview(t *testing.T) {
+	t.Parallel()
+	iss := oidctest.NewIssuer(t)
+	h := newLimitedHarness(t, overviewConfig, 100, func(o *Options) {
+		v, err := NewOIDCVerifier(OIDCOptions{Issuer: iss.URL, Clock: o.Authority})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Tokens = v
+	})
+	ah := &apiHarness{harness: h, iss: iss}
+	deployedRef(t, h, "staging", "a", shaA, "refs/heads/master", "api")
+	deployedRef(t, h, "marketing", "m", shaC, "refs/heads/main", "site")
+	if _, err := h.auth.Accept(context.Background(), authority.Intent{ID: "p", Environment: "production", Scopes: []string{"api"}, Sha: shaB,
+		Ref: "refs/heads/master", Requires: &authority.Requirements{Environments: []string{"staging"}}}, false); err != nil {
+		t.Fatal(err)
+	}
+	a := ah.call(t, "GET", "/v1/environments", ah.token(t, "Codertocat/Hello-World"), nil)
+	var got apiclient.OverviewResponse
+	if err := json.Unmarshal(a.body, &got); err != nil || a.status != http.StatusOK || got.Overview == nil {
+		t.Fatalf("GET /v1/environments: %d %s", a.status, a.body)
+	}
+	o := got.Overview
+	if diff := cmp.Diff([]string{"production", "staging"}, o.Environments); diff != "" {
+		t.Errorf("environments (-want +got):\n%s", diff)
+	}
+	if len(o.Scopes) != 1 || o.Scopes[0].Scope != "api" || len(o.Scopes[0].Places) != 2 {
+		t.Fatalf("scopes %+v; want api in production and staging", o.Scopes)
+	}
+	prod, staging := o.Scopes[0].Places[0], o.Scopes[0].Places[1]
+	if prod.Live != nil || prod.Behind != 1 || prod.Newest != shaB || prod.Waiting != "waiting for staging: bbbbbbb is not live there yet (aaaaaaa is)" {
+		t.Errorf("production/api %+v; want nothing live, 1 behind at %s, waiting for staging", prod, shaB)
+	}
+	if staging.Live == nil || staging.Live.Sha != shaA || staging.Behind != 0 {
+		t.Errorf("staging/api %+v; want %s live, up to date", staging, shaA)
+	}
+	if a := ah.call(t, "GET", "/v1/environments", ah.token(t, "acme/other"), nil); a.status != http.StatusForbidden {
+		t.Errorf("a repository that feeds nothing: %d %s; want 403", a.status, a.body)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/report"
 )
 
 // TokenSource gives the bearer token sent with each request (the workflow's OIDC token).
@@ -193,6 +194,25 @@ func (c *Client) Unfreeze(ctx context.Context, r authority.UnfreezeRequest) (*au
 	return res.Freeze, nil
 }
 
+// Overview reads what is live where across the environments the token's repository feeds.
+func (c *Client) Overview(ctx context.Context) (*report.Overview, error) {
+	var res OverviewResponse
+	if err := c.call(ctx, http.MethodGet, c.overviewEndpoint(), "", nil, &res); err != nil {
+		return nil, fmt.Errorf("environments: %w", err)
+	}
+	if res.Overview == nil {
+		return nil, errors.New("environments: the API answered no overview")
+	}
+	return res.Overview, nil
+}
+
+func (c *Client) overviewEndpoint() *url.URL {
+	u := *c.base
+	u.Path = strings.TrimSuffix(c.base.Path, "/") + "/v1/environments"
+	u.RawPath = strings.TrimSuffix(c.base.EscapedPath(), "/") + "/v1/environments"
+	return &u
+}
+
 // Now is this machine's clock: rendering only, never a lease decision.
 func (c *Client) Now() time.Time { return time.Now() }
 
@@ -208,6 +228,14 @@ func (c *Client) do(ctx context.Context, method, env, verb string, query url.Val
 	if err := authority.ValidateEnvironment(env); err != nil {
 		return err
 	}
+	u := c.endpoint(env, verb)
+	u.RawQuery = query.Encode()
+	return c.call(ctx, method, u, env, in, out)
+}
+
+// call sends one request to u and decodes the answer into out, or a refusal into the authority's
+// typed error (env: the environment the refusal concerns).
+func (c *Client) call(ctx context.Context, method string, u *url.URL, env string, in, out any) error {
 	tok, err := c.tokens.Token(ctx)
 	if err != nil {
 		return err
@@ -220,8 +248,6 @@ func (c *Client) do(ctx context.Context, method, env, verb string, query url.Val
 		}
 		body = bytes.NewReader(b)
 	}
-	u := c.endpoint(env, verb)
-	u.RawQuery = query.Encode()
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
 		return fmt.Errorf("build the request: %w", err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/report"
 )
 
 // Audience is the audience the App expects in OIDC tokens, and the one the client asks for.
@@ -133,6 +134,13 @@ type UnfreezeResponse struct {
 type StatusResponse struct {
 	Env *authority.Env `json:"env"`
 	Now time.Time      `json:"now"`
+}
+
+// OverviewResponse is what is live where (GET /v1/environments) across the environments the
+// token's repository feeds, and the App's clock reading.
+type OverviewResponse struct {
+	Overview *report.Overview `json:"overview"`
+	Now      time.Time        `json:"now"`
 }
 
 // OK is the body of a successful renew or release.

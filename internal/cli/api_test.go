@@ -293,6 +293,10 @@ func TestPromoteThroughAPI(t *testing.T) {
 		t.Errorf("a repeated request said:\n%s", o.stdout)
 	}
 	must(ExitOK, "run", "--environment", "production", "--scopes", "api", "--generation", "1", "--", "true")
+	o = must(ExitOK, "status")
+	if !strings.Contains(o.stdout, "SCOPE") || strings.Count(o.stdout, "aaaa111") != 2 {
+		t.Errorf("status --api without an environment does not show aaaa111 live in both environments:\n%s", o.stdout)
+	}
 	if o := must(ExitUsage, "promote", "staging/api"); !strings.Contains(o.stderr, "staging requires no environment") {
 		t.Errorf("promote into an environment that requires nothing said:\n%s", o.stderr)
 	}

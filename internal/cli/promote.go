@@ -110,7 +110,7 @@ func (c *cmdEnv) promoteRemote(ctx context.Context, client *apiclient.Client, r 
 // overview prints what is live where: every environment the store holds, per scope.
 func (c *cmdEnv) overview(ctx context.Context) error {
 	if c.s.api != "" {
-		return usageErrorf("status without an environment reads every environment from the store (--store); through the App's API, name the environment: latestwins status ENV")
+		return c.overviewRemote(ctx)
 	}
 	c.mode = storeReadOnly
 	if err := c.connect(ctx); err != nil {
@@ -132,7 +132,28 @@ func (c *cmdEnv) overview(ctx context.Context) error {
 		}
 		envs = append(envs, e)
 	}
-	o := report.NewOverview(envs, c.auth.Now())
+	return c.printOverview(report.NewOverview(envs, c.auth.Now()))
+}
+
+// overviewRemote prints what is live where through the App's API: the environments the token's
+// repository feeds.
+func (c *cmdEnv) overviewRemote(ctx context.Context) error {
+	if err := c.connect(ctx); err != nil {
+		return err
+	}
+	defer c.done()
+	client, ok := c.view.(*apiclient.Client)
+	if !ok {
+		return errors.New("status --api: no API client")
+	}
+	o, err := client.Overview(ctx)
+	if err != nil {
+		return err
+	}
+	return c.printOverview(o)
+}
+
+func (c *cmdEnv) printOverview(o *report.Overview) error {
 	if c.s.jsonOut {
 		return c.printJSON(o)
 	}
