@@ -38,7 +38,7 @@ func (a *App) routeAPI(tokens TokenVerifier) {
 
 // serveOverview answers GET /v1/environments: what is live where across the environments with a
 // scope built from the token's repository in the trusted configuration (a preview template's
-// environments among them once something was accepted there).
+// environments among them while they have work pending: listing every stored one is a scan).
 func (p *api) serveOverview(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	log := p.app.log.With("api", "environments")
