@@ -14,7 +14,9 @@ import (
 
 	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/config"
 	"github.com/latestwins/latestwins/internal/pass"
+	"github.com/latestwins/latestwins/internal/report"
 )
 
 // api serves /v1, the HTTP API the Action uses instead of store credentials. Each request carries
@@ -31,12 +33,72 @@ func (a *App) routeAPI(tokens TokenVerifier) {
 	p := &api{app: a, tokens: tokens}
 	a.mux.HandleFunc("POST /v1/environments/{path...}", p.serve)
 	a.mux.HandleFunc("GET /v1/environments/{path...}", p.serve)
+	a.mux.HandleFunc("GET /v1/environments", p.serveOverview)
+}
+
+// serveOverview answers GET /v1/environments: what is live where across the environments with a
+// scope built from the token's repository in the trusted configuration (a preview template's
+// environments among them while they have work pending: listing every stored one is a scan).
+func (p *api) serveOverview(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	log := p.app.log.With("api", "environments")
+	wl, err := p.authenticate(ctx, r)
+	if err != nil {
+		log.WarnContext(ctx, "API request refused", "err", err)
+		p.fail(w, err)
+		return
+	}
+	o, err := p.overview(ctx, log.With("repo", wl.Repository, "actor", wl.Actor), wl)
+	if err != nil {
+		log.InfoContext(ctx, "API request refused", "err", err)
+		p.fail(w, err)
+		return
+	}
+	writeAPI(w, http.StatusOK, apiclient.OverviewResponse{Overview: o, Now: p.app.auth.Now()})
+}
+
+func (p *api) overview(ctx context.Context, log *slog.Logger, wl *Workload) (*report.Overview, error) {
+	repo, err := ParseRepo(wl.Repository)
+	if err != nil {
+		return nil, &TokenError{Reason: err.Error()}
+	}
+	cfg, err := p.app.configFor(ctx, log, 0, repo, "")
+	if err != nil {
+		return nil, err
+	}
+	var configured []string
+	for _, e := range cfg.Environments {
+		if !e.Preview() {
+			configured = append(configured, e.Name)
+		}
+	}
+	names, read, err := p.app.readThese(ctx, configured)
+	if err != nil {
+		return nil, err
+	}
+	feeds := map[string]bool{}
+	for _, name := range names {
+		e, ok := cfg.Environment(name)
+		if !ok {
+			continue
+		}
+		for _, s := range e.Scopes {
+			if strings.EqualFold(wl.Repository, s.Repository) {
+				feeds[name] = true
+			}
+		}
+	}
+	if len(feeds) == 0 {
+		return nil, &forbiddenError{fmt.Sprintf("%s feeds no environment: no scope in %s is built from it (an administrator adds repository: %s to a scope there)",
+			wl.Repository, p.app.configWhere(), wl.Repository)}
+	}
+	return overviewOf(read, feeds, p.app.auth.Now()), nil
 }
 
 // verbMethod is each endpoint's method.
 func verbMethod(verb string) (string, bool) {
 	switch verb {
-	case "claim", "gate", "renew", "complete", "release", "rollback", "unfreeze":
+	case "claim", "gate", "renew", "complete", "release", "rollback", "unfreeze", "promote":
 		return http.MethodPost, true
 	case "status", "history":
 		return http.MethodGet, true
@@ -55,7 +117,7 @@ func (p *api) serve(w http.ResponseWriter, r *http.Request) {
 	method, ok := verbMethod(verb)
 	if !ok || env == "" {
 		writeAPI(w, http.StatusNotFound, apiclient.ErrorBody{Error: apiclient.CodeNotFound,
-			Message: "no such endpoint: use /v1/environments/ENV/{claim,gate,renew,complete,release,rollback,unfreeze} (POST) or /v1/environments/ENV/{status,history} (GET)"})
+			Message: "no such endpoint: use /v1/environments/ENV/{claim,gate,renew,complete,release,rollback,unfreeze,promote} (POST) or /v1/environments/ENV/{status,history} (GET)"})
 		return
 	}
 	if r.Method != method {
@@ -75,13 +137,13 @@ func (p *api) serve(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, err)
 		return
 	}
-	allowed, policy, err := p.allowed(ctx, log, wl, env)
+	allowed, trusted, err := p.allowed(ctx, log, wl, env)
 	if err != nil {
 		log.WarnContext(ctx, "API request refused", "err", err)
 		p.fail(w, err)
 		return
 	}
-	res, err := p.do(ctx, w, r, wl, env, verb, allowed, policy)
+	res, err := p.do(ctx, w, r, wl, env, verb, allowed, trusted)
 	if err != nil {
 		log.InfoContext(ctx, "API request refused", "err", err)
 		p.fail(w, err)
@@ -90,9 +152,9 @@ func (p *api) serve(w http.ResponseWriter, r *http.Request) {
 	writeAPI(w, http.StatusOK, res)
 }
 
-// do runs one verb for an authenticated workload; allowed are the scopes it may touch, policy the
-// environment's in the trusted configuration.
-func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl *Workload, env, verb string, allowed []string, policy authority.Policy) (any, error) {
+// do runs one verb for an authenticated workload; allowed are the scopes it may touch, trusted the
+// environment as the trusted configuration defines it.
+func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl *Workload, env, verb string, allowed []string, trusted *config.Environment) (any, error) {
 	auth := p.app.auth
 	switch verb {
 	case "status":
@@ -129,9 +191,11 @@ func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl
 		if wl.Actor != "" {
 			in.Actor = wl.Actor // the verified actor, not the one the request claims
 		}
-		// The environment's policy is the trusted configuration's: a workload feeds some scopes of
-		// an environment and may not switch how all of them are ordered.
-		in.Policy = policy
+		// The environment's policy and promotion requirement are the trusted configuration's: a
+		// workload feeds some scopes of an environment and may not switch how all of them are
+		// ordered, nor let its commits skip the environments they must be live in first.
+		in.Policy = authority.Policy(trusted.Policy)
+		in.Requires = trusted.Requirements()
 		return pass.Claim(ctx, auth, in)
 	case "gate":
 		var req apiclient.GateRequest
@@ -178,6 +242,15 @@ func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl
 			return nil, err
 		}
 		return p.rollback(ctx, wl, env, req)
+	case "promote":
+		var req apiclient.PromoteRequest
+		if err := p.decode(w, r, &req); err != nil {
+			return nil, err
+		}
+		if err := p.permit(wl, env, []string{req.Scope}, allowed); err != nil {
+			return nil, err
+		}
+		return p.promote(ctx, wl, env, req, trusted)
 	case "unfreeze":
 		var req apiclient.UnfreezeRequest
 		if err := p.decode(w, r, &req); err != nil {
@@ -284,6 +357,54 @@ func (p *api) rollback(ctx context.Context, wl *Workload, env string, req apicli
 	return res, nil
 }
 
+// promote promotes a scope built from the workload's repository into env from an environment env
+// requires in the trusted configuration, and dispatches its workflow as the App's installation on
+// that repository (as the comment command does).
+func (p *api) promote(ctx context.Context, wl *Workload, env string, req apiclient.PromoteRequest, trusted *config.Environment) (any, error) {
+	a := p.app
+	log := a.log.With("api", "promote", "environment", env, "repo", wl.Repository, "actor", wl.Actor)
+	from, problem := promoteFrom(trusted, strings.TrimSpace(req.From))
+	if problem != "" {
+		return nil, &authority.InputError{Field: "from", Value: req.From, Fix: problem}
+	}
+	repo, err := ParseRepo(wl.Repository)
+	if err != nil {
+		return nil, &TokenError{Reason: err.Error()}
+	}
+	installation, err := a.installationOf(ctx, repo)
+	if err != nil {
+		return nil, fmt.Errorf("the App's installation on %s: %w", repo, err)
+	}
+	cfg, err := a.configFor(ctx, log, installation, repo, "")
+	if err != nil {
+		return nil, err
+	}
+	sels, problem := namedScope(cfg, repo, env, req.Scope)
+	if problem != "" {
+		return nil, &forbiddenError{problem}
+	}
+	t := rollbackTarget{sel: sels[0], installation: installation}
+	if !trusted.Preview() {
+		t.branch = t.scope().Branch
+	}
+	done, err := a.promote(ctx, log, t, from, wl.Actor, apiRequest(wl, req.Request), "api promote by "+wl.Repository)
+	if done == nil {
+		return nil, err
+	}
+	res := apiclient.PromoteResponse{From: from, Generation: done.Generation, Sha: done.Sha, Duplicate: done.Duplicate}
+	for _, dr := range done.Dispatched {
+		if a.dispatch == nil {
+			break // no App credentials: logged, not started
+		}
+		res.Dispatched = append(res.Dispatched, apiclient.Dispatch{Repository: dr.Repo.String(), Workflow: dr.Workflow, Ref: dr.Ref})
+	}
+	if err != nil {
+		log.WarnContext(ctx, "promotion recorded, dispatch failed", "err", err)
+		res.DispatchFailed = err.Error() + "; the promotion is recorded, and the recovery sweep starts its workflow again"
+	}
+	return res, nil
+}
+
 // apiRequest scopes a caller's request id to its repository, so that two repositories' ids never
 // meet; empty stays empty (a new request).
 func apiRequest(wl *Workload, id string) string {
@@ -302,22 +423,22 @@ func (p *api) authenticate(ctx context.Context, r *http.Request) (*Workload, err
 	return p.tokens.Verify(ctx, strings.TrimSpace(raw))
 }
 
-// allowed lists the scopes of env built from the workload's repository, and env's policy, read
-// from the trusted configuration (a repository's own file cannot add scopes, so it is not read);
+// allowed lists the scopes of env built from the workload's repository, and returns env as the
+// trusted configuration defines it (a repository's own file cannot add scopes, so it is not read);
 // no scope is a *forbiddenError.
-func (p *api) allowed(ctx context.Context, log *slog.Logger, wl *Workload, env string) ([]string, authority.Policy, error) {
+func (p *api) allowed(ctx context.Context, log *slog.Logger, wl *Workload, env string) ([]string, *config.Environment, error) {
 	repo, err := ParseRepo(wl.Repository)
 	if err != nil {
-		return nil, "", &TokenError{Reason: err.Error()}
+		return nil, nil, &TokenError{Reason: err.Error()}
 	}
 	cfg, err := p.app.configFor(ctx, log, 0, repo, "")
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	where := p.app.configWhere()
 	e, ok := cfg.Environment(env)
 	if !ok {
-		return nil, "", &forbiddenError{fmt.Sprintf("%s may not act on %s: %s defines no such environment", wl.Repository, env, where)}
+		return nil, nil, &forbiddenError{fmt.Sprintf("%s may not act on %s: %s defines no such environment", wl.Repository, env, where)}
 	}
 	var scopes []string
 	for _, s := range e.Scopes {
@@ -326,10 +447,10 @@ func (p *api) allowed(ctx context.Context, log *slog.Logger, wl *Workload, env s
 		}
 	}
 	if len(scopes) == 0 {
-		return nil, "", &forbiddenError{fmt.Sprintf("%s may not act on %s: none of its scopes is built from that repository in %s (an administrator adds repository: %s to a scope there)",
+		return nil, nil, &forbiddenError{fmt.Sprintf("%s may not act on %s: none of its scopes is built from that repository in %s (an administrator adds repository: %s to a scope there)",
 			wl.Repository, env, where, wl.Repository)}
 	}
-	return scopes, authority.Policy(e.Policy), nil
+	return scopes, e, nil
 }
 
 // permit refuses scopes that are not built from the workload's repository.
@@ -452,7 +573,8 @@ func apiError(err error) (int, apiclient.ErrorBody) {
 		return http.StatusConflict, apiclient.ErrorBody{Error: apiclient.CodeLocked, Message: msg,
 			RetryAfter: max(int64(held.RetryAfter/time.Second), 1), Resource: held.Resource, Holder: held.Holder,
 			Purpose: held.Purpose, Generation: held.Generation, ExpiresAt: held.ExpiresAt,
-			Ahead: held.Ahead, HeadSha: held.HeadSha, Barrier: held.Barrier, Blocked: held.Blocked, Frozen: held.Frozen}
+			Ahead: held.Ahead, HeadSha: held.HeadSha, Barrier: held.Barrier, Blocked: held.Blocked, Frozen: held.Frozen,
+			Promotion: held.Promotion}
 	case errors.Is(err, authority.ErrNotFrozen):
 		return http.StatusConflict, apiclient.ErrorBody{Error: apiclient.CodeNotFrozen, Message: msg}
 	case errors.Is(err, authority.ErrRepeated):

@@ -148,3 +148,37 @@ func TestAPIQueueFull(t *testing.T) {
 		t.Errorf("desired generation %d after the refusal, want 1", e.Desired)
 	}
 }
+
+// A workload may not let its commits skip the environments they must be live in first: a claim in
+// production that asks for no requirement is accepted under the trusted configuration's (staging),
+// and its pass waits at the deploy gate until its commit is live there.
+func TestAPIClaimTakesTheRequirementOfTheConfiguration(t *testing.T) {
+	t.Parallel()
+	iss := oidctest.NewIssuer(t)
+	h := newLimitedHarness(t, strings.Replace(promotionConfig, "%s", "", 1), 100, func(o *Options) {
+		v, err := NewOIDCVerifier(OIDCOptions{Issuer: iss.URL, Clock: o.Authority})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Tokens = v
+	})
+	ah := &apiHarness{harness: h, iss: iss}
+	tok := ah.token(t, "Codertocat/Hello-World")
+	req := intent("run-1", 'a', "api")
+	req.Intent.Requires = &authority.Requirements{} // requires nothing
+	if a := ah.call(t, "POST", "/v1/environments/production/claim", tok, req); a.status != http.StatusOK {
+		t.Fatalf("claim: %d %s", a.status, a.body)
+	}
+	e, err := h.auth.Status(context.Background(), "production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&authority.Requirements{Environments: []string{"staging"}}, e.Requires); diff != "" {
+		t.Errorf("production's requirement after a claim asking for none (-want +got):\n%s", diff)
+	}
+	status, got := ah.waitBody(t, tok, "production", 1, "run-1")
+	want := &authority.PromotionWait{Environment: "staging", Sha: strings.Repeat("a", 40)}
+	if diff := cmp.Diff(want, got.Promotion); status != http.StatusConflict || diff != "" {
+		t.Errorf("production's deploy gate: %d %+v (-want +got promotion):\n%s", status, got, diff)
+	}
+}

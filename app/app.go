@@ -177,6 +177,7 @@ const (
 	OutcomeDecided    Outcome = "decided"     // /latestwins skip or retry ran (the reply says what it decided)
 	OutcomeRolledBack Outcome = "rolled-back" // /latestwins rollback ran (the reply says what it did)
 	OutcomeUnfrozen   Outcome = "unfrozen"    // /latestwins unfreeze ran (the reply says what it did)
+	OutcomePromoted   Outcome = "promoted"    // /latestwins promote ran (the reply says what it did)
 )
 
 // Result is what Handle did, for the response body and the logs.

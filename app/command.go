@@ -21,6 +21,7 @@ const (
 	CommandRetry    CommandName = "retry"
 	CommandRollback CommandName = "rollback"
 	CommandUnfreeze CommandName = "unfreeze"
+	CommandPromote  CommandName = "promote"
 	CommandHelp     CommandName = "help"
 )
 
@@ -30,8 +31,8 @@ const commandPrefix = "/latestwins"
 type Command struct {
 	Name   CommandName
 	Scopes []string
-	// Environment is set when a rollback or unfreeze names ENV/SCOPE: an environment that is not
-	// the pull request's preview (Scopes then holds the one scope).
+	// Environment is set when a rollback, unfreeze or promote names ENV/SCOPE: an environment that
+	// is not the pull request's preview (Scopes then holds the one scope).
 	Environment string
 	// Sha is the commit a rollback goes back to: 7 to 40 hexadecimal digits; empty: the one live
 	// before the current one.
@@ -44,7 +45,7 @@ type Command struct {
 // Mutating reports whether the command changes state (and so needs write permission).
 func (c Command) Mutating() bool {
 	switch c.Name {
-	case CommandDeploy, CommandRedeploy, CommandUnlock, CommandSkip, CommandRetry, CommandRollback, CommandUnfreeze:
+	case CommandDeploy, CommandRedeploy, CommandUnlock, CommandSkip, CommandRetry, CommandRollback, CommandUnfreeze, CommandPromote:
 		return true
 	}
 	return false
@@ -58,6 +59,8 @@ const Usage = "Commands: `/latestwins deploy [scope...]` (deploy this pull reque
 	"`/latestwins rollback SCOPE [SHA]` (deploy an older commit, default the one live before, ahead of everything pending, and freeze SCOPE; " +
 	"SCOPE may be ENV/SCOPE for an environment this repository feeds, e.g. `production/api`), " +
 	"`/latestwins unfreeze SCOPE` (let the newest commit held by the freeze go), " +
+	"`/latestwins promote SCOPE` (deploy the commit live in the environment a production-like one requires, e.g. staging's, there: " +
+	"every environment with `requires` that this repository feeds, or the one named as ENV/SCOPE), " +
 	"`/latestwins help`."
 
 // ParseCommand reads a comment. It reports false when the comment is not addressed to latestwins:
@@ -85,7 +88,7 @@ func ParseCommand(body string) (Command, bool) {
 		problem = checkScopes(args, 0, 1, "unlock [SCOPE]")
 	case CommandSkip, CommandRetry:
 		problem = checkScopes(args, 1, 1, string(name)+" SCOPE")
-	case CommandRollback, CommandUnfreeze:
+	case CommandRollback, CommandUnfreeze, CommandPromote:
 		return parseTarget(name, args)
 	case CommandStatus, CommandHelp:
 		problem = checkScopes(args, 0, 0, string(name))
@@ -101,10 +104,10 @@ func ParseCommand(body string) (Command, bool) {
 	return Command{Name: name, Scopes: args}, true
 }
 
-// parseTarget reads the arguments of rollback (SCOPE or ENV/SCOPE, then an optional commit) and
-// unfreeze (SCOPE or ENV/SCOPE).
+// parseTarget reads the arguments of rollback (SCOPE or ENV/SCOPE, then an optional commit),
+// unfreeze and promote (SCOPE or ENV/SCOPE).
 func parseTarget(name CommandName, args []string) (Command, bool) {
-	usage, most, takes := "unfreeze SCOPE", 1, "one scope (or ENV/SCOPE)"
+	usage, most, takes := string(name)+" SCOPE", 1, "one scope (or ENV/SCOPE)"
 	if name == CommandRollback {
 		usage, most, takes = "rollback SCOPE [SHA]", 2, "one scope (or ENV/SCOPE) and, optionally, the commit to roll back to"
 	}

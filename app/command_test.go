@@ -43,6 +43,9 @@ func TestParseCommand(t *testing.T) {
 		{"rollback to a branch", "/latestwins rollback api main", Command{Problem: "`\"main\"` is not a commit: give 7 to 40 hexadecimal digits of its sha"}, true},
 		{"rollback with a reason is refused", "/latestwins rollback api abc1234 because", Command{Problem: "`/latestwins rollback SCOPE [SHA]` takes one scope (or ENV/SCOPE) and, optionally, the commit to roll back to"}, true},
 		{"unfreeze takes no commit", "/latestwins unfreeze api abc1234", Command{Problem: "`/latestwins unfreeze SCOPE` takes one scope (or ENV/SCOPE)"}, true},
+		{"promote", "/latestwins promote api", Command{Name: CommandPromote, Scopes: []string{"api"}}, true},
+		{"promote to a named environment", "/latestwins promote production/api", Command{Name: CommandPromote, Environment: "production", Scopes: []string{"api"}}, true},
+		{"promote takes no commit", "/latestwins promote api abc1234", Command{Problem: "`/latestwins promote SCOPE` takes one scope (or ENV/SCOPE)"}, true},
 		{"rollback traversal", "/latestwins rollback ../prod/api", Command{Problem: "`\"../prod/api\"` is not SCOPE or ENV/SCOPE: use 1-128 characters from A-Z a-z 0-9 . _ / -, starting with a letter or digit, without empty path segments (e.g. staging, preview/pr-803)"}, true},
 		{"rollback bad scope after the environment", "/latestwins rollback prod/$(id)", Command{Problem: "`\"prod/$(id)\"` is not SCOPE or ENV/SCOPE: use 1-64 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit (e.g. api)"}, true},
 

@@ -127,9 +127,12 @@ func (a *App) runCommand(ctx context.Context, run *commentRun) error {
 	}
 	var sels []config.Selection
 	var problem string
-	if cmd.Environment != "" {
+	switch {
+	case cmd.Environment != "":
 		sels, problem = namedScope(cfg, run.at.Repo, cmd.Environment, cmd.Scopes[0])
-	} else {
+	case cmd.Name == CommandPromote:
+		sels, problem = promotionScopes(cfg, run.at.Repo, cmd.Scopes[0])
+	default:
 		sels, problem = previewScopes(cfg, run.at.Repo, run.number, cmd.Scopes)
 	}
 	if problem != "" {
@@ -154,6 +157,8 @@ func (a *App) runCommand(ctx context.Context, run *commentRun) error {
 		return a.commandRollback(ctx, run, sels, cfg)
 	case CommandUnfreeze:
 		return a.commandUnfreeze(ctx, run, sels)
+	case CommandPromote:
+		return a.commandPromote(ctx, run, sels, cfg)
 	}
 	return fmt.Errorf("command %q has no handler", cmd.Name)
 }
@@ -255,7 +260,11 @@ func (a *App) commandStatus(ctx context.Context, run *commentRun, sels []config.
 			state = "reconciling"
 		}
 		fmt.Fprintf(&run.reply, " %d/%d %s (observed/desired generation)\n\n", env.Observed, env.Desired, state)
-		if err := report.StatusMarkdown(&run.reply, env, a.now()); err != nil {
+		required, err := a.requiredOf(ctx, env, nil)
+		if err != nil {
+			return err
+		}
+		if err := report.StatusMarkdown(&run.reply, env, a.now(), required); err != nil {
 			return fmt.Errorf("render status of %s: %w", sel.Environment, err)
 		}
 	}
@@ -565,6 +574,57 @@ func (a *App) commandUnfreeze(ctx context.Context, run *commentRun, sels []confi
 			run.log.InfoContext(ctx, "scope unfrozen", "resource", resource, "generation", f.Generation, "sha", f.Sha)
 			fmt.Fprintf(&run.reply, "Unfroze %s (frozen by the rollback to %s by %s, generation %d). The newest commit held meanwhile, if any, goes next: "+
 				"the recovery sweep starts its workflow on its next round.\n", resource, report.ShortSha(f.Sha), quote(f.Actor), f.Generation)
+		}
+	}
+	return nil
+}
+
+// commandPromote asks, in each selected environment (those with requires that the repository
+// feeds the scope of, or the one named), for the commit live in the scope of the first environment
+// it requires, and dispatches the scope's workflow for the new generation. The delivery id goes
+// with the request, so a re-delivered comment promotes once.
+func (a *App) commandPromote(ctx context.Context, run *commentRun, sels []config.Selection, cfg *config.Config) error {
+	run.res.Outcome = OutcomePromoted
+	source := fmt.Sprintf("promote comment %s#%d", run.at.Repo, run.number)
+	for _, sel := range sels {
+		t := rollbackTarget{sel: sel, installation: run.at.Installation}
+		e, ok := cfg.Environment(sel.Environment)
+		if !ok {
+			return fmt.Errorf("environment %s vanished from the configuration", sel.Environment)
+		}
+		if !e.Preview() {
+			t.branch = sel.Scopes[0].Branch
+		}
+		from, problem := promoteFrom(e, "")
+		if problem != "" {
+			run.reply.WriteString(problem + "\n")
+			continue
+		}
+		done, err := a.promote(ctx, run.log, t, from, run.actor, run.d.ID, source)
+		if done == nil {
+			if errors.Is(err, authority.ErrInvalidInput) {
+				fmt.Fprintf(&run.reply, "Could not promote %s from %s: %v\n", t.resource(), from, err)
+				continue
+			}
+			return err
+		}
+		run.res.Intents = append(run.res.Intents, IntentInfo{Environment: sel.Environment, Generation: done.Generation,
+			Duplicate: done.Duplicate, Accepted: []string{t.scope().Name}})
+		run.res.Dispatched = append(run.res.Dispatched, done.Dispatched...)
+		if done.Duplicate {
+			fmt.Fprintf(&run.reply, "%s: this command was carried out before (delivery %s): the promotion is generation %d.\n", t.resource(), run.d.ID, done.Generation)
+			continue
+		}
+		fmt.Fprintf(&run.reply, "Promoted %s, live in %s/%s, to %s at generation %d.\n", report.ShortSha(done.Sha), from, t.scope().Name, t.resource(), done.Generation)
+		for _, dr := range done.Dispatched {
+			fmt.Fprintf(&run.reply, "Dispatched %s on %s in %s (scopes %s, generation %s).\n", dr.Workflow, dr.Ref, dr.Repo, dr.Inputs["scopes"], dr.Inputs["generation"])
+		}
+		if done.NoBranch {
+			fmt.Fprintf(&run.reply, "%s: the scope has no branch in %s: nothing was dispatched; run its workflow with environment %s and generation %d.\n",
+				t.resource(), config.Path, sel.Environment, done.Generation)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil

@@ -25,6 +25,8 @@ type pageData struct {
 	Viewer *viewer
 	// Actions: some row has a button, so the tables get a column for them.
 	Actions bool
+	// Overview is what is live where, across the environments shown.
+	Overview *report.Overview
 }
 
 type envView struct {
@@ -49,6 +51,32 @@ type scopeView struct {
 	Unfreeze string
 }
 
+// overviewRow is one scope of the overview: its placement in each environment of the overview, in
+// order (nil where the environment has no such scope).
+type overviewRow struct {
+	Scope string
+	Cells []*report.Placement
+}
+
+// OverviewRows lays the overview out as a table: a row per scope, a column per environment.
+func (d *pageData) OverviewRows() []overviewRow {
+	if d.Overview == nil {
+		return nil
+	}
+	var rows []overviewRow
+	for _, s := range d.Overview.Scopes {
+		r := overviewRow{Scope: s.Scope, Cells: make([]*report.Placement, len(d.Overview.Environments))}
+		for i := range s.Places {
+			p := &s.Places[i]
+			if j := slices.Index(d.Overview.Environments, p.Environment); j >= 0 {
+				r.Cells[j] = p
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
 // ShortTo is RollbackTo cut to seven characters, for the button.
 func (v scopeView) ShortTo() string { return report.ShortSha(v.RollbackTo) }
 
@@ -60,7 +88,7 @@ type eventView struct {
 	Message    string
 }
 
-var statusPage = template.Must(template.New("status").Parse(`<!doctype html>
+var statusPage = template.Must(template.New("status").Funcs(template.FuncMap{"short": report.ShortSha}).Parse(`<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -81,7 +109,22 @@ td ol { margin: .25em 0 0; padding-left: 1.5em; }
 {{with .Viewer}}<form method="post" action="/signout" class="who">Signed in as <strong id="login">{{.Login}}</strong>
 <input type="hidden" name="csrf" value="{{.CSRF}}"> <button type="submit">Sign out</button></form>
 {{end}}<p>{{if not .Actions}}Read-only status{{else}}Status{{end}}, from the store at {{.Now.Format "2006-01-02 15:04:05 MST"}}.</p>
-{{range $env := .Environments}}
+{{with .OverviewRows}}<section id="overview">
+<h2>What is live where</h2>
+<table>
+<thead><tr><th>scope</th>{{range $.Overview.Environments}}<th>{{.}}</th>{{end}}</tr></thead>
+<tbody>
+{{range .}}<tr id="overview-{{.Scope}}">
+<td>{{.Scope}}</td>
+{{range .Cells}}<td>{{if .}}{{with .Live}}<code title="{{.Sha}}">{{.Short}}</code> {{.Ago}}{{else}}nothing live{{end}}
+{{- if .Behind}}<br><span class="held">{{.Behind}} behind: newest {{.Newest | short}}, accepted {{.Age}}</span>{{else}}<br><span class="settled">up to date</span>{{end}}
+{{- if .Frozen}}<br><span class="error">{{.Frozen}}</span>{{end}}
+{{- if .Waiting}}<br><span class="held">{{.Waiting}}</span>{{end}}{{else}}-{{end}}</td>
+{{end}}</tr>
+{{end}}</tbody>
+</table>
+</section>
+{{end}}{{range $env := .Environments}}
 <section id="env-{{.Name}}">
 <h2>{{.Name}}</h2>
 {{if .Missing}}<p>Nothing accepted yet.</p>{{else}}{{with .Status}}
@@ -98,6 +141,7 @@ td ol { margin: .25em 0 0; padding-left: 1.5em; }
 <td>{{with .Live}}{{.Ago}}{{else}}-{{end}}</td>
 <td>{{with .Head}}{{.Short}} (generation {{.Generation}}){{if .Attempts}}, {{.Attempts}} failed attempt(s){{end}}{{if .Rollback}}, rollback{{else if .Barrier}}, barrier{{end}}{{else}}{{with .Failure}}<span class="error">ERROR at generation {{.Generation}}: {{.Message}}</span>{{else}}-{{end}}{{end}}
 {{- if .Frozen}}<br><span class="error">{{.Frozen}}</span>{{end}}
+{{- if .Promotion}}<br><span class="held">{{.Promotion}}</span>{{end}}
 {{- if .Blocked}}<br><span class="error">{{.Blocked}}{{with .BlockingFailure}}; error: {{.Message}}{{end}}</span>{{end}}
 {{- with .Waiting}}<ol start="2">{{range .}}<li>{{.Short}} (generation {{.Generation}}{{if .Barrier}}, barrier{{end}}), {{.Wait}}</li>{{end}}</ol>{{end}}</td>
 <td>{{if .Owner}}{{.Owner}}{{else}}-{{end}}</td>
@@ -152,47 +196,51 @@ func (a *App) serveStatus(w http.ResponseWriter, r *http.Request, v *viewer) {
 	writeHTML(w, http.StatusOK, buf.String())
 }
 
+// statusData is the page's content: every environment (v nil: an open page), or those v may see
+// (app/signin.go's rules), with what is live where across them.
 func (a *App) statusData(ctx context.Context, v *viewer) (*pageData, error) {
-	configured, err := a.envs(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list configured environments: %w", err)
-	}
-	pending, err := a.auth.Pending(ctx)
+	names, read, err := a.readEnvironments(ctx)
 	if err != nil {
 		return nil, err
 	}
-	names := append(slices.Clone(configured), pending...)
-	sort.Strings(names)
-	names = slices.Compact(names)
 	now := a.now()
 	data := &pageData{Now: now.UTC(), Viewer: v}
+	visible := map[string]bool{}
+	writes := map[string]map[string]bool{}
 	for _, name := range names {
-		env, err := a.auth.Status(ctx, name)
-		missing := errors.Is(err, authority.ErrInvalidInput)
-		if err != nil && !missing {
-			return nil, err
-		}
-		if missing {
-			env = nil
-		}
-		var write map[string]bool
 		if v != nil {
-			visible, w, err := a.visibleTo(ctx, v, name, env)
+			vis, w, err := a.visibleTo(ctx, v, name, read[name])
 			if err != nil {
 				return nil, err
 			}
-			if !visible {
+			if !vis {
 				continue
 			}
-			write = w
+			writes[name] = w
 		}
-		if missing {
+		visible[name] = true
+	}
+	data.Overview = overviewOf(read, visible, now)
+	for _, name := range names {
+		if !visible[name] {
+			continue
+		}
+		env := read[name]
+		if env == nil {
 			data.Environments = append(data.Environments, envView{Name: name, Missing: true})
 			continue
 		}
-		ev := viewOf(env, now)
+		required, err := a.requiredOf(ctx, env, read)
+		if err != nil {
+			return nil, err
+		}
+		ev := viewOf(env, now, required)
+		write := writes[name]
 		for i := range ev.Scopes {
 			sv := &ev.Scopes[i]
+			if w := sv.PromotionWait; w != nil && !visible[w.Environment] {
+				sv.Promotion = hiddenWait(w)
+			}
 			sc := env.Scopes[sv.Scope]
 			if !write[sv.Scope] || sc == nil {
 				continue
@@ -218,6 +266,86 @@ func (a *App) statusData(ctx context.Context, v *viewer) (*pageData, error) {
 	return data, nil
 }
 
+// readEnvironments reads the environments the page shows: those configured (no preview template)
+// and those with pending work, sorted, each read once (nil: nothing accepted there yet).
+func (a *App) readEnvironments(ctx context.Context) ([]string, map[string]*authority.Env, error) {
+	configured, err := a.envs(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list configured environments: %w", err)
+	}
+	return a.readThese(ctx, configured)
+}
+
+// readThese reads the environments named and those with pending work, sorted, each once (nil:
+// nothing accepted there yet).
+func (a *App) readThese(ctx context.Context, configured []string) ([]string, map[string]*authority.Env, error) {
+	pending, err := a.auth.Pending(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	names := append(slices.Clone(configured), pending...)
+	sort.Strings(names)
+	names = slices.Compact(names)
+	read := make(map[string]*authority.Env, len(names))
+	for _, name := range names {
+		env, err := a.auth.Status(ctx, name)
+		switch {
+		case errors.Is(err, authority.ErrInvalidInput):
+			read[name] = nil
+		case err != nil:
+			return nil, nil, err
+		default:
+			read[name] = env
+		}
+	}
+	return names, read, nil
+}
+
+// overviewOf is what is live where across the visible environments of read. A wait for an
+// environment that is not visible names it and the commit that waits, but not what is live there.
+func overviewOf(read map[string]*authority.Env, visible map[string]bool, now time.Time) *report.Overview {
+	var all []*authority.Env
+	for _, e := range read {
+		if e != nil {
+			all = append(all, e)
+		}
+	}
+	o := report.NewOverview(all, now)
+	out := &report.Overview{Environments: []string{}, Scopes: []report.OverviewScope{}}
+	for _, name := range o.Environments {
+		if visible[name] {
+			out.Environments = append(out.Environments, name)
+		}
+	}
+	for _, s := range o.Scopes {
+		kept := report.OverviewScope{Scope: s.Scope}
+		for _, p := range s.Places {
+			if !visible[p.Environment] {
+				continue
+			}
+			if w := p.Promotion; w != nil && !visible[w.Environment] {
+				p.Waiting = hiddenWait(w)
+				hidden := *w
+				hidden.Live = ""
+				p.Promotion = &hidden
+			}
+			kept.Places = append(kept.Places, p)
+		}
+		if len(kept.Places) > 0 {
+			out.Scopes = append(out.Scopes, kept)
+		}
+	}
+	return out
+}
+
+// hiddenWait words a promotion wait without what is live in the required environment, for a
+// viewer who may not see that environment.
+func hiddenWait(w *authority.PromotionWait) string {
+	hidden := *w
+	hidden.Live, hidden.Unasked = "", false
+	return authority.WaitText(&authority.HeldError{Promotion: &hidden})
+}
+
 // visibleTo reports whether the viewer may see the environment (they can read a repository that
 // feeds one of its scopes) and, per scope, whether they may redeploy, roll back and unfreeze it
 // (they can push to its repository).
@@ -241,10 +369,36 @@ func (a *App) visibleTo(ctx context.Context, v *viewer, name string, env *author
 	return visible, write, nil
 }
 
-// viewOf is an environment's section of the page: its status, as every rendering has it, and its
-// newest events, newest first.
-func viewOf(e *authority.Env, now time.Time) envView {
-	st := report.NewStatus(e, now)
+// requiredOf reads the states of the environments e requires (nil entry: nothing accepted there),
+// taking those in read (by name) as they are; nil when e requires nothing.
+func (a *App) requiredOf(ctx context.Context, e *authority.Env, read map[string]*authority.Env) (map[string]*authority.Env, error) {
+	if e == nil || e.Requires == nil {
+		return nil, nil
+	}
+	out := map[string]*authority.Env{}
+	for _, name := range e.Requires.Environments {
+		if re, ok := read[name]; ok {
+			out[name] = re
+			continue
+		}
+		re, err := a.auth.Status(ctx, name)
+		switch {
+		case errors.Is(err, authority.ErrInvalidInput):
+			out[name] = nil
+		case err != nil:
+			return nil, fmt.Errorf("read %s, which %s requires: %w", name, e.Name, err)
+		default:
+			out[name] = re
+		}
+	}
+	return out, nil
+}
+
+// viewOf is an environment's section of the page: its status, as every rendering has it (with what
+// the heads wait for in the environments it requires, given their states), and its newest events,
+// newest first.
+func viewOf(e *authority.Env, now time.Time, required map[string]*authority.Env) envView {
+	st := report.NewStatusWith(e, now, required)
 	v := envView{Name: e.Name, Status: st}
 	for _, r := range st.Rows {
 		v.Scopes = append(v.Scopes, scopeView{Row: r})

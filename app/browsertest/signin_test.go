@@ -79,6 +79,12 @@ type signinWorld struct {
 
 func newSigninWorld(t *testing.T) *signinWorld {
 	t.Helper()
+	return newSigninWorldOf(t, signinConfig, "staging", "vault")
+}
+
+// newSigninWorldOf is newSigninWorld with the configuration yml, whose environments are envs.
+func newSigninWorldOf(t *testing.T, yml string, envs ...string) *signinWorld {
+	t.Helper()
 	ctx := t.Context()
 	store, err := bolt.Open(filepath.Join(t.TempDir(), "latestwins.db"))
 	if err != nil {
@@ -102,13 +108,13 @@ func newSigninWorld(t *testing.T) *signinWorld {
 		}
 	}
 	cfg := filepath.Join(t.TempDir(), "latestwins.yml")
-	if err := os.WriteFile(cfg, []byte(signinConfig), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(nil) // on 127.0.0.1
 	publicURL := "http://" + srv.Listener.Addr().String()
 	a, err := app.New(app.Options{Secret: []byte("status page test"), Authority: w.auth, Config: &app.FileConfig{Path: cfg}, Dispatcher: w.disp,
-		Environments: func(context.Context) ([]string, error) { return []string{"staging", "vault"}, nil },
+		Environments: func(context.Context) ([]string, error) { return envs, nil },
 		StatusPage:   app.StatusPageGitHub,
 		SignIn: &app.SignInOptions{PublicURL: publicURL, SessionKey: []byte("a session key of at least 32 bytes, for tests"),
 			GitHub: &githubapp.OAuth{ClientID: "Iv1.browser", ClientSecret: "browser-client-secret", WebURL: w.gh.URL, APIURL: w.gh.URL}}})

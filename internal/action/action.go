@@ -657,7 +657,7 @@ func (s *step) summarize(ctx context.Context, res *result) {
 		return
 	}
 	var b bytes.Buffer
-	if err := report.JobSummary(&b, report.Summary{Env: e, Now: s.view.Now(), Headline: res.headline}); err != nil {
+	if err := report.JobSummary(&b, report.Summary{Env: e, Required: s.required(ctx, e), Now: s.view.Now(), Headline: res.headline}); err != nil {
 		s.a.Infof("no job summary: %v", err)
 		return
 	}

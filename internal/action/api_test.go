@@ -121,3 +121,53 @@ func TestAPIQueuedPassSaysWhereItStands(t *testing.T) {
 		t.Errorf("staging's policy %s, want queue (the configuration's)", e.PolicyOrDefault())
 	}
 }
+
+// promotionAPIConfig: production takes a commit of api only once it is live in staging.
+const promotionAPIConfig = `environments:
+  staging:
+    scopes:
+      api:
+        repository: Codertocat/Hello-World
+        branch: master
+  production:
+    requires: [staging]
+    scopes:
+      api:
+        repository: Codertocat/Hello-World
+        branch: master
+`
+
+// TestAPIPromotionWaitSaysWhatItWaitsFor: through api-url, a production pass whose commit is not
+// live in staging yet is told so at its deploy gate, in the progress line, the annotation and the
+// job summary, rather than being told of a lock nobody holds; once staging has the commit live,
+// it deploys.
+func TestAPIPromotionWaitSaysWhatItWaitsFor(t *testing.T) {
+	t.Parallel()
+	w := newAPIWorldOf(t, promotionAPIConfig)
+	if _, err := w.auth.SetRequires(context.Background(), "production", authority.Requirements{Environments: []string{"staging"}}, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	prod := w.job("p", "1", "push", pushEvent, pushOf(sha('0'), sha('a')))
+	if r := prod.step(map[string]string{"command": "claim", "environment": "production", "scopes": "api"}); r.err != nil {
+		t.Fatal(r.err, r.log)
+	}
+	r := prod.step(map[string]string{"command": "gate", "environment": "production", "wait": "300ms"})
+	if !errors.Is(r.err, authority.ErrLeaseHeld) || r.outputs["outcome"] != "locked" {
+		t.Fatalf("gate: %v %v\n%s", r.err, r.outputs, r.log)
+	}
+	const want = "production/api: waiting for staging: aaaaaaa is not live there yet"
+	if !strings.Contains(r.log, "::warning::waiting: "+want) || strings.Contains(r.log, "is locked by") {
+		t.Errorf("the progress line does not say what the pass waits for (want %q):\n%s", want, r.log)
+	}
+	if !strings.Contains(r.summary, "waiting for staging: aaaaaaa is not live there yet") {
+		t.Errorf("the job summary does not say what the pass waits for:\n%s", r.summary)
+	}
+
+	staging := w.job("s", "2", "push", pushEvent, pushOf(sha('0'), sha('a')))
+	if r := staging.step(map[string]string{"command": "run", "environment": "staging", "scopes": "api", "run": "true"}); r.err != nil || r.outputs["outcome"] != "deployed" {
+		t.Fatalf("staging: %v %v\n%s", r.err, r.outputs, r.log)
+	}
+	if r := prod.step(map[string]string{"command": "gate", "environment": "production", "wait": "300ms"}); r.err != nil {
+		t.Fatalf("production's gate once staging has the commit: %v\n%s", r.err, r.log)
+	}
+}

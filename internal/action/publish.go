@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
+	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/githubapp"
 	"github.com/latestwins/latestwins/internal/report"
 )
@@ -92,7 +93,31 @@ func (s *step) publication(ctx context.Context, res *result) (report.Publication
 	if err != nil {
 		return report.Publication{}, err
 	}
-	return report.Publication{Env: e, Now: s.view.Now(), Pass: s.passOf(res)}, nil
+	return report.Publication{Env: e, Required: s.required(ctx, e), Now: s.view.Now(), Pass: s.passOf(res)}, nil
+}
+
+// required reads the states of the environments e requires, so that the status says what a head
+// waits for there; nil when e requires nothing or one of them cannot be read (then nothing is
+// said). An environment nothing was accepted in has nothing live: a nil entry.
+func (s *step) required(ctx context.Context, e *authority.Env) map[string]*authority.Env {
+	if e.Requires == nil {
+		return nil
+	}
+	out := map[string]*authority.Env{}
+	for _, name := range e.Requires.Environments {
+		re, err := s.view.Status(ctx, name)
+		var input *authority.InputError
+		switch {
+		case errors.As(err, &input):
+			out[name] = nil
+		case err != nil:
+			s.a.Infof("the status does not say what waits for %s: %v", name, err)
+			return nil
+		default:
+			out[name] = re
+		}
+	}
+	return out
 }
 
 func (s *step) publishComment(ctx context.Context, res *result) {

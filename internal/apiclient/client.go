@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/report"
 )
 
 // TokenSource gives the bearer token sent with each request (the workflow's OIDC token).
@@ -167,6 +168,18 @@ func (c *Client) Rollback(ctx context.Context, r authority.RollbackRequest) (*Ro
 	return &res, nil
 }
 
+// Promote asks for the commit live in r.From's scope (empty: the first environment r.Environment
+// requires) in r.Environment's (authority.Authority.Promote on the App's side, which then
+// dispatches the scope's workflow). The actor is the token's.
+func (c *Client) Promote(ctx context.Context, r authority.PromoteRequest) (*PromoteResponse, error) {
+	var res PromoteResponse
+	req := PromoteRequest{Scope: r.Scope, From: r.From, Request: r.Request}
+	if err := c.do(ctx, http.MethodPost, r.Environment, "promote", nil, req, &res); err != nil {
+		return nil, fmt.Errorf("promote %s/%s: %w", r.Environment, r.Scope, err)
+	}
+	return &res, nil
+}
+
 // Unfreeze lifts a rollback's freeze; errors match authority.ErrNotFrozen and ErrRepeated as the
 // authority's do.
 func (c *Client) Unfreeze(ctx context.Context, r authority.UnfreezeRequest) (*authority.Freeze, error) {
@@ -179,6 +192,25 @@ func (c *Client) Unfreeze(ctx context.Context, r authority.UnfreezeRequest) (*au
 		return nil, fmt.Errorf("unfreeze %s/%s: the API answered no freeze", r.Environment, r.Scope)
 	}
 	return res.Freeze, nil
+}
+
+// Overview reads what is live where across the environments the token's repository feeds.
+func (c *Client) Overview(ctx context.Context) (*report.Overview, error) {
+	var res OverviewResponse
+	if err := c.call(ctx, http.MethodGet, c.overviewEndpoint(), "", nil, &res); err != nil {
+		return nil, fmt.Errorf("environments: %w", err)
+	}
+	if res.Overview == nil {
+		return nil, errors.New("environments: the API answered no overview")
+	}
+	return res.Overview, nil
+}
+
+func (c *Client) overviewEndpoint() *url.URL {
+	u := *c.base
+	u.Path = strings.TrimSuffix(c.base.Path, "/") + "/v1/environments"
+	u.RawPath = strings.TrimSuffix(c.base.EscapedPath(), "/") + "/v1/environments"
+	return &u
 }
 
 // Now is this machine's clock: rendering only, never a lease decision.
@@ -196,6 +228,14 @@ func (c *Client) do(ctx context.Context, method, env, verb string, query url.Val
 	if err := authority.ValidateEnvironment(env); err != nil {
 		return err
 	}
+	u := c.endpoint(env, verb)
+	u.RawQuery = query.Encode()
+	return c.call(ctx, method, u, env, in, out)
+}
+
+// call sends one request to u and decodes the answer into out, or a refusal into the authority's
+// typed error (env: the environment the refusal concerns).
+func (c *Client) call(ctx context.Context, method string, u *url.URL, env string, in, out any) error {
 	tok, err := c.tokens.Token(ctx)
 	if err != nil {
 		return err
@@ -208,8 +248,6 @@ func (c *Client) do(ctx context.Context, method, env, verb string, query url.Val
 		}
 		body = bytes.NewReader(b)
 	}
-	u := c.endpoint(env, verb)
-	u.RawQuery = query.Encode()
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
 		return fmt.Errorf("build the request: %w", err)
@@ -254,7 +292,7 @@ func refusal(env string, resp *http.Response, b []byte) error {
 		}
 		return &authority.HeldError{Resource: e.Resource, Holder: e.Holder, Purpose: e.Purpose, Generation: e.Generation,
 			ExpiresAt: e.ExpiresAt, RetryAfter: time.Duration(max(retry, 1)) * time.Second,
-			Ahead: e.Ahead, HeadSha: e.HeadSha, Barrier: e.Barrier, Blocked: e.Blocked, Frozen: e.Frozen}
+			Ahead: e.Ahead, HeadSha: e.HeadSha, Barrier: e.Barrier, Blocked: e.Blocked, Frozen: e.Frozen, Promotion: e.Promotion}
 	case CodeNotFrozen:
 		return fmt.Errorf("%s: %w", e.Message, authority.ErrNotFrozen)
 	case CodeRepeated:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/report"
 )
 
 // Audience is the audience the App expects in OIDC tokens, and the one the client asks for.
@@ -18,7 +19,7 @@ const MaxBodyBytes = 1 << 20
 
 // Error codes: the stable "error" field of every refusal.
 const (
-	CodeLocked       = "locked"       // 409: another holder has the lease, or older intents go first (ahead, head_sha, barrier, blocked); Retry-After and retry_after say when to ask again
+	CodeLocked       = "locked"       // 409: another holder has the lease, older intents go first (ahead, head_sha, barrier, blocked), a freeze holds it (frozen) or its commit waits for a required environment (promotion); Retry-After and retry_after say when to ask again
 	CodeQueueFull    = "queue_full"   // 429: a scope already holds as many pending intents as it may; nothing was written; retry once some have deployed
 	CodeSuperseded   = "superseded"   // 409: a newer generation owns or waits for the scope (by, by_sha)
 	CodeLeaseLost    = "lease_lost"   // 409: the caller's lease expired, was taken over or was unlocked
@@ -95,6 +96,27 @@ type Dispatch struct {
 	Ref        string `json:"ref"`
 }
 
+// PromoteRequest asks for the commit live in a scope of another environment (From: one the
+// environment requires; empty: the first it requires) in the same scope of this one (POST
+// .../promote). Request identifies the request: a repeat promotes once. The actor is the token's.
+type PromoteRequest struct {
+	Scope   string `json:"scope"`
+	From    string `json:"from,omitempty"`
+	Request string `json:"request,omitempty"`
+}
+
+// PromoteResponse is what a promotion did: the environment the commit came from, the new
+// generation and its commit, and the workflows the App dispatched for it (none for a repeat, or
+// without App credentials: then the caller deploys the generation itself).
+type PromoteResponse struct {
+	From           string     `json:"from"`
+	Generation     int64      `json:"generation"`
+	Sha            string     `json:"sha"`
+	Duplicate      bool       `json:"duplicate,omitempty"`
+	Dispatched     []Dispatch `json:"dispatched,omitempty"`
+	DispatchFailed string     `json:"dispatch_failed,omitempty"`
+}
+
 // UnfreezeRequest lifts the freeze of one scope (POST .../unfreeze).
 type UnfreezeRequest struct {
 	Scope   string `json:"scope"`
@@ -112,6 +134,13 @@ type UnfreezeResponse struct {
 type StatusResponse struct {
 	Env *authority.Env `json:"env"`
 	Now time.Time      `json:"now"`
+}
+
+// OverviewResponse is what is live where (GET /v1/environments) across the environments the
+// token's repository feeds, and the App's clock reading.
+type OverviewResponse struct {
+	Overview *report.Overview `json:"overview"`
+	Now      time.Time        `json:"now"`
 }
 
 // OK is the body of a successful renew or release.
@@ -140,6 +169,9 @@ type ErrorBody struct {
 	// Frozen: a rollback froze the scope (who, which commit, why); nothing else deploys until
 	// someone unfreezes it.
 	Frozen *authority.Freeze `json:"frozen,omitempty"`
+	// Promotion: the pass's commit is not live yet in an environment this one requires (which
+	// environment, which commit waits, what is live there instead).
+	Promotion *authority.PromotionWait `json:"promotion,omitempty"`
 
 	// queue_full (Scope too)
 	Pending int `json:"pending,omitempty"` // intents the scope holds

@@ -33,9 +33,15 @@ type apiWorld struct {
 
 func newAPIWorld(t *testing.T) *apiWorld {
 	t.Helper()
+	return newAPIWorldOf(t, serveConfig)
+}
+
+// newAPIWorldOf is newAPIWorld with the configuration yml.
+func newAPIWorldOf(t *testing.T, yml string) *apiWorld {
+	t.Helper()
 	dir := t.TempDir()
 	iss := oidctest.NewIssuer(t)
-	cfg := writeServeConfig(t, dir, serveConfig)
+	cfg := writeServeConfig(t, dir, yml)
 	serveVars := map[string]string{"LATESTWINS_WEBHOOK_SECRET": serveSecret, "LATESTWINS_STORE": "bolt://" + filepath.Join(dir, "app.db")}
 	var stderr syncbuf.Buffer
 	c := &cmdEnv{io: IO{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &stderr, Getenv: func(k string) string { return serveVars[k] }},
@@ -251,5 +257,47 @@ func TestRollbackThroughAPI(t *testing.T) {
 	must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "cccc333", "--intent-id", "c", "--", "true")
 	if o := must(ExitOK, "status", "staging", "--json"); !strings.Contains(o.stdout, `"sha":"cccc333"`) && !strings.Contains(o.stdout, `"sha": "cccc333"`) {
 		t.Errorf("status after unfreeze:\n%s", o.stdout)
+	}
+}
+
+// TestPromoteThroughAPI: promote with --api takes the commit live in the environment production
+// requires (no --from: the App picks the first), once per request; the App here has no credentials,
+// so it dispatches nothing and says how to deploy the generation, whose deploy gate then passes.
+// An environment that requires nothing has nothing to promote from.
+func TestPromoteThroughAPI(t *testing.T) {
+	t.Parallel()
+	w := newAPIWorldOf(t, serveConfig+`  production:
+    requires: [staging]
+    scopes:
+      api:
+        repository: Codertocat/Hello-World
+        branch: master
+        workflow: deploy.yml
+`)
+	must := func(code int, args ...string) outcome {
+		t.Helper()
+		o := w.run(nil, args...)
+		if o.code != code {
+			t.Fatalf("%v: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", args, o.code, code, o.stdout, o.stderr)
+		}
+		return o
+	}
+	must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "a", "--", "true")
+	o := must(ExitOK, "promote", "production/api", "--request", "p1")
+	for _, want := range []string{"promoted aaaa111 (live in staging/api) to production at generation 1", "the App dispatched no workflow", "--generation 1"} {
+		if !strings.Contains(o.stdout, want) {
+			t.Errorf("promote did not say %q:\n%s", want, o.stdout)
+		}
+	}
+	if o := must(ExitOK, "promote", "production/api", "--request", "p1"); !strings.Contains(o.stdout, "already answered: aaaa111 of staging is generation 1 in production") {
+		t.Errorf("a repeated request said:\n%s", o.stdout)
+	}
+	must(ExitOK, "run", "--environment", "production", "--scopes", "api", "--generation", "1", "--", "true")
+	o = must(ExitOK, "status")
+	if !strings.Contains(o.stdout, "SCOPE") || strings.Count(o.stdout, "aaaa111") != 2 {
+		t.Errorf("status --api without an environment does not show aaaa111 live in both environments:\n%s", o.stdout)
+	}
+	if o := must(ExitUsage, "promote", "staging/api"); !strings.Contains(o.stderr, "staging requires no environment") {
+		t.Errorf("promote into an environment that requires nothing said:\n%s", o.stderr)
 	}
 }

@@ -57,7 +57,7 @@ func commands() []command {
 		{"gate", "check that a pass may enter a phase; with a lease for deploy", runGate},
 		{"run", "gate, run a command under a renewed fenced lease, complete: run -- CMD ARGS", runRun},
 		{"complete", "record how a pass ended (success, failure, lost, interrupted, invalid)", runComplete},
-		{"status", "print an environment's status table: status ENV [--json]; without ENV, what is live where in every environment", runStatus},
+		{"status", "print an environment's status table: status ENV [--json]; without ENV, what is live where in every environment (with --api: those the repository feeds)", runStatus},
 		{"promote", "ask for the commit live in one environment's scope in another's: promote ENV/SCOPE --from staging", runPromote},
 		{"history", "print an environment's timeline: history ENV [--json]", runHistory},
 		{"unlock", "free a lease by hand, audited: unlock ENV/SCOPE --reason TEXT", runUnlock},

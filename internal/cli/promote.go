@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/report"
 )
@@ -30,9 +31,10 @@ func runPromote(ctx context.Context, c *cmdEnv, args []string) error {
 	var from, request string
 	c.newFlags("promote")
 	c.interspersed = true
-	c.str(&from, "from", "", "the environment whose live commit is promoted, e.g. staging (required)")
+	c.str(&from, "from", "", "the environment whose live commit is promoted, e.g. staging (required on a store; with --api, default the first environment ENV requires)")
 	c.str(&c.s.actor, "actor", "", "who promotes (default $GITHUB_ACTOR or $USER)")
 	c.str(&request, "request", "", "an id for this request: a repeat promotes once")
+	c.apiFlags()
 	if err := c.parse(args); err != nil {
 		return err
 	}
@@ -43,17 +45,20 @@ func runPromote(ctx context.Context, c *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if from = strings.TrimSpace(from); from == "" {
+	if from = strings.TrimSpace(from); from == "" && c.s.api == "" {
 		return c.badSetting("from", "", "name the environment whose live commit goes to "+env+", e.g. --from staging")
 	}
 	if c.s.actor = strings.TrimSpace(c.s.actor); c.s.actor == "" {
 		c.s.actor = firstNonEmpty(c.io.Getenv("GITHUB_ACTOR"), c.io.Getenv("USER"))
 	}
 	c.mode = storeMustExist
-	if err := c.open(ctx); err != nil {
+	if err := c.connect(ctx); err != nil {
 		return err
 	}
 	defer c.done()
+	if client, ok := c.view.(*apiclient.Client); ok {
+		return c.promoteRemote(ctx, client, authority.PromoteRequest{Environment: env, Scope: scope, From: from, Request: request})
+	}
 	res, err := c.auth.Promote(ctx, authority.PromoteRequest{Environment: env, Scope: scope, From: from, Actor: c.s.actor,
 		Request: request, Source: "latestwins promote from " + from})
 	if err != nil {
@@ -73,10 +78,39 @@ func runPromote(ctx context.Context, c *cmdEnv, args []string) error {
 	return nil
 }
 
+// promoteRemote promotes through the App's API: the App checks that ENV requires the environment
+// promoted from, records the promotion with the token's actor and dispatches the scope's workflow.
+func (c *cmdEnv) promoteRemote(ctx context.Context, client *apiclient.Client, r authority.PromoteRequest) error {
+	res, err := client.Promote(ctx, r)
+	if err != nil {
+		return err
+	}
+	if c.s.jsonOut {
+		return c.printJSON(map[string]any{"promote": c.positional[0], "from": res.From, "sha": res.Sha, "generation": res.Generation,
+			"duplicate": res.Duplicate, "dispatched": res.Dispatched, "dispatch_failed": res.DispatchFailed})
+	}
+	if res.Duplicate {
+		c.printf("request %s was already answered: %s of %s is generation %d in %s\n", r.Request, report.ShortSha(res.Sha), res.From, res.Generation, r.Environment)
+		return nil
+	}
+	c.printf("promoted %s (live in %s/%s) to %s at generation %d\n", report.ShortSha(res.Sha), res.From, r.Scope, r.Environment, res.Generation)
+	for _, d := range res.Dispatched {
+		c.printf("the App dispatched %s on %s in %s for generation %d\n", d.Workflow, d.Ref, d.Repository, res.Generation)
+	}
+	switch {
+	case res.DispatchFailed != "":
+		c.printf("the dispatch failed: %s\n", res.DispatchFailed)
+	case len(res.Dispatched) == 0:
+		c.printf("the App dispatched no workflow (none is configured for the scope, or the App has no credentials): deploy it with\n"+
+			"  latestwins run --api %s --environment %s --scopes %s --generation %d -- CMD\n", c.s.api, r.Environment, r.Scope, res.Generation)
+	}
+	return nil
+}
+
 // overview prints what is live where: every environment the store holds, per scope.
 func (c *cmdEnv) overview(ctx context.Context) error {
 	if c.s.api != "" {
-		return usageErrorf("status without an environment reads every environment from the store (--store); through the App's API, name the environment: latestwins status ENV")
+		return c.overviewRemote(ctx)
 	}
 	c.mode = storeReadOnly
 	if err := c.connect(ctx); err != nil {
@@ -98,7 +132,28 @@ func (c *cmdEnv) overview(ctx context.Context) error {
 		}
 		envs = append(envs, e)
 	}
-	o := report.NewOverview(envs, c.auth.Now())
+	return c.printOverview(report.NewOverview(envs, c.auth.Now()))
+}
+
+// overviewRemote prints what is live where through the App's API: the environments the token's
+// repository feeds.
+func (c *cmdEnv) overviewRemote(ctx context.Context) error {
+	if err := c.connect(ctx); err != nil {
+		return err
+	}
+	defer c.done()
+	client, ok := c.view.(*apiclient.Client)
+	if !ok {
+		return errors.New("status --api: no API client")
+	}
+	o, err := client.Overview(ctx)
+	if err != nil {
+		return err
+	}
+	return c.printOverview(o)
+}
+
+func (c *cmdEnv) printOverview(o *report.Overview) error {
 	if c.s.jsonOut {
 		return c.printJSON(o)
 	}

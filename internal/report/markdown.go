@@ -15,7 +15,9 @@ const DefaultSummaryEvents = 10
 // Summary is what a job summary shows: an environment's current state as read from the store, and
 // one line about the step that wrote it.
 type Summary struct {
-	Env      *authority.Env
+	Env *authority.Env
+	// Required is the states of the environments Env requires (Publication.Required); nil: not known.
+	Required map[string]*authority.Env
 	Now      time.Time
 	Headline string // what this step did, e.g. "Generation 9 deployed api."
 	Events   int    // newest timeline events to show (0: DefaultSummaryEvents)
@@ -25,7 +27,7 @@ type Summary struct {
 // table and an excerpt of the timeline, newest last.
 func JobSummary(w io.Writer, s Summary) error {
 	e := s.Env
-	st := NewStatus(e, s.Now)
+	st := NewStatusWith(e, s.Now, s.Required)
 	var b strings.Builder
 	fmt.Fprintf(&b, "### latestwins: %s\n\n", cell(e.Name))
 	if s.Headline != "" {
@@ -51,10 +53,11 @@ func JobSummary(w io.Writer, s Summary) error {
 }
 
 // StatusMarkdown writes an environment's status table as Markdown: one row per scope with its live
-// commit, pending work with each intent's place, owner and lease.
-func StatusMarkdown(w io.Writer, e *authority.Env, now time.Time) error {
+// commit, pending work with each intent's place (and, given the states of the environments e
+// requires, what the head waits for there), owner and lease. required nil: not known.
+func StatusMarkdown(w io.Writer, e *authority.Env, now time.Time, required map[string]*authority.Env) error {
 	var b strings.Builder
-	writeStatusTable(&b, NewStatus(e, now))
+	writeStatusTable(&b, NewStatusWith(e, now, required))
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -78,7 +78,7 @@ func TestJobSummaryGolden(t *testing.T) {
 func TestMarkdownCellsStayInTheirColumn(t *testing.T) {
 	t.Parallel()
 	var b bytes.Buffer
-	if err := StatusMarkdown(&b, reconciling(), t0); err != nil {
+	if err := StatusMarkdown(&b, reconciling(), t0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := TimelineMarkdown(&b, reconciling().Events); err != nil {

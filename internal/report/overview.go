@@ -42,6 +42,8 @@ type Placement struct {
 	// Waiting is set while the head waits for its commit in a required environment: the words its
 	// deploy gate says (authority.WaitText).
 	Waiting string `json:"waiting,omitempty"`
+	// Promotion is that wait: the required environment, the commit that waits, what is live there.
+	Promotion *authority.PromotionWait `json:"promotion,omitempty"`
 	// Requires names the environments this one requires, as stored.
 	Requires *authority.Requirements `json:"requires,omitempty"`
 }
@@ -100,11 +102,7 @@ func newPlacement(e *authority.Env, name string, sc *authority.Scope, envs map[s
 	if f := sc.Freeze; f != nil {
 		p.Frozen = fmt.Sprintf("frozen by the rollback to %s (%s: %s) until unfreeze", ShortSha(f.Sha), orUnknown(f.Actor), f.Reason)
 	}
-	if e.Requires != nil && sc.Mailbox != nil {
-		if w := e.PromotionWait(name, sc.Mailbox, envs); w != nil {
-			p.Waiting = authority.WaitText(w)
-		}
-	}
+	p.Promotion, p.Waiting = promotionWait(e, name, sc, envs)
 	return p
 }
 

@@ -100,3 +100,65 @@ func TestWaitingForARequiredEnvironment(t *testing.T) {
 		t.Fatalf("Waiting = %q, want %q", got, want)
 	}
 }
+
+// TestStatusRowSaysWhatTheHeadWaitsFor: production's head waits for staging; built with staging's
+// state, its row says so in the gate's words, in Markdown (the sticky comment, the check run) and
+// in plain text, and stops saying so once staging has the commit live. Built without it, nothing is
+// claimed either way.
+func TestStatusRowSaysWhatTheHeadWaitsFor(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	a := authority.New(memory.New(), authority.WithClock(storetest.NewClock(t0)))
+	accept := func(env, id, sha string, req *authority.Requirements) int64 {
+		t.Helper()
+		res, err := a.Accept(ctx, authority.Intent{ID: id, Environment: env, Scopes: []string{"api"}, Sha: sha, Requires: req}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Generation
+	}
+	status := func(env string) *authority.Env {
+		t.Helper()
+		e, err := a.Status(ctx, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	accept("production", "p-x", shaB1, &authority.Requirements{Environments: []string{"staging"}})
+	sgen := accept("staging", "s-y", shaC3, nil)
+	required := map[string]*authority.Env{"staging": status("staging")}
+	st := NewStatusWith(status("production"), t0, required)
+	want := "waiting for staging: " + ShortSha(shaB1) + " is not live there yet"
+	if len(st.Rows) != 1 || st.Rows[0].Promotion != want || st.Rows[0].PromotionWait == nil || st.Rows[0].PromotionWait.Sha != shaB1 {
+		t.Fatalf("row %+v; want the head %q", st.Rows, want)
+	}
+	var md strings.Builder
+	writeStatusTable(&md, st)
+	if !strings.Contains(md.String(), cell(want)) {
+		t.Errorf("the Markdown row does not say %q:\n%s", want, md.String())
+	}
+	if st := NewStatus(status("production"), t0); st.Rows[0].Promotion != "" {
+		t.Errorf("without the required states the row claims %q", st.Rows[0].Promotion)
+	}
+
+	// staging deploys x: production's head waits no more.
+	g, err := a.Gate(ctx, authority.GateRequest{Environment: "staging", Generation: sgen, Scopes: []string{"api"}, Phase: "deploy", Holder: "h", LeaseTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Complete(ctx, authority.Completion{Environment: "staging", Generation: sgen, Scopes: []string{"api"}, Holder: "h", Tokens: g.Tokens, Outcome: authority.OutcomeSuccess}); err != nil {
+		t.Fatal(err)
+	}
+	gen := accept("staging", "s-x", shaB1, nil)
+	g, err = a.Gate(ctx, authority.GateRequest{Environment: "staging", Generation: gen, Scopes: []string{"api"}, Phase: "deploy", Holder: "h", LeaseTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Complete(ctx, authority.Completion{Environment: "staging", Generation: gen, Scopes: []string{"api"}, Holder: "h", Tokens: g.Tokens, Outcome: authority.OutcomeSuccess}); err != nil {
+		t.Fatal(err)
+	}
+	if st := NewStatusWith(status("production"), t0, map[string]*authority.Env{"staging": status("staging")}); st.Rows[0].Promotion != "" {
+		t.Errorf("once staging has it live the row still says %q", st.Rows[0].Promotion)
+	}
+}

@@ -31,9 +31,12 @@ const (
 // Publication is what a PR comment or a check run shows: the environment as read from the store
 // just before writing, and the pass of the run that writes it.
 type Publication struct {
-	Env  *authority.Env
-	Now  time.Time
-	Pass Pass
+	Env *authority.Env
+	// Required is the states of the environments Env requires, by name, so that a row whose head
+	// waits for one says so (NewStatusWith); nil: not known.
+	Required map[string]*authority.Env
+	Now      time.Time
+	Pass     Pass
 	// Events is how many of the newest timeline events to show (0: DefaultPublicationEvents).
 	Events int
 }
@@ -168,7 +171,7 @@ func (p Publication) writeBody(b *strings.Builder) {
 	e := p.Env
 	b.WriteString(p.runLine())
 	b.WriteString("\n\n")
-	st := NewStatus(e, p.Now)
+	st := NewStatusWith(e, p.Now, p.Required)
 	writeStatusLine(b, st)
 	writeStatusTable(b, st)
 	n := p.Events

@@ -36,10 +36,15 @@ type Row struct {
 	Blocked string
 	// Frozen is set while a rollback freezes the scope: who rolled back to what, and why. Nothing but
 	// the rollback deploys until someone unfreezes it.
-	Frozen  string
-	Owner   int64 // generation of the newest pass that claimed the scope; 0: none
-	Lease   Lease
-	Failure *authority.Failure // the last terminal error, until a deploy succeeds
+	Frozen string
+	// Promotion is set while the head waits for its commit in an environment this one requires: the
+	// words its deploy gate says (authority.WaitText), and the wait itself (PromotionWait). Only
+	// known when the status was built with the required environments' states (NewStatusWith).
+	Promotion     string
+	PromotionWait *authority.PromotionWait
+	Owner         int64 // generation of the newest pass that claimed the scope; 0: none
+	Lease         Lease
+	Failure       *authority.Failure // the last terminal error, until a deploy succeeds
 }
 
 // Live is what is deployed in a scope.
@@ -126,8 +131,16 @@ func (s *Status) PolicyNote() string {
 	return string(s.Policy)
 }
 
-// NewStatus builds an environment's status from its state as read from the store and now.
-func NewStatus(e *authority.Env, now time.Time) *Status {
+// NewStatus builds an environment's status from its state as read from the store and now. Without
+// the states of the environments it requires, no row says whether its head waits for them: see
+// NewStatusWith.
+func NewStatus(e *authority.Env, now time.Time) *Status { return NewStatusWith(e, now, nil) }
+
+// NewStatusWith is NewStatus that also says, on each row whose head waits for its commit in an
+// environment e requires, what it waits for, from required: the required environments' states as
+// read from the store, by name (a missing one has nothing live). required nil: not known, nothing
+// is said.
+func NewStatusWith(e *authority.Env, now time.Time, required map[string]*authority.Env) *Status {
 	st := &Status{Name: e.Name, Policy: e.PolicyOrDefault(), Observed: e.Observed, Desired: e.Desired, Settled: e.Observed >= e.Desired}
 	names := make([]string, 0, len(e.Scopes))
 	for n := range e.Scopes {
@@ -135,9 +148,25 @@ func NewStatus(e *authority.Env, now time.Time) *Status {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		st.Rows = append(st.Rows, newRow(n, e.Scopes[n], st.Policy, now))
+		r := newRow(n, e.Scopes[n], st.Policy, now)
+		if required != nil {
+			r.PromotionWait, r.Promotion = promotionWait(e, n, e.Scopes[n], required)
+		}
+		st.Rows = append(st.Rows, r)
 	}
 	return st
+}
+
+// promotionWait is what the head of scope name of e waits for in the environments e requires,
+// nil and "" when nothing.
+func promotionWait(e *authority.Env, name string, sc *authority.Scope, required map[string]*authority.Env) (*authority.PromotionWait, string) {
+	if e.Requires == nil || sc == nil || sc.Mailbox == nil || sc.Mailbox.Failed {
+		return nil, ""
+	}
+	if w := e.PromotionWait(name, sc.Mailbox, required); w != nil && w.Promotion != nil {
+		return w.Promotion, authority.WaitText(w)
+	}
+	return nil, ""
 }
 
 func newRow(name string, s *authority.Scope, policy authority.Policy, now time.Time) Row {
@@ -227,6 +256,9 @@ func (r Row) pendingCell(c cellStyle) string {
 	}
 	if r.Frozen != "" {
 		b.WriteString(", " + c.text(r.Frozen))
+	}
+	if r.Promotion != "" {
+		b.WriteString(", " + c.text(r.Promotion))
 	}
 	if r.Blocked != "" {
 		b.WriteString(", " + c.text(r.Blocked))

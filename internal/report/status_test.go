@@ -270,7 +270,7 @@ func TestRenderingsShowPlaces(t *testing.T) {
 		},
 		"markdown": func(e *authority.Env, now time.Time) string {
 			var b bytes.Buffer
-			if err := StatusMarkdown(&b, e, now); err != nil {
+			if err := StatusMarkdown(&b, e, now, nil); err != nil {
 				t.Fatal(err)
 			}
 			return b.String()
@@ -374,7 +374,7 @@ func TestStatusShowsAFreeze(t *testing.T) {
 	if err := StatusText(&text, e, now); err != nil {
 		t.Fatal(err)
 	}
-	if err := StatusMarkdown(&md, e, now); err != nil {
+	if err := StatusMarkdown(&md, e, now, nil); err != nil {
 		t.Fatal(err)
 	}
 	for name, out := range map[string]string{"text": text.String(), "markdown": md.String()} {
