@@ -173,19 +173,38 @@ func (a *App) protectionVerdict(ctx context.Context, log *slog.Logger, installat
 	case err != nil:
 		return verdict{}, fmt.Errorf("status of %s: %w", envName, err)
 	}
-	return judge(env, scopes, sha), nil
+	required, err := a.requiredOf(ctx, env, nil)
+	if err != nil {
+		return verdict{}, err
+	}
+	return judge(env, scopes, sha, required), nil
 }
 
-// judge approves sha for scopes of env when no scope has a commit accepted after it, and sha was
-// accepted: it is the newest of every scope it was accepted for, and scopes it did not touch (paths)
-// have only older work. A commit the environment never accepted is rejected: latestwins cannot tell
-// whether it is newer, and approving it would let an unknown commit overwrite the newest.
-func judge(env *authority.Env, scopes []string, sha string) verdict {
+// judge approves sha for scopes of env when its pass could enter its deploy phase now, as the
+// deploy gate decides it: sha was accepted, no scope has a commit accepted after it that supersedes
+// it, and in every scope where it is pending it is at the head (not queued behind older intents or
+// behind a barrier), not held by a rollback's freeze, and live in every environment env requires
+// (required, as read). Scopes it did not touch (paths) have only older work. A commit the
+// environment never accepted is rejected: latestwins cannot tell whether it is the newest, and
+// approving it would let an unknown commit overwrite the newest. A commit that must wait is rejected
+// with what it waits for, not marked superseded: the recovery sweep dispatches its workflow again
+// once it may go.
+func judge(env *authority.Env, scopes []string, sha string, required map[string]*authority.Env) verdict {
 	acceptedAt := acceptedGeneration(env, sha)
 	var newer *authority.Ref // the newest commit accepted after sha, over all scopes
 	seen := acceptedAt > 0
 	for _, name := range scopes {
-		n := newest(env.Scopes[name])
+		sc := env.Scopes[name]
+		if sc == nil {
+			continue
+		}
+		if pos, ref := pendingAt(sc, sha); ref != nil {
+			if why := mustWait(env, name, sc, pos, ref, required); why != "" {
+				return verdict{comment: fmt.Sprintf("%s/%s: %s; latestwins dispatches it again once it may go", env.Name, name, why)}
+			}
+			continue
+		}
+		n := newest(sc)
 		switch {
 		case n == nil || n.Sha == sha:
 			continue
@@ -206,13 +225,53 @@ func judge(env *authority.Env, scopes []string, sha string) verdict {
 	return verdict{approve: true, comment: fmt.Sprintf("%s is the newest commit accepted for %s (%s) at generation %d", report.ShortSha(sha), env.Name, strings.Join(scopes, ", "), acceptedAt)}
 }
 
-// newest is the scope's newest accepted commit: pending, else live.
+// pendingAt finds sha among the scope's pending intents: its place (0: the head) and entry, the
+// newest one when it is pending more than once.
+func pendingAt(sc *authority.Scope, sha string) (int, *authority.Ref) {
+	pos, found := -1, (*authority.Ref)(nil)
+	for i, r := range sc.Entries() {
+		if r.Sha == sha {
+			pos, found = i, r
+		}
+	}
+	return pos, found
+}
+
+// mustWait says what the pass of ref, pending at pos in scope name, waits for at its deploy gate,
+// in the gate's words; "" when it may go.
+func mustWait(env *authority.Env, name string, sc *authority.Scope, pos int, ref *authority.Ref, required map[string]*authority.Env) string {
+	entries := sc.Entries()
+	switch {
+	case sc.Freeze != nil && sc.Freeze.Generation != ref.Generation:
+		return authority.WaitText(&authority.HeldError{Frozen: sc.Freeze})
+	case pos > 0 && entries[0].Failed:
+		return authority.WaitText(&authority.HeldError{Blocked: true, Generation: entries[0].Generation, HeadSha: entries[0].Sha})
+	case pos > 0:
+		held := &authority.HeldError{Ahead: pos, Generation: entries[0].Generation, HeadSha: entries[0].Sha}
+		if env.PolicyOrDefault() == authority.PolicyLatest {
+			for _, r := range entries[:pos] {
+				if r.Barrier {
+					held.Barrier = r.Sha
+				}
+			}
+		}
+		return authority.WaitText(held)
+	case required != nil:
+		if w := env.PromotionWait(name, ref, required); w != nil {
+			return authority.WaitText(w)
+		}
+	}
+	return ""
+}
+
+// newest is the scope's newest accepted commit: the last pending, else live.
 func newest(sc *authority.Scope) *authority.Ref {
 	switch {
 	case sc == nil:
 		return nil
 	case sc.Mailbox != nil:
-		return sc.Mailbox
+		entries := sc.Entries()
+		return entries[len(entries)-1]
 	case sc.Live != nil:
 		return &authority.Ref{Generation: sc.Live.Generation, Sha: sc.Live.Sha, Ref: sc.Live.Ref}
 	}
@@ -224,8 +283,10 @@ func newest(sc *authority.Scope) *authority.Ref {
 func acceptedGeneration(env *authority.Env, sha string) int64 {
 	var g int64
 	for _, sc := range env.Scopes {
-		if sc.Mailbox != nil && sc.Mailbox.Sha == sha {
-			g = max(g, sc.Mailbox.Generation)
+		for _, r := range sc.Entries() {
+			if r.Sha == sha {
+				g = max(g, r.Generation)
+			}
 		}
 		if sc.Live != nil && sc.Live.Sha == sha {
 			g = max(g, sc.Live.Generation)

@@ -338,11 +338,25 @@ func TestJudge(t *testing.T) {
 		{"live, with newer pending", authority.Env{Name: "prod",
 			Scopes: map[string]*authority.Scope{"api": {Mailbox: &authority.Ref{Generation: 3, Sha: top}, Live: &authority.Live{Generation: 2, Sha: mid}}}}, mid,
 			verdict{comment: "Superseded by generation 3 (3333333)", superseded: true}},
+		// What the deploy gate would make the pass wait for, the rule refuses with the same words.
+		{"queued behind an older commit", authority.Env{Name: "prod", Policy: authority.PolicyQueue,
+			Scopes: map[string]*authority.Scope{"api": {Mailbox: &authority.Ref{Generation: 1, Sha: old}, Queue: []*authority.Ref{{Generation: 2, Sha: top}}}}}, top,
+			verdict{comment: "prod/api: queued: 1 ahead of this commit; latestwins dispatches it again once it may go"}},
+		{"the queue's head", authority.Env{Name: "prod", Policy: authority.PolicyQueue,
+			Scopes: map[string]*authority.Scope{"api": {Mailbox: &authority.Ref{Generation: 1, Sha: old}, Queue: []*authority.Ref{{Generation: 2, Sha: top}}}}}, old,
+			verdict{approve: true, comment: "1111111 is the newest commit accepted for prod (api) at generation 1"}},
+		{"behind a barrier", authority.Env{Name: "prod",
+			Scopes: map[string]*authority.Scope{"api": {Mailbox: &authority.Ref{Generation: 1, Sha: mid, Barrier: true}, Queue: []*authority.Ref{{Generation: 2, Sha: top}}}}}, top,
+			verdict{comment: "prod/api: waiting for barrier 2222222; latestwins dispatches it again once it may go"}},
+		{"held by a rollback's freeze", authority.Env{Name: "prod",
+			Scopes: map[string]*authority.Scope{"api": {Mailbox: &authority.Ref{Generation: 4, Sha: top}, Live: &authority.Live{Generation: 3, Sha: old},
+				Freeze: &authority.Freeze{Generation: 3, Sha: old, Actor: "oncall", Reason: "r"}}}}, top,
+			verdict{comment: "prod/api: held by a freeze: rolled back to 1111111 by oncall; waiting for unfreeze; latestwins dispatches it again once it may go"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := judge(&tt.env, []string{"api"}, tt.sha)
+			got := judge(&tt.env, []string{"api"}, tt.sha, nil)
 			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(verdict{})); diff != "" {
 				t.Errorf("judge (-want +got):\n%s", diff)
 			}
@@ -410,5 +424,22 @@ func TestParseProtectionCallback(t *testing.T) {
 		if diff := cmp.Diff(tt.want, got); diff != "" {
 			t.Errorf("parseCallback(%q) (-want +got):\n%s", tt.url, diff)
 		}
+	}
+}
+
+// A production job whose commit is not live in staging yet is refused with the gate's words.
+func TestJudgeWaitsForPromotion(t *testing.T) {
+	t.Parallel()
+	const sha, other = "3333333ccccccccccccccccccccccccccccccccc", "9999999ddddddddddddddddddddddddddddddddd"
+	prod := &authority.Env{Name: "prod", Requires: &authority.Requirements{Environments: []string{"staging"}},
+		Scopes: map[string]*authority.Scope{"api": {Mailbox: &authority.Ref{Generation: 2, Sha: sha}}}}
+	staging := &authority.Env{Name: "staging", Scopes: map[string]*authority.Scope{"api": {Live: &authority.Live{Generation: 5, Sha: other}}}}
+	got := judge(prod, []string{"api"}, sha, map[string]*authority.Env{"staging": staging})
+	if got.approve || !strings.Contains(got.comment, "waiting for staging: 3333333 is not live there yet") {
+		t.Fatalf("not live in staging: %+v; want a refusal saying it waits for staging", got)
+	}
+	staging.Scopes["api"].Live = &authority.Live{Generation: 6, Sha: sha}
+	if got := judge(prod, []string{"api"}, sha, map[string]*authority.Env{"staging": staging}); !got.approve {
+		t.Fatalf("live in staging: %+v; want it approved", got)
 	}
 }
