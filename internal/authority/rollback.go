@@ -118,6 +118,12 @@ func (e *Env) rollback(r RollbackRequest, id string, now time.Time) (*AcceptResu
 		e.record(now, Event{Kind: EventSuperseded, Scope: r.Scope, Generation: m.Generation, Sha: m.Sha,
 			Message: fmt.Sprintf("Superseded by the rollback to %s (generation %d)", shortSha(to), gen)})
 	}
+	// The deploy being undone does not finish first: its lease is taken back now, as an unlock
+	// would, so its pass loses it at its next renewal (its command is stopped within its grace, and
+	// its writes are fenced off by the rollback's greater token) and the rollback deploys at once.
+	if l := sc.Lease; l.Holder != "" && l.Generation < gen {
+		e.unlock(r.Scope, fmt.Sprintf("rolled back to %s", shortSha(to)), r.Actor, now)
+	}
 	source := r.Source
 	if source == "" {
 		source = "rollback"

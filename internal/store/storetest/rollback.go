@@ -42,6 +42,8 @@ func testRollbackFreezes(t *testing.T, h *harness) {
 	b := h.process()
 	h.accept(b, pushedAt(env, "push-b", sha("b", 1), h.clock.Now(), "api"), true)
 
+	// B's pass took the lease and is deploying when the rollback comes.
+	bGrant := h.gate(b, env, 2, "run-b", "api")
 	h.clock.Advance(time.Minute)
 	ops := h.process()
 	res, err := ops.Rollback(h.ctx, authority.RollbackRequest{Environment: env, Scope: "api", To: sha("a", 1), Actor: "oncall", Reason: "B breaks checkout", Request: "r1"})
@@ -51,11 +53,17 @@ func testRollbackFreezes(t *testing.T, h *harness) {
 	if res.Generation != 3 {
 		t.Fatalf("rollback accepted at generation %d, want 3 (the newest)", res.Generation)
 	}
-	// B's pass may finish building, never deploy.
-	_, err = b.Gate(h.ctx, authority.GateRequest{Environment: env, Generation: 2, Scopes: []string{"api"}, Phase: "deploy", Holder: "run-b", LeaseTTL: testTTL})
-	var sup *authority.SupersededError
-	if !errors.As(err, &sup) || sup.Generation != 2 {
-		t.Fatalf("B's deploy gate after the rollback: %v; want superseded", err)
+	// B's deploy does not finish first: its lease is gone at its next renewal, and what it
+	// completes is not recorded as live.
+	var lost *authority.LostError
+	if err := b.Renew(h.ctx, bGrant, testTTL); !errors.As(err, &lost) {
+		t.Fatalf("B's renewal after the rollback: %v; want its lease lost", err)
+	}
+	if _, err := b.Complete(h.ctx, authority.Completion{Environment: env, Generation: 2, Scopes: []string{"api"}, Holder: "run-b",
+		Tokens: bGrant.Tokens, Outcome: authority.OutcomeSuccess, Attempt: 1, MaxAttempts: 3}); err == nil {
+		if live := h.env(env).Scopes["api"].Live; live.Sha == sha("b", 1) {
+			t.Fatalf("B's completion after the rollback made B live")
+		}
 	}
 	// A pass of the rollback's generation deploys at once, without claiming: nothing is ahead of it.
 	if held, err := h.tryDeploy(ops, env, 3, "rollback-run", "api"); err != nil || held != nil {
