@@ -545,6 +545,11 @@ func (e *Env) claim(gen int64, scopes []string, now time.Time) *ClaimResult {
 			res.Superseded = append(res.Superseded, &SupersededError{Environment: e.Name, Scope: name, Generation: gen, By: m.Generation, BySha: m.Sha})
 		case sc.Owner > gen:
 			res.Superseded = append(res.Superseded, &SupersededError{Environment: e.Name, Scope: name, Generation: gen, By: sc.Owner, BySha: m.Sha})
+		case m.Rollback && m.Generation != gen:
+			// A rollback's head is deployed by the rollback's own pass, the one its freeze lets
+			// through: a newer pass taking it over would be held by that freeze, and the rollback's
+			// pass superseded.
+			res.Superseded = append(res.Superseded, &SupersededError{Environment: e.Name, Scope: name, Generation: gen, By: m.Generation, BySha: m.Sha})
 		default:
 			if sc.Owner < gen {
 				sc.Owner = gen

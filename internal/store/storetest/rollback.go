@@ -17,6 +17,7 @@ func rollbackCases() []testCase {
 		{"JumpsAheadAndFreezes", testRollbackFreezes},
 		{"DefaultsToThePreviousLive", testRollbackDefault},
 		{"RepeatedRequestOnce", testRollbackRepeat},
+		{"HeadNotTakenOver", testRollbackHeadKept},
 	}
 }
 
@@ -161,5 +162,32 @@ func testRollbackRepeat(t *testing.T, h *harness) {
 	}
 	if e := h.env(env); e.Desired != first.Generation || len(eventsOf(e, authority.EventRollback)) != 1 {
 		t.Fatalf("after the repeat: desired %d, %d rollback events; want %d and 1", e.Desired, len(eventsOf(e, authority.EventRollback)), first.Generation)
+	}
+}
+
+// A newer pass claiming every pending scope (an intent for another scope) does not take over the
+// rollback's head: the rollback's own pass still deploys it, and nothing deadlocks on the freeze.
+func testRollbackHeadKept(t *testing.T, h *harness) {
+	const env = "rb-takeover"
+	a := h.process()
+	h.accept(a, push(env, "push-a", sha("a", 4), "api", "web"), true)
+	h.deploy(a, env, 1, "run-a", "run-a", "api", "web")
+	res, err := a.Rollback(h.ctx, authority.RollbackRequest{Environment: env, Scope: "api", To: sha("z", 4), Actor: "oncall", Reason: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := h.process()
+	h.accept(other, push(env, "push-w", sha("w", 4), "web"), false)
+	claim, err := other.Claim(h.ctx, env, 3, nil) // every pending scope
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range claim.Claimed {
+		if c.Scope == "api" {
+			t.Fatalf("generation 3 took over the rollback's head: %+v", claim)
+		}
+	}
+	if held, err := h.tryDeploy(h.process(), env, res.Generation, "rollback-run", "api"); err != nil || held != nil {
+		t.Fatalf("the rollback's own pass: held %v, %v; want it deployed", held, err)
 	}
 }
