@@ -1,6 +1,7 @@
 package authority
 
 import (
+	"encoding/json"
 	"context"
 	"errors"
 	"fmt"
@@ -35,10 +36,13 @@ func ParsePolicy(s string) (Policy, error) {
 // behind it) unless WithQueueLimit says otherwise.
 const DefaultQueueLimit = 100
 
-// maxQueuedDocBytes bounds the stored environment document once intents wait in it: an intent
-// that would take it past this is refused like one past the queue limit, so the document stays
-// within a DynamoDB item (400 KB) whatever the limit and the lengths of the intents' fields.
-const maxQueuedDocBytes = 300_000
+// maxQueuedBytes bounds the stored form of the intents waiting behind the scopes' heads, together:
+// an intent that would take them past this is refused like one past the queue limit. The rest of
+// the document can grow after the check (leases, failures, the outbox, freezes) up to its worst
+// case, about 340 KB (TestWorstCaseDocumentFitsAnItem: 379 KB with the queues full), so this bound keeps the whole document
+// within a DynamoDB item (400 KB) whatever the limit and the lengths of the intents' fields. A
+// hundred intents with ordinary fields take about 25 KB.
+const maxQueuedBytes = 40_000
 
 // WithQueueLimit sets how many intents one scope may hold pending (at least 1).
 func WithQueueLimit(n int) Option { return func(a *Authority) { a.queueLimit = max(n, 1) } }
@@ -58,8 +62,8 @@ type QueueFullError struct {
 
 func (e *QueueFullError) Error() string {
 	if e.Bytes > 0 {
-		return fmt.Sprintf("%s: the intents waiting would make the environment's document %d bytes, more than %d: wait until some are deployed, or split the environment",
-			e.Environment, e.Bytes, maxQueuedDocBytes)
+		return fmt.Sprintf("%s: the intents waiting would take %d bytes of the environment's document, more than %d: wait until some are deployed, or split the environment",
+			e.Environment, e.Bytes, maxQueuedBytes)
 	}
 	return fmt.Sprintf("%s/%s: %d intents are pending, the most one scope may hold (%d): this one was refused, nothing was written; try again once some are deployed, or raise the queue limit",
 		e.Environment, e.Scope, e.Pending, e.Limit)
@@ -359,22 +363,21 @@ func (a *Authority) Decide(ctx context.Context, d Decision) (*Ref, error) {
 	return decided, nil
 }
 
-// checkQueuedSize refuses a document that holds waiting intents and has grown past
-// maxQueuedDocBytes in its stored form.
+// checkQueuedSize refuses a document whose waiting intents (the scopes' queues) take more than
+// maxQueuedBytes in its stored form.
 func (e *Env) checkQueuedSize() error {
-	waiting := false
+	n := 0
 	for _, sc := range e.Scopes {
-		waiting = waiting || len(sc.Queue) > 0
+		for _, q := range sc.Queue {
+			b, err := json.Marshal(encodeRef(q))
+			if err != nil {
+				return err
+			}
+			n += len(b) + 1
+		}
 	}
-	if !waiting {
-		return nil
-	}
-	b, err := EncodeEnv(e)
-	if err != nil {
-		return err
-	}
-	if len(b) > maxQueuedDocBytes {
-		return &QueueFullError{Environment: e.Name, Bytes: len(b)}
+	if n > maxQueuedBytes {
+		return &QueueFullError{Environment: e.Name, Bytes: n}
 	}
 	return nil
 }
