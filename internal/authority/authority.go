@@ -53,6 +53,7 @@ type Authority struct {
 	retention  time.Duration
 	queueLimit int      // pending intents one scope may hold
 	promoter   Comparer // asked whether a commit live in a required environment descends from one waiting
+	descends   descendsCache
 }
 
 // Option configures an Authority.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -198,6 +199,10 @@ func (a *Authority) readRequired(ctx context.Context, e *Env, refs map[string]*R
 			if _, ok := req.descends[key]; ok || live == ref.Sha {
 				continue
 			}
+			if d, ok := a.descends.get(key); ok {
+				req.descends[key] = d
+				continue
+			}
 			in := Intent{ID: ref.IntentID, Environment: e.Name, Scopes: []string{name}, Sha: ref.Sha, Ref: ref.Ref, Origin: ref.Origin}
 			o, err := a.promoter.Compare(ctx, in, ref.Sha, live)
 			if err != nil {
@@ -206,6 +211,7 @@ func (a *Authority) readRequired(ctx context.Context, e *Env, refs map[string]*R
 				continue
 			}
 			req.descends[key] = o == Ahead || o == Identical
+			a.descends.put(key, req.descends[key]) // how two commits relate never changes
 		}
 	}
 	return nil
@@ -310,4 +316,31 @@ func (a *Authority) Promote(ctx context.Context, r PromoteRequest) (*PromoteResu
 		return nil, fmt.Errorf("promote %s from %s: %w", shortSha(live.Sha), r.From, err)
 	}
 	return &PromoteResult{AcceptResult: res, Sha: live.Sha, Ref: live.Ref}, nil
+}
+
+// descendsCache remembers the comparer's answers for pairs of commits, which never change, so
+// that gates and sweep rounds ask GitHub about a pair once per process (they ask while the
+// environment's updates in this process wait). It forgets everything when it is full.
+type descendsCache struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+// maxDescends bounds descendsCache.
+const maxDescends = 4096
+
+func (c *descendsCache) get(key string) (bool, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := c.m[key]
+	return d, ok
+}
+
+func (c *descendsCache) put(key string, d bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxDescends {
+		c.m = map[string]bool{}
+	}
+	c.m[key] = d
 }

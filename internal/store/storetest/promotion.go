@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ func promotionCases() []testCase {
 		{"SweepLeavesAWaitingHeadThenRedrivesIt", testPromotionSweep},
 		{"RequirementChangeIsRecorded", testPromotionRecorded},
 		{"RollbackIsNotHeld", testPromotionRollback},
+		{"ComparerAskedOncePerPair", testPromotionAskedOnce},
 	}
 }
 
@@ -236,5 +238,29 @@ func testPromotionRollback(t *testing.T, h *harness) {
 	}
 	if held, err := h.tryDeploy(a, "prod", res.Generation, "rollback", "api"); err != nil || held != nil {
 		t.Fatalf("the rollback's deploy in prod: held %v, %v; want it deployed at once", held, err)
+	}
+}
+
+// countingComparer counts the questions; every pair diverges.
+type countingComparer struct{ calls atomic.Int64 }
+
+func (c *countingComparer) Compare(context.Context, authority.Intent, string, string) (authority.CommitOrder, error) {
+	c.calls.Add(1)
+	return authority.Diverged, nil
+}
+
+// How two commits relate never changes: a process asks about a pair once, however many gates and
+// sweep rounds need the answer.
+func testPromotionAskedOnce(t *testing.T, h *harness) {
+	x, z := sha("x", 5), sha("z", 5)
+	c := &countingComparer{}
+	a := authority.New(h.store, authority.WithClock(h.clock), authority.WithSkew(h.skew), authority.WithPromotionComparer(c))
+	h.live(h.process(), "staging", "s-z", z, "api")
+	res := h.accept(a, prodPush("p-x", x, &authority.Requirements{Environments: []string{"staging"}, Ancestor: true}), true)
+	for range 3 {
+		h.wantPromotionWait(a, res.Generation, x, z)
+	}
+	if n := c.calls.Load(); n != 1 {
+		t.Fatalf("the comparer was asked %d times about one pair; want once", n)
 	}
 }
