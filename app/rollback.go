@@ -40,7 +40,7 @@ type rollbackDone struct {
 // on the commit's branch: the dispatched run claims that generation and checks out the commit the
 // Action's sha output names. The intent carries the origin of that dispatch, so that the recovery
 // sweep starts the workflow again if its run dies. to is empty (the commit live before the current
-// one), a full sha, or an abbreviation of a commit the scope's state knows. A repeated request
+// one), or a full or abbreviated sha of a commit that was live in the scope. A repeated request
 // (the same delivery or form) changes nothing and dispatches nothing.
 func (a *App) rollback(ctx context.Context, log *slog.Logger, t rollbackTarget, to, actor, reason, request, source string) (*rollbackDone, error) {
 	env, scope := t.sel.Environment, t.scope().Name
@@ -52,7 +52,7 @@ func (a *App) rollback(ctx context.Context, log *slog.Logger, t rollbackTarget, 
 	if sc == nil {
 		return nil, &authority.InputError{Field: "scope", Value: t.resource(), Fix: "nothing was accepted for this scope yet: there is nothing to roll back"}
 	}
-	sha, ref, err := resolveCommit(t.resource(), sc, to)
+	sha, ref, err := resolveCommit(t.resource(), scope, sc, doc.Events, to)
 	if err != nil {
 		return nil, err
 	}
@@ -98,10 +98,12 @@ func (a *App) rollback(ctx context.Context, log *slog.Logger, t rollbackTarget, 
 }
 
 // resolveCommit finds the commit a rollback goes to, and its ref: to empty is the one live before
-// the current one; a full sha is taken as it is (with the ref of the scope's commit of that sha, if
-// any, else the live one's); an abbreviation must name exactly one commit the scope's state knows
-// (live, previously live, pending or leased), since the deploy checks out what is recorded.
-func resolveCommit(resource string, sc *authority.Scope, to string) (sha, ref string, err error) {
+// the current one; otherwise to, a full sha or an abbreviation, must name exactly one commit that
+// was live in the scope (live now, live before, or deployed there among the environment's recent
+// events). Through the App a rollback may only go back: a commit that never reached the scope
+// would skip its review and the environments it requires (the command line, with the store's
+// credentials, may name any).
+func resolveCommit(resource, scope string, sc *authority.Scope, events []authority.Event, to string) (sha, ref string, err error) {
 	liveRef := ""
 	if sc.Live != nil {
 		liveRef = sc.Live.Ref
@@ -124,10 +126,11 @@ func resolveCommit(resource string, sc *authority.Scope, to string) (sha, ref st
 	if sc.Prev != nil {
 		add(sc.Prev.Sha, sc.Prev.Ref)
 	}
-	for _, m := range sc.Entries() {
-		add(m.Sha, m.Ref)
+	for _, e := range events {
+		if e.Kind == authority.EventDeployed && e.Scope == scope {
+			add(e.Sha, "")
+		}
 	}
-	add(sc.Lease.Sha, sc.Lease.Ref)
 	var matches []string
 	for s := range known {
 		if strings.HasPrefix(strings.ToLower(s), to) {
@@ -139,11 +142,10 @@ func resolveCommit(resource string, sc *authority.Scope, to string) (sha, ref st
 		return matches[0], firstNonEmpty(known[matches[0]], liveRef), nil
 	case len(matches) > 1:
 		return "", "", &authority.InputError{Field: "sha", Value: to, Fix: fmt.Sprintf("it abbreviates several commits of %s: give more of it", resource)}
-	case len(to) == 40:
-		return to, liveRef, nil
 	}
 	return "", "", &authority.InputError{Field: "sha", Value: to,
-		Fix: fmt.Sprintf("no commit of %s that latestwins knows (live, previously live or pending) starts with it: give the full 40-character sha", resource)}
+		Fix: fmt.Sprintf("no commit that was live in %s (now, before, or among its recent deploys) matches it: a rollback goes back to a commit the scope ran; "+
+			"to deploy another, push it (or use the command line, which may name any)", resource)}
 }
 
 func firstNonEmpty(ss ...string) string {

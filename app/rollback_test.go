@@ -129,7 +129,18 @@ func TestRollbackCommand(t *testing.T) {
 			seed:       func(t *testing.T, h *harness) { liveThenPending(t, h, "preview/pr-1", "api", "refs/heads/changes") },
 			permission: "write", outcome: OutcomeRolledBack,
 			calls: []string{react, perm, reply},
-			reply: []string{"Could not roll back preview/pr-1/api: invalid sha \"1234567\": no commit of preview/pr-1/api that latestwins knows (live, previously live or pending) starts with it: give the full 40-character sha"},
+			reply: []string{"Could not roll back preview/pr-1/api: invalid sha \"1234567\": no commit that was live in preview/pr-1/api (now, before, or among its recent deploys) matches it: " +
+				"a rollback goes back to a commit the scope ran; to deploy another, push it (or use the command line, which may name any)"},
+		},
+		{
+			// A full sha that never reached the scope would skip its review and what the environment
+			// requires: refused, and nothing is accepted.
+			name:       "a commit that was never live there",
+			body:       "/latestwins rollback api " + strings.Repeat("e", 40),
+			seed:       func(t *testing.T, h *harness) { liveThenPending(t, h, "preview/pr-1", "api", "refs/heads/changes") },
+			permission: "write", outcome: OutcomeRolledBack,
+			calls: []string{react, perm, reply},
+			reply: []string{"Could not roll back preview/pr-1/api: invalid sha \"" + strings.Repeat("e", 40) + "\": no commit that was live in preview/pr-1/api"},
 		},
 		{
 			name:       "nothing accepted yet",
