@@ -324,8 +324,9 @@ func (p *api) rollback(ctx context.Context, wl *Workload, env string, req apicli
 		return nil, fmt.Errorf("the App's installation on %s: %w", repo, err)
 	}
 	// The repository's own file may have chosen the scope's workflow: the narrowed configuration,
-	// as a comment command's. The scope itself was checked against the trusted file (allowed).
-	cfg, err := a.configFor(ctx, log, installation, repo, "")
+	// as a comment command's (the trusted one alone if that file is refused). The scope itself was
+	// checked against the trusted file (allowed).
+	cfg, err := a.incidentConfig(ctx, log, installation, repo)
 	if err != nil {
 		return nil, err
 	}

@@ -417,6 +417,19 @@ func (a *App) configFor(ctx context.Context, log *slog.Logger, installation int6
 	return cfg, nil
 }
 
+// incidentConfig is configFor for the tools of an incident (rollback, unfreeze): when the
+// repository's own file is refused (the bad commit being rolled back may have broken it), the
+// trusted configuration answers alone, so that the way back never depends on that file.
+func (a *App) incidentConfig(ctx context.Context, log *slog.Logger, installation int64, repo RepoRef) (*config.Config, error) {
+	cfg, err := a.configFor(ctx, log, installation, repo, "")
+	var refused *config.NarrowError
+	if errors.As(err, &refused) {
+		log.WarnContext(ctx, "the repository's own configuration file is refused; the trusted configuration answers alone", "repo", repo.String(), "err", err)
+		return a.configFor(ctx, log, 0, repo, "")
+	}
+	return cfg, err
+}
+
 // configWhere names where the environments are defined, for messages.
 func (a *App) configWhere() string {
 	if w, ok := a.config.(interface{ Where() string }); ok {

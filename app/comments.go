@@ -121,7 +121,13 @@ func (a *App) runCommand(ctx context.Context, run *commentRun) error {
 			return nil
 		}
 	}
-	cfg, err := a.configFor(ctx, run.log, run.at.Installation, run.at.Repo, "")
+	read := a.configFor
+	if cmd.Name == CommandRollback || cmd.Name == CommandUnfreeze {
+		read = func(ctx context.Context, log *slog.Logger, installation int64, repo RepoRef, _ string) (*config.Config, error) {
+			return a.incidentConfig(ctx, log, installation, repo)
+		}
+	}
+	cfg, err := read(ctx, run.log, run.at.Installation, run.at.Repo, "")
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/ghadapter"
 )
 
 // rollbackConfig: a preview and a staging scope built from the fixtures' repository, and a staging
@@ -325,3 +328,39 @@ var _ Conversation = allowAll{}
 func (allowAll) React(context.Context, CommentRef, string) error            { return nil }
 func (allowAll) Reply(context.Context, CommentRef, string) error            { return nil }
 func (allowAll) CanWrite(context.Context, CommentRef, string) (bool, error) { return true, nil }
+
+// A bad commit may break the repository's own configuration file: the rollback through the App still
+// works, from the trusted configuration alone, while other commands are refused with the file's
+// problems.
+func TestRollbackWithARefusedOwnFile(t *testing.T) {
+	t.Parallel()
+	gh, inst := newGitHub(t)
+	h := newHarness(t, rollbackConfig, withGitHub(inst))
+	liveThenPending(t, h, "staging", "api", "refs/heads/master")
+	files, err := ghadapter.NewFiles(inst, h.auth, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "latestwins.yml")
+	if err := os.WriteFile(path, []byte("allowed-overrides: [workflow]\n"+rollbackConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if h.app.config, err = NewTrustedConfig(TrustedOptions{Path: path, Files: files}); err != nil {
+		t.Fatal(err)
+	}
+	stubConfig(t, gh, "environments:\n  production:\n    scopes: {}\n") // refused: production is not Hello-World's
+	stubReaction(t, gh)
+	stubPermission(gh, "Codertocat", "write")
+	stubDispatch(t, gh, "deploy.yml")
+	reply := stubReply(t, gh)
+	rec := h.post(t, "issue_comment", "d-rollback", commentFixture(t, withBody("/latestwins rollback staging/api")))
+	if res := decodeResult(t, rec); rec.Code != http.StatusOK || res.Outcome != OutcomeRolledBack || len(res.Dispatched) != 1 {
+		t.Fatalf("%d %s: %s; want rolled back and dispatched", rec.Code, res.Outcome, rec.Body)
+	}
+	if sc := scopeState(t, h, "staging", "api"); sc.Freeze == nil || sc.Freeze.Sha != shaA {
+		t.Fatalf("staging/api after the rollback: freeze %+v; want frozen at A", sc.Freeze)
+	}
+	if body := replyOf(t, reply); strings.Contains(body, "refused") {
+		t.Errorf("reply %q speaks of the refused file; the rollback did not need it", body)
+	}
+}

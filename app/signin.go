@@ -422,7 +422,13 @@ func (a *App) checkAction(w http.ResponseWriter, r *http.Request, verb string) *
 	}
 	// The repository's own file may have chosen the scope's workflow: the same narrowed
 	// configuration as a comment command's.
-	own, err := a.configFor(ctx, log, feed.installation, feed.repo, "")
+	read := a.configFor
+	if verb == "rollback" || verb == "unfreeze" {
+		read = func(ctx context.Context, log *slog.Logger, installation int64, repo RepoRef, _ string) (*config.Config, error) {
+			return a.incidentConfig(ctx, log, installation, repo)
+		}
+	}
+	own, err := read(ctx, log, feed.installation, feed.repo, "")
 	if err != nil {
 		a.refuse(w, r, StatusFor(err), verb+" refused: "+err.Error(), err)
 		return nil
