@@ -191,6 +191,9 @@ func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl
 		if wl.Actor != "" {
 			in.Actor = wl.Actor // the verified actor, not the one the request claims
 		}
+		// An origin names the installation and repository the App acts as when it starts the work
+		// again or asks GitHub about its commits: the App's to record, never a workload's to choose.
+		in.Origin = ""
 		// The environment's policy and promotion requirement are the trusted configuration's: a
 		// workload feeds some scopes of an environment and may not switch how all of them are
 		// ordered, nor let its commits skip the environments they must be live in first.

@@ -182,3 +182,22 @@ func TestAPIClaimTakesTheRequirementOfTheConfiguration(t *testing.T) {
 		t.Errorf("production's deploy gate: %d %+v (-want +got promotion):\n%s", status, got, diff)
 	}
 }
+
+// An origin names the installation and repository the App acts as when it starts work again or asks
+// GitHub about commits: a workload's claim cannot choose one.
+func TestAPIClaimCannotChooseAnOrigin(t *testing.T) {
+	t.Parallel()
+	h := newPolicyAPIHarness(t, 100)
+	req := intent("run-a", 'a', "api")
+	req.Intent.Origin = originFor(99, "acme/secrets", "main")
+	if a := h.call(t, "POST", "/v1/environments/staging/claim", h.token(t, "Codertocat/Hello-World"), req); a.status != http.StatusOK {
+		t.Fatalf("claim: %d %s", a.status, a.body)
+	}
+	e, err := h.auth.Status(context.Background(), "staging")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := e.Scopes["api"].Mailbox; m == nil || m.Origin != "" {
+		t.Fatalf("pending after a claim naming an origin: %+v; want no origin recorded", m)
+	}
+}
