@@ -53,7 +53,8 @@ func (a *Authority) Rollback(ctx context.Context, r RollbackRequest) (*AcceptRes
 	if strings.TrimSpace(r.Reason) == "" {
 		return nil, &InputError{Field: "reason", Fix: "say why the scope is rolled back (--reason TEXT); it goes in the timeline"}
 	}
-	for field, v := range map[string]string{"ref": r.Ref, "source": r.Source, "actor": r.Actor, "origin": r.Origin, "reason": r.Reason} {
+	r.Reason = truncate(strings.TrimSpace(r.Reason), maxFieldLen) // kept with the freeze: cut, as messages are
+	for field, v := range map[string]string{"ref": r.Ref, "source": r.Source, "actor": r.Actor, "origin": r.Origin} {
 		if len(v) > maxFieldLen {
 			return nil, &InputError{Field: field, Value: truncate(v, 40), Fix: fmt.Sprintf("use at most %d characters", maxFieldLen)}
 		}
@@ -100,6 +101,12 @@ func (e *Env) rollback(r RollbackRequest, id string, now time.Time) (*AcceptResu
 	sc := e.Scopes[r.Scope]
 	to, ref := r.To, r.Ref
 	if to == "" {
+		if f := sc.Freeze; f != nil {
+			// What was live before is the commit rolled back from: going there by default would undo
+			// the rollback. Say where to go.
+			return nil, &InputError{Field: "to", Value: r.Scope,
+				Fix: fmt.Sprintf("%s/%s is already rolled back to %s: give the commit to roll back to (--to SHA)", e.Name, r.Scope, shortSha(f.Sha))}
+		}
 		if sc.Prev == nil {
 			return nil, &InputError{Field: "to", Value: r.Scope,
 				Fix: fmt.Sprintf("%s/%s has no earlier live commit on record: give the commit to roll back to (--to SHA)", e.Name, r.Scope)}
@@ -196,10 +203,17 @@ func (a *Authority) Unfreeze(ctx context.Context, r UnfreezeRequest) (*Freeze, e
 		sc.Freeze = nil
 		next := ""
 		if list := sc.Entries(); len(list) > 0 {
-			n := list[len(list)-1]
-			next = fmt.Sprintf("; generation %d (%s) goes next", n.Generation, shortSha(n.Sha))
-			if !list[0].Rollback {
+			held := list
+			if list[0].Rollback {
+				held = list[1:] // the rollback itself still goes first
+			} else {
 				sc.ActiveAt = time.Time{} // stalled at once: the sweep starts it on its next round
+			}
+			if len(held) > 0 {
+				next = fmt.Sprintf("; generation %d (%s) goes next", held[0].Generation, shortSha(held[0].Sha))
+				if len(held) > 1 {
+					next += fmt.Sprintf(", then %d more in order", len(held)-1)
+				}
 			}
 		}
 		doc.Env.record(now, Event{Kind: EventUnfrozen, Scope: r.Scope, Generation: f.Generation, Sha: f.Sha,

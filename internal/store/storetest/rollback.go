@@ -143,6 +143,11 @@ func testRollbackDefault(t *testing.T, h *harness) {
 	if m := h.env(env).Scopes["api"].Mailbox; m == nil || m.Sha != sha("a", 2) || m.Generation != res.Generation || !m.Rollback {
 		t.Fatalf("pending after the rollback: %+v; want A at generation %d", m, res.Generation)
 	}
+	// Once rolled back, what was live before is the commit rolled back from: no default then.
+	if _, err := a.Rollback(h.ctx, authority.RollbackRequest{Environment: env, Scope: "api", Actor: "oncall", Reason: "again"}); !errors.Is(err, authority.ErrInvalidInput) ||
+		!strings.Contains(err.Error(), "already rolled back to") {
+		t.Fatalf("a second rollback without a commit: %v; want bad input saying it is already rolled back", err)
+	}
 }
 
 // A rollback request delivered twice (a comment re-delivered) rolls back once.
