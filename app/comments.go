@@ -261,15 +261,16 @@ func (a *App) commandStatus(ctx context.Context, run *commentRun, sels []config.
 		if err != nil {
 			return err
 		}
-		state := "settled"
-		if env.Observed < env.Desired {
-			state = "reconciling"
-		}
-		fmt.Fprintf(&run.reply, " %d/%d %s (observed/desired generation)\n\n", env.Observed, env.Desired, state)
 		required, err := a.requiredOf(ctx, env, nil)
 		if err != nil {
 			return err
 		}
+		st := report.NewStatusWith(env, a.now(), required)
+		fmt.Fprintf(&run.reply, " %d/%d %s (observed/desired generation)", st.Observed, st.Desired, st.State())
+		if p := st.PolicyNote(); p != "" {
+			fmt.Fprintf(&run.reply, ", policy **%s**", p)
+		}
+		run.reply.WriteString("\n\n")
 		if err := report.StatusMarkdown(&run.reply, env, a.now(), required); err != nil {
 			return fmt.Errorf("render status of %s: %w", sel.Environment, err)
 		}

@@ -527,3 +527,22 @@ func TestDeployCommandOnFullQueueReplies(t *testing.T) {
 		t.Errorf("worker has %+v pending; the refused intent wrote nothing", m)
 	}
 }
+
+// The status reply names a policy other than latest, as the other renderings do.
+func TestStatusReplyNamesThePolicy(t *testing.T) {
+	t.Parallel()
+	gh, inst := newGitHub(t)
+	h := newHarness(t, strings.Replace(commentConfig, "  preview/pr-{number}:\n", "  preview/pr-{number}:\n    policy: queue\n", 1), withGitHub(inst))
+	if _, err := h.auth.Accept(context.Background(), authority.Intent{ID: "q1", Environment: "preview/pr-1", Scopes: []string{"api"},
+		Sha: strings.Repeat("a", 40), Ref: "refs/heads/changes", Policy: authority.PolicyQueue}, false); err != nil {
+		t.Fatal(err)
+	}
+	stubReaction(t, gh)
+	reply := stubReply(t, gh)
+	if rec := h.post(t, "issue_comment", "d-status", commentFixture(t, withBody("/latestwins status"))); rec.Code != http.StatusOK {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	if body := replyOf(t, reply); !strings.Contains(body, "**preview/pr-1** 0/1 reconciling (observed/desired generation), policy **queue**") {
+		t.Errorf("reply %q does not name the policy", body)
+	}
+}
