@@ -387,10 +387,7 @@ func (p *api) promote(ctx context.Context, wl *Workload, env string, req apiclie
 	if problem != "" {
 		return nil, &forbiddenError{problem}
 	}
-	t := rollbackTarget{sel: sels[0], installation: installation}
-	if !trusted.Preview() {
-		t.branch = t.scope().Branch
-	}
+	t := promoteTarget(trusted, sels[0], installation)
 	done, err := a.promote(ctx, log, t, from, wl.Actor, apiRequest(wl, req.Request), "api promote by "+wl.Repository)
 	if done == nil {
 		return nil, err

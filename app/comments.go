@@ -594,14 +594,11 @@ func (a *App) commandPromote(ctx context.Context, run *commentRun, sels []config
 	run.res.Outcome = OutcomePromoted
 	source := fmt.Sprintf("promote comment %s#%d", run.at.Repo, run.number)
 	for _, sel := range sels {
-		t := rollbackTarget{sel: sel, installation: run.at.Installation}
 		e, ok := cfg.Environment(sel.Environment)
 		if !ok {
 			return fmt.Errorf("environment %s vanished from the configuration", sel.Environment)
 		}
-		if !e.Preview() {
-			t.branch = sel.Scopes[0].Branch
-		}
+		t := promoteTarget(e, sel, run.at.Installation)
 		from, problem := promoteFrom(e, "")
 		if problem != "" {
 			run.reply.WriteString(problem + "\n")

@@ -38,6 +38,18 @@ func promoteFrom(e *config.Environment, from string) (string, string) {
 	return from, ""
 }
 
+// promoteTarget is the scope of sel promoted in the configured environment e, dispatched as the
+// App's installation: on the scope's branch, except in a pull request's preview, which has none.
+// The comment command, the API and the status page's Promote button all promote through it and
+// promote.
+func promoteTarget(e *config.Environment, sel config.Selection, installation int64) rollbackTarget {
+	t := rollbackTarget{sel: sel, installation: installation}
+	if !e.Preview() {
+		t.branch = t.scope().Branch
+	}
+	return t
+}
+
 // promote accepts the commit live in from's scope as a new intent of t's environment (asked for,
 // like a redeploy, even if that environment has seen a newer one), then dispatches the scope's
 // workflow on its configured branch for the new generation, as a rollback does: the dispatched run

@@ -17,6 +17,7 @@ import (
 
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
+	"github.com/latestwins/latestwins/internal/report"
 )
 
 // StatusPage says who may see the status page (GET /). The webhook, /healthz and /v1 are the same
@@ -32,7 +33,7 @@ const (
 	StatusPageOpen StatusPage = "open"
 	// StatusPageGitHub signs users in with GitHub and shows each one the environments fed by a
 	// repository they can read; users with write permission on a scope's repository can redeploy it,
-	// roll it back and unfreeze it.
+	// roll it back, unfreeze it and promote it.
 	StatusPageGitHub StatusPage = "github"
 )
 
@@ -176,6 +177,7 @@ func (a *App) routeStatus(mode StatusPage, o *SignInOptions) error {
 	a.mux.HandleFunc("POST /redeploy", a.serveRedeploy)
 	a.mux.HandleFunc("POST /rollback", a.serveRollback)
 	a.mux.HandleFunc("POST /unfreeze", a.serveUnfreeze)
+	a.mux.HandleFunc("POST /promote", a.servePromote)
 	return nil
 }
 
@@ -534,6 +536,57 @@ func (a *App) serveUnfreeze(w http.ResponseWriter, r *http.Request) {
 		a.refuse(w, r, http.StatusInternalServerError, "unfreeze failed: the store did not answer", err)
 		return
 	}
+	http.Redirect(w, r, "/#env-"+url.PathEscape(pa.env), http.StatusSeeOther)
+}
+
+// servePromote is the Promote button of a scope of an environment that requires another: the same
+// promotion as `/latestwins promote ENV/SCOPE`, of the commit live in the scope of the first
+// environment it requires in the trusted configuration, for a signed-in user with write permission
+// on the scope's repository (checkAction). The workflow is dispatched at once for the new
+// generation; the form sent again promotes once.
+func (a *App) servePromote(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	pa := a.checkAction(w, r, "promote")
+	if pa == nil {
+		return
+	}
+	trusted, err := a.configFor(ctx, pa.log, 0, RepoRef{}, "")
+	if err != nil {
+		a.refuse(w, r, StatusFor(err), "promote refused: "+err.Error(), err)
+		return
+	}
+	e, ok := trusted.Environment(pa.env)
+	if !ok || e.Preview() {
+		a.refuse(w, r, http.StatusConflict, fmt.Sprintf("promote refused: %s is no environment of %s that requires another", pa.env, config.Path), nil)
+		return
+	}
+	from, problem := promoteFrom(e, "")
+	if problem != "" {
+		a.refuse(w, r, http.StatusConflict, "promote refused: "+problem, nil)
+		return
+	}
+	sel := config.Selection{Environment: pa.env, Policy: e.Policy, Requires: e.Requirements(), Scopes: []config.Scope{pa.feed.scope}}
+	t := promoteTarget(e, sel, pa.feed.installation)
+	done, err := a.promote(ctx, pa.log, t, from, pa.sess.Login, "status-page:"+pa.request, "status page promote")
+	if done == nil {
+		if errors.Is(err, authority.ErrInvalidInput) {
+			a.refuse(w, r, http.StatusConflict, "promote refused: "+err.Error(), nil)
+			return
+		}
+		a.refuse(w, r, http.StatusInternalServerError, "promote failed: the store did not answer", err)
+		return
+	}
+	if err != nil {
+		a.refuse(w, r, StatusFor(err), fmt.Sprintf("promoted %s from %s at generation %d, but the workflow was not started (the recovery sweep starts it again): %v",
+			report.ShortSha(done.Sha), from, done.Generation, err), err)
+		return
+	}
+	if done.NoBranch {
+		a.refuse(w, r, http.StatusConflict, fmt.Sprintf("promoted %s from %s at generation %d, but %s has no branch in %s: nothing was dispatched; run its workflow with environment %s and generation %d",
+			report.ShortSha(done.Sha), from, done.Generation, t.resource(), config.Path, pa.env, done.Generation), nil)
+		return
+	}
+	pa.log.InfoContext(ctx, "status page: promote", "from", from, "generation", done.Generation, "duplicate", done.Duplicate, "dispatched", len(done.Dispatched))
 	http.Redirect(w, r, "/#env-"+url.PathEscape(pa.env), http.StatusSeeOther)
 }
 

@@ -162,9 +162,16 @@ const (
 
 func newSignInWorld(t *testing.T) *signInWorld {
 	t.Helper()
+	return newSignInWorldOf(t, testConfig, "staging")
+}
+
+// newSignInWorldOf is newSignInWorld with the configuration cfgYAML, whose environments are envs.
+func newSignInWorldOf(t *testing.T, cfgYAML string, envs ...string) *signInWorld {
+	t.Helper()
 	w := &signInWorld{gh: githubtest.New(t)}
 	srv := httptest.NewUnstartedServer(nil)
-	w.h = newHarness(t, testConfig, func(o *Options) {
+	w.h = newHarness(t, cfgYAML, func(o *Options) {
+		o.Environments = func(context.Context) ([]string, error) { return envs, nil }
 		o.StatusPage = StatusPageGitHub
 		o.SignIn = &SignInOptions{PublicURL: "http://" + srv.Listener.Addr().String(), SessionKey: testSessionKey,
 			GitHub: &githubapp.OAuth{ClientID: "Iv1.test", ClientSecret: "client-secret", WebURL: w.gh.URL, APIURL: w.gh.URL}}

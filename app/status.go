@@ -49,6 +49,11 @@ type scopeView struct {
 	// Unfreeze is set when the scope is frozen and the viewer may unfreeze it: the form's one-time
 	// request id.
 	Unfreeze string
+	// Promote is set when the environment requires another (PromoteFrom, the first it requires),
+	// something is live in the scope there, and the viewer may promote the scope: the form's
+	// one-time request id.
+	Promote     string
+	PromoteFrom string
 }
 
 // overviewRow is one scope of the overview: its placement in each environment of the overview, in
@@ -158,7 +163,11 @@ td ol { margin: .25em 0 0; padding-left: 1.5em; }
 {{- if .Unfreeze}}<form method="post" action="/unfreeze">
 <input type="hidden" name="csrf" value="{{$.Viewer.CSRF}}"><input type="hidden" name="environment" value="{{$env.Name}}">
 <input type="hidden" name="scope" value="{{.Scope}}"><input type="hidden" name="request" value="{{.Unfreeze}}">
-<button type="submit" id="unfreeze-{{$env.Name}}/{{.Scope}}">Unfreeze</button></form>{{end}}</td>{{end}}
+<button type="submit" id="unfreeze-{{$env.Name}}/{{.Scope}}">Unfreeze</button></form>{{end}}
+{{- if .Promote}}<form method="post" action="/promote">
+<input type="hidden" name="csrf" value="{{$.Viewer.CSRF}}"><input type="hidden" name="environment" value="{{$env.Name}}">
+<input type="hidden" name="scope" value="{{.Scope}}"><input type="hidden" name="request" value="{{.Promote}}">
+<button type="submit" id="promote-{{$env.Name}}/{{.Scope}}">Promote from {{.PromoteFrom}}</button></form>{{end}}</td>{{end}}
 </tr>
 {{end}}</tbody>
 </table>
@@ -248,7 +257,7 @@ func (a *App) statusData(ctx context.Context, v *viewer) (*pageData, error) {
 			for _, b := range []struct {
 				show bool
 				id   *string
-			}{{sv.Live != nil, &sv.Redeploy}, {sc.Prev != nil, &sv.Rollback}, {sc.Freeze != nil, &sv.Unfreeze}} {
+			}{{sv.Live != nil, &sv.Redeploy}, {sc.Prev != nil, &sv.Rollback}, {sc.Freeze != nil, &sv.Unfreeze}, {promotable(env, required, sv.Scope), &sv.Promote}} {
 				if !b.show {
 					continue
 				}
@@ -260,10 +269,23 @@ func (a *App) statusData(ctx context.Context, v *viewer) (*pageData, error) {
 			if sc.Prev != nil {
 				sv.RollbackTo = sc.Prev.Sha
 			}
+			if sv.Promote != "" {
+				sv.PromoteFrom = env.Requires.Environments[0]
+			}
 		}
 		data.Environments = append(data.Environments, ev)
 	}
 	return data, nil
+}
+
+// promotable reports whether scope of e can be promoted from the first environment e requires:
+// something is live in that scope there (required holds the states of those e requires).
+func promotable(e *authority.Env, required map[string]*authority.Env, scope string) bool {
+	if e.Requires == nil || len(e.Requires.Environments) == 0 {
+		return false
+	}
+	re := required[e.Requires.Environments[0]]
+	return re != nil && re.Scopes[scope] != nil && re.Scopes[scope].Live != nil
 }
 
 // readEnvironments reads the environments the page shows: those configured (no preview template)
@@ -347,8 +369,8 @@ func hiddenWait(w *authority.PromotionWait) string {
 }
 
 // visibleTo reports whether the viewer may see the environment (they can read a repository that
-// feeds one of its scopes) and, per scope, whether they may redeploy, roll back and unfreeze it
-// (they can push to its repository).
+// feeds one of its scopes) and, per scope, whether they may redeploy, roll back, unfreeze and
+// promote it (they can push to its repository).
 func (a *App) visibleTo(ctx context.Context, v *viewer, name string, env *authority.Env) (bool, map[string]bool, error) {
 	log := a.log.With("login", v.Login, "environment", name)
 	feeds, err := a.scopeFeeds(ctx, log, name, env)

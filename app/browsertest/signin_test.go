@@ -461,3 +461,60 @@ func TestRollbackAndUnfreezeInChromium(t *testing.T) {
 		}
 	})
 }
+
+// A Promote click in Chromium: production requires staging, and its api waits for a commit not
+// live there; mona, who can push to acme/api, promotes staging's api commit, which becomes
+// production's new generation, and its workflow is dispatched once.
+func TestPromoteInChromium(t *testing.T) {
+	bin := chromiumPath(t)
+	w := newSigninWorldOf(t, overviewConfig, "production", "staging", "vault")
+	ctx := t.Context()
+	if _, err := w.auth.Accept(ctx, authority.Intent{ID: "p-1", Environment: "production", Scopes: []string{"api"}, Sha: prodNextSha, Ref: "refs/heads/main",
+		Source: "push", Requires: &authority.Requirements{Environments: []string{"staging"}}}, false); err != nil {
+		t.Fatal(err)
+	}
+	push := map[string]bool{"admin": false, "push": true, "pull": true}
+	read := map[string]bool{"admin": false, "push": false, "pull": true}
+	w.user(t, "mona", map[string]map[string]bool{"acme/api": push, "acme/web": read, "acme/vault": nil})
+	before, err := w.auth.Status(ctx, "production")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var signedIn, promoted string
+	drive(t, bin, func(b *browser) error {
+		if err := b.open(w.appURL + "/"); err != nil {
+			return err
+		}
+		if err := b.click("signin"); err != nil {
+			return err
+		}
+		var err error
+		if signedIn, err = b.dom(); err != nil {
+			return err
+		}
+		if err := b.click("promote-production/api"); err != nil {
+			return err
+		}
+		promoted, err = b.dom()
+		return err
+	})
+
+	if !strings.Contains(signedIn, "Promote from staging") || strings.Contains(signedIn, `id="promote-staging/api"`) {
+		t.Errorf("mona's page: want a Promote button from staging on production/api only:\n%s", signedIn)
+	}
+	after, err := w.auth.Status(ctx, "production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := before.Desired + 1
+	if m := after.Scopes["api"].Mailbox; m == nil || m.Sha != apiSha || m.Actor != "mona" || m.Generation != gen {
+		t.Errorf("production/api after the click: pending %+v; want %s by mona at generation %d", m, apiSha[:7], gen)
+	}
+	if d := w.disp.all(); len(d) != 1 || d[0].Workflow != "deploy.yml" || d[0].Ref != "main" || d[0].Inputs["generation"] != fmt.Sprint(gen) {
+		t.Errorf("dispatches: %+v; want deploy.yml on main for generation %d, once", d, gen)
+	}
+	if prod := section(t, promoted, "production"); !strings.Contains(prod, apiSha[:7]+" (generation "+fmt.Sprint(gen)+")") {
+		t.Errorf("the page after the click does not show the promoted commit pending in production:\n%s", prod)
+	}
+}
