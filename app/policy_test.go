@@ -441,24 +441,8 @@ func TestDecisionCommands(t *testing.T) {
 			if tt.seed != nil {
 				tt.seed(t, h)
 			}
-			stubReaction(t, gh)
-			stubPermission(gh, "Codertocat", tt.permission)
-			st := stubReply(t, gh)
-			rec := h.post(t, "issue_comment", "d-decide", commentFixture(t, withBody(tt.body)))
-			res := decodeResult(t, rec)
-			if rec.Code != http.StatusOK || res.Outcome != tt.outcome {
-				t.Errorf("%d %s, want 200 %s: %s", rec.Code, res.Outcome, tt.outcome, rec.Body)
-			}
-			var got []string
-			for _, c := range calls(gh.Requests()) {
-				got = append(got, c.Method+" "+c.Path)
-			}
-			if diff := cmp.Diff([]string{react, perm, reply}, got); diff != "" {
-				t.Errorf("GitHub requests (-want +got):\n%s", diff)
-			}
-			if body := replyOf(t, st); !strings.Contains(body, tt.reply) {
-				t.Errorf("reply %q lacks %q", body, tt.reply)
-			}
+			runCommand(t, h, gh, "d-decide", tt.body, tt.permission, "",
+				commandWant{outcome: tt.outcome, calls: []string{react, perm, reply}, reply: []string{tt.reply}})
 			if tt.check != nil {
 				tt.check(t, h)
 			}

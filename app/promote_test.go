@@ -114,33 +114,12 @@ func TestPromoteCommand(t *testing.T) {
 			h := newHarness(t, promoteConfig, withGitHub(inst))
 			deployedRef(t, h, "staging", "a", shaA, "refs/heads/master", "api", "web")
 			deployedRef(t, h, "staging", "b", shaB, "refs/heads/master", "api", "web")
-			stubReaction(t, gh)
-			stubPermission(gh, "Codertocat", tt.permission)
+			dispatch := ""
 			if tt.dispatch {
-				stubDispatch(t, gh, "deploy.yml")
+				dispatch = "deploy.yml"
 			}
-			st := stubReply(t, gh)
-			rec := h.post(t, "issue_comment", "d-promote", commentFixture(t, withBody(tt.body)))
-			res := decodeResult(t, rec)
-			if rec.Code != http.StatusOK || res.Outcome != tt.outcome {
-				t.Errorf("%d %s, want 200 %s: %s", rec.Code, res.Outcome, tt.outcome, rec.Body)
-			}
-			var got []string
-			for _, c := range calls(gh.Requests()) {
-				got = append(got, c.Method+" "+c.Path)
-			}
-			if diff := cmp.Diff(tt.calls, got); diff != "" {
-				t.Errorf("GitHub requests (-want +got):\n%s", diff)
-			}
-			body := replyOf(t, st)
-			for _, want := range tt.reply {
-				if !strings.Contains(body, want) {
-					t.Errorf("reply %q lacks %q", body, want)
-				}
-			}
-			if diff := cmp.Diff(tt.dispatched, res.Dispatched); diff != "" {
-				t.Errorf("dispatched (-want +got):\n%s", diff)
-			}
+			runCommand(t, h, gh, "d-promote", tt.body, tt.permission, dispatch,
+				commandWant{outcome: tt.outcome, calls: tt.calls, reply: tt.reply, dispatched: tt.dispatched})
 			e, err := h.auth.Status(context.Background(), "production")
 			if tt.promoted == "" {
 				if err == nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/ghadapter"
+	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
 )
 
 // rollbackConfig: a preview and a staging scope built from the fixtures' repository, and a staging
@@ -161,33 +162,8 @@ func TestRollbackCommand(t *testing.T) {
 			if tt.seed != nil {
 				tt.seed(t, h)
 			}
-			stubReaction(t, gh)
-			stubPermission(gh, "Codertocat", tt.permission)
-			if tt.dispatch != "" {
-				stubDispatch(t, gh, tt.dispatch)
-			}
-			st := stubReply(t, gh)
-			rec := h.post(t, "issue_comment", "d-rollback", commentFixture(t, withBody(tt.body)))
-			res := decodeResult(t, rec)
-			if rec.Code != http.StatusOK || res.Outcome != tt.outcome {
-				t.Errorf("%d %s, want 200 %s: %s", rec.Code, res.Outcome, tt.outcome, rec.Body)
-			}
-			var got []string
-			for _, c := range calls(gh.Requests()) {
-				got = append(got, c.Method+" "+c.Path)
-			}
-			if diff := cmp.Diff(tt.calls, got); diff != "" {
-				t.Errorf("GitHub requests (-want +got):\n%s", diff)
-			}
-			body := replyOf(t, st)
-			for _, want := range tt.reply {
-				if !strings.Contains(body, want) {
-					t.Errorf("reply %q lacks %q", body, want)
-				}
-			}
-			if diff := cmp.Diff(tt.dispatched, res.Dispatched); diff != "" {
-				t.Errorf("dispatched (-want +got):\n%s", diff)
-			}
+			runCommand(t, h, gh, "d-rollback", tt.body, tt.permission, tt.dispatch,
+				commandWant{outcome: tt.outcome, calls: tt.calls, reply: tt.reply, dispatched: tt.dispatched})
 			for _, r := range []string{"preview/pr-1/api", "staging/api", "staging/web"} {
 				env, scope, _ := authority.SplitResource(r)
 				e, err := h.auth.Status(context.Background(), env)
@@ -363,4 +339,48 @@ func TestRollbackWithARefusedOwnFile(t *testing.T) {
 	if body := replyOf(t, reply); strings.Contains(body, "refused") {
 		t.Errorf("reply %q speaks of the refused file; the rollback did not need it", body)
 	}
+}
+
+// commandWant is what a comment command should come to: the delivery's outcome, the GitHub calls
+// in order (METHOD PATH), parts of the reply, and the workflows dispatched.
+type commandWant struct {
+	outcome    Outcome
+	calls      []string
+	reply      []string
+	dispatched []DispatchRequest
+}
+
+// runCommand posts body as a new comment (delivery id) by a user with permission on the
+// repository, with the GitHub stubs a command needs (dispatch: the workflow it dispatches, "" for
+// none), and checks the answer against want. It returns the delivery's result.
+func runCommand(t *testing.T, h *harness, gh *githubtest.Server, id, body, permission, dispatch string, want commandWant) Result {
+	t.Helper()
+	stubReaction(t, gh)
+	stubPermission(gh, "Codertocat", permission)
+	if dispatch != "" {
+		stubDispatch(t, gh, dispatch)
+	}
+	st := stubReply(t, gh)
+	rec := h.post(t, "issue_comment", id, commentFixture(t, withBody(body)))
+	res := decodeResult(t, rec)
+	if rec.Code != http.StatusOK || res.Outcome != want.outcome {
+		t.Errorf("%d %s, want 200 %s: %s", rec.Code, res.Outcome, want.outcome, rec.Body)
+	}
+	var got []string
+	for _, c := range calls(gh.Requests()) {
+		got = append(got, c.Method+" "+c.Path)
+	}
+	if diff := cmp.Diff(want.calls, got); diff != "" {
+		t.Errorf("GitHub requests (-want +got):\n%s", diff)
+	}
+	reply := replyOf(t, st)
+	for _, w := range want.reply {
+		if !strings.Contains(reply, w) {
+			t.Errorf("reply %q lacks %q", reply, w)
+		}
+	}
+	if diff := cmp.Diff(want.dispatched, res.Dispatched); diff != "" {
+		t.Errorf("dispatched (-want +got):\n%s", diff)
+	}
+	return res
 }
