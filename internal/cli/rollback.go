@@ -164,3 +164,14 @@ func (c *cmdEnv) scopeAndReason(verb, example string) (env, scope string, err er
 	}
 	return env, scope, nil
 }
+
+// claimGeneration claims scopes for a generation accepted before, on the store or through the
+// App's API.
+func (c *cmdEnv) claimGeneration(ctx context.Context, env string, gen int64, scopes []string) (*authority.ClaimResult, error) {
+	if cl, ok := c.pass.(interface {
+		ClaimGeneration(ctx context.Context, env string, gen int64, scopes []string) (*authority.ClaimResult, error)
+	}); ok {
+		return cl.ClaimGeneration(ctx, env, gen, scopes)
+	}
+	return c.auth.Claim(ctx, env, gen, scopes)
+}

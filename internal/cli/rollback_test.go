@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/latestwins/latestwins/internal/authority"
 )
 
 // A rollback from the command line: the older commit is accepted ahead of what is pending and the
@@ -52,5 +55,28 @@ func TestRollbackFreezesUntilUnfreeze(t *testing.T) {
 		if !strings.Contains(hist.stdout, want) {
 			t.Errorf("history does not say %q:\n%s", want, hist.stdout)
 		}
+	}
+}
+
+// A generation accepted elsewhere (the App accepting a push) deploys with run --generation: the
+// pass claims it first; an older one, superseded meanwhile, deploys nothing.
+func TestRunClaimsAGenerationAcceptedElsewhere(t *testing.T) {
+	h := newHarness(t)
+	h.must(ExitOK, "claim", "--environment", "prod", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "seed")
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--generation", "1", "--", "true")
+	a, done := h.authority()
+	for i, sha := range []string{"bbbb222", "cccc333"} {
+		if _, err := a.Accept(context.Background(), authority.Intent{ID: "push-" + sha, Environment: "prod", Scopes: []string{"api"}, Sha: sha,
+			Ref: "refs/heads/main", Source: "push"}, false); err != nil {
+			t.Fatalf("accept %d: %v", i, err)
+		}
+	}
+	done()
+	if o := h.must(ExitSuperseded, "run", "--environment", "prod", "--scopes", "api", "--generation", "2", "--", "true"); !strings.Contains(o.stderr, "superseded by generation 3") {
+		t.Fatalf("run of the superseded generation said:\n%s", o.stderr)
+	}
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--generation", "3", "--", "true")
+	if m := h.status("prod"); scopeField(m, "api", "live").(map[string]any)["sha"] != "cccc333" {
+		t.Fatalf("after run --generation 3: %v", m)
 	}
 }

@@ -24,7 +24,7 @@ func runRun(ctx context.Context, c *cmdEnv, args []string) error {
 	c.s.lease = true // run always holds the deploy leases: its success is recorded with their tokens
 	c.apiFlags()
 	c.s.phase = "deploy"
-	c.int64Var(&c.s.generation, "generation", 0, 0, "the pass's generation; without it, run claims first")
+	c.int64Var(&c.s.generation, "generation", 0, 0, "the pass's generation (one accepted before, e.g. by the App, a rollback or a promotion: run claims its scopes); without it, run accepts and claims a new intent")
 	c.durVar(&c.s.leaseTTL, "lease-ttl", authority.DefaultLeaseTTL, "lease length; renewed every third of it")
 	c.durVar(&c.s.wait, "wait", 10*time.Minute, "how long to wait for a held lease")
 	c.durVar(&c.s.skew, "lease-skew", authority.DefaultSkew, "margin past a lease's expiry before it is taken over")
@@ -87,6 +87,23 @@ func runRun(ctx context.Context, c *cmdEnv, args []string) error {
 		}
 		c.s.scopes = strings.Join(res.Claim.Scopes(), ",")
 		c.progress("generation %d claimed %s", res.Generation, c.s.scopes)
+	} else {
+		// A generation accepted elsewhere (the App's push, a rollback, a promotion): the pass claims
+		// its scopes first, as the Action's generation input does. Claiming again what this pass
+		// claimed already changes nothing.
+		cr, err := c.claimGeneration(ctx, c.s.environment, c.s.generation, splitList(c.s.scopes))
+		if err != nil {
+			return err
+		}
+		if len(cr.Claimed) == 0 {
+			why := "nothing pending for these scopes"
+			if len(cr.Superseded) > 0 {
+				why = cr.Superseded[0].Error()
+			}
+			c.progress("generation %d: nothing to deploy: %s", c.s.generation, why)
+			return &exitError{code: ExitSuperseded}
+		}
+		c.s.scopes = strings.Join(cr.Scopes(), ",")
 	}
 	g, err := c.gate(ctx)
 	if err != nil {
