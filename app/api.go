@@ -267,6 +267,7 @@ func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl
 		if err != nil {
 			return nil, err
 		}
+		p.app.startHeld(ctx, p.app.log, env, req.Scope)
 		return apiclient.UnfreezeResponse{Freeze: f}, nil
 	default: // complete
 		var req apiclient.CompleteRequest

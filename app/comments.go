@@ -559,8 +559,8 @@ func unfreezeArg(cmd Command, t rollbackTarget) string {
 	return t.scope().Name
 }
 
-// commandUnfreeze lifts the freeze of the named scope in each selected environment: the newest
-// commit held meanwhile goes next, started by the recovery sweep.
+// commandUnfreeze lifts the freeze of the named scope in each selected environment: the commit held
+// meanwhile goes next, its workflow started at once (startHeld).
 func (a *App) commandUnfreeze(ctx context.Context, run *commentRun, sels []config.Selection) error {
 	run.res.Outcome = OutcomeUnfrozen
 	scope := run.cmd.Scopes[0]
@@ -579,8 +579,9 @@ func (a *App) commandUnfreeze(ctx context.Context, run *commentRun, sels []confi
 			return fmt.Errorf("unfreeze %s: %w", resource, err)
 		default:
 			run.log.InfoContext(ctx, "scope unfrozen", "resource", resource, "generation", f.Generation, "sha", f.Sha)
-			fmt.Fprintf(&run.reply, "Unfroze %s (frozen by the rollback to %s by %s, generation %d). The newest commit held meanwhile, if any, goes next: "+
-				"the recovery sweep starts its workflow on its next round.\n", resource, report.ShortSha(f.Sha), quote(f.Actor), f.Generation)
+			fmt.Fprintf(&run.reply, "Unfroze %s (frozen by the rollback to %s by %s, generation %d). The commit held meanwhile, if any, goes next: "+
+				"its workflow is started now (or by the recovery sweep, for work the App did not start).\n", resource, report.ShortSha(f.Sha), quote(f.Actor), f.Generation)
+			a.startHeld(ctx, run.log, sel.Environment, scope)
 		}
 	}
 	return nil

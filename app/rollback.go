@@ -156,3 +156,29 @@ func firstNonEmpty(ss ...string) string {
 	}
 	return ""
 }
+
+// startHeld starts, right after an unfreeze, the commit that goes next in scope of env: its
+// workflow is dispatched again from the origin the App recorded with it (as the recovery sweep
+// would on its next round). Nothing is started while the rollback itself is still pending (its
+// own dispatch is under way), for work the App did not start (no origin), or without App
+// credentials. A failure is logged: the sweep starts the work on its next round.
+func (a *App) startHeld(ctx context.Context, log *slog.Logger, env, scope string) {
+	if a.dispatch == nil {
+		return
+	}
+	e, err := a.auth.Status(ctx, env)
+	if err != nil {
+		log.WarnContext(ctx, "unfreeze: read the scope to start what goes next", "environment", env, "scope", scope, "err", err)
+		return
+	}
+	sc := e.Scopes[scope]
+	if sc == nil || sc.Mailbox == nil || sc.Mailbox.Rollback || sc.Mailbox.Origin == "" {
+		return
+	}
+	m := sc.Mailbox
+	w := authority.StalledWork{Environment: env, Generation: max(sc.Owner, m.Generation), Scopes: []string{scope}, Attempt: m.Attempt,
+		Origins: map[string]string{scope: m.Origin}}
+	if err := a.Redrive(ctx, w); err != nil {
+		log.WarnContext(ctx, "unfreeze: could not start what goes next; the recovery sweep will", "environment", env, "scope", scope, "err", err)
+	}
+}

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -272,10 +273,17 @@ func TestUnfreezeCommand(t *testing.T) {
 	}
 	post("d-rb", "/latestwins rollback staging/api")
 	deployHead(t, h, "staging", "api") // the rollback's run deploys A
-	if _, err := h.auth.Accept(context.Background(), authority.Intent{ID: "d", Environment: "staging", Scopes: []string{"api"}, Sha: headSha, Ref: "refs/heads/master", Source: "push"}, false); err != nil {
+	held, err := h.auth.Accept(context.Background(), authority.Intent{ID: "d", Environment: "staging", Scopes: []string{"api"}, Sha: headSha,
+		Ref: "refs/heads/master", Source: "push", Origin: originFor(1, "Codertocat/Hello-World", "master")}, false)
+	if err != nil {
 		t.Fatal(err)
 	}
+	before := len(h.disp.requests())
 	res := post("d-unfreeze", "/latestwins unfreeze staging/api")
+	// The held commit's workflow is started at once, not on the sweep's next round.
+	if reqs := h.disp.requests(); len(reqs) != before+1 || reqs[len(reqs)-1].Inputs["generation"] != fmt.Sprint(held.Generation) {
+		t.Errorf("dispatches after unfreeze: %+v; want one more, for generation %d", reqs[before:], held.Generation)
+	}
 	if res.Outcome != OutcomeUnfrozen || !strings.Contains(res.Reply, "Unfroze staging/api (frozen by the rollback to aaaaaaa by `\"Codertocat\"`, generation 4).") {
 		t.Errorf("unfreeze: %s %q", res.Outcome, res.Reply)
 	}

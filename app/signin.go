@@ -527,8 +527,10 @@ func (a *App) serveUnfreeze(w http.ResponseWriter, r *http.Request) {
 	_, err := a.auth.Unfreeze(ctx, authority.UnfreezeRequest{Environment: pa.env, Scope: pa.scope, Actor: pa.sess.Login,
 		Reason: "Unfreeze on the status page", Request: "status-page:" + pa.request})
 	switch {
-	case err == nil, errors.Is(err, authority.ErrRepeated), errors.Is(err, authority.ErrNotFrozen):
-		// Done, done before, or someone else was quicker: the page shows the scope as it is.
+	case err == nil:
+		a.startHeld(ctx, a.log, pa.env, pa.scope)
+	case errors.Is(err, authority.ErrRepeated), errors.Is(err, authority.ErrNotFrozen):
+		// Done before, or someone else was quicker: the page shows the scope as it is.
 	case errors.Is(err, authority.ErrInvalidInput):
 		a.refuse(w, r, http.StatusConflict, "unfreeze refused: "+err.Error(), nil)
 		return
