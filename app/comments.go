@@ -335,10 +335,13 @@ func (a *App) commandDecide(ctx context.Context, run *commentRun, sels []config.
 		case action == authority.DecideSkip:
 			run.log.InfoContext(ctx, "blocking failure skipped", "resource", resource, "generation", failed.Generation, "sha", failed.Sha)
 			fmt.Fprintf(&run.reply, "Skipped %s (generation %d) in %s: it stays failed, and the next waiting commit goes.\n", report.ShortSha(failed.Sha), failed.Generation, resource)
+			a.startHeld(ctx, run.log, sel.Environment, scope)
 		default:
 			run.log.InfoContext(ctx, "blocking failure to be retried", "resource", resource, "generation", failed.Generation, "sha", failed.Sha)
-			fmt.Fprintf(&run.reply, "%s (generation %d) in %s will be retried from its first attempt: the recovery sweep starts its workflow again on its next round (or re-run the workflow).\n",
+			fmt.Fprintf(&run.reply, "%s (generation %d) in %s will be retried from its first attempt: its workflow is started again now "+
+				"(or by the recovery sweep, for work the App did not start; or re-run the workflow).\n",
 				report.ShortSha(failed.Sha), failed.Generation, resource)
+			a.startHeld(ctx, run.log, sel.Environment, scope)
 		}
 	}
 	return nil

@@ -530,3 +530,25 @@ func TestStatusReplyNamesThePolicy(t *testing.T) {
 		t.Errorf("reply %q does not name the policy", body)
 	}
 }
+
+// A retried failure's workflow is started at once from its recorded origin, not on the sweep's
+// next round.
+func TestRetryStartsTheWorkflowAtOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, queuedPreviewConfig, func(o *Options) { o.Conversation = allowAll{} })
+	ar, err := h.auth.Accept(context.Background(), authority.Intent{ID: "p1", Environment: "preview/pr-1", Scopes: []string{"api"}, Sha: headSha,
+		Ref: "refs/heads/changes", Policy: authority.PolicyQueue, Origin: originFor(1, "Codertocat/Hello-World", "changes")}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deployHeadOutcome(t, h, "preview/pr-1", "api", authority.OutcomeFailure)
+	before := len(h.disp.requests())
+	w := h.post(t, "issue_comment", "d-retry", commentFixture(t, withBody("/latestwins retry api")))
+	if res := decodeResult(t, w); w.Code != http.StatusOK || res.Outcome != OutcomeDecided {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	reqs := h.disp.requests()
+	if len(reqs) != before+1 || reqs[len(reqs)-1].Inputs["generation"] != fmt.Sprint(ar.Generation) || reqs[len(reqs)-1].Ref != "changes" {
+		t.Fatalf("dispatches after retry: %+v; want one for generation %d on changes", reqs[before:], ar.Generation)
+	}
+}

@@ -157,9 +157,9 @@ func firstNonEmpty(ss ...string) string {
 	return ""
 }
 
-// startHeld starts, right after an unfreeze, the commit that goes next in scope of env: its
-// workflow is dispatched again from the origin the App recorded with it (as the recovery sweep
-// would on its next round). Nothing is started while the rollback itself is still pending (its
+// startHeld starts, right after an unfreeze or a decision about a blocking failure, the commit that
+// goes next in scope of env: its workflow is dispatched again from the origin the App recorded with
+// it (as the recovery sweep would on its next round). Nothing is started while the rollback itself is still pending (its
 // own dispatch is under way), for work the App did not start (no origin), or without App
 // credentials. A failure is logged: the sweep starts the work on its next round.
 func (a *App) startHeld(ctx context.Context, log *slog.Logger, env, scope string) {
@@ -172,7 +172,7 @@ func (a *App) startHeld(ctx context.Context, log *slog.Logger, env, scope string
 		return
 	}
 	sc := e.Scopes[scope]
-	if sc == nil || sc.Mailbox == nil || sc.Mailbox.Rollback || sc.Mailbox.Origin == "" {
+	if sc == nil || sc.Mailbox == nil || sc.Mailbox.Rollback || sc.Mailbox.Failed || sc.Mailbox.Origin == "" {
 		return
 	}
 	m := sc.Mailbox
