@@ -90,20 +90,10 @@ func runRun(ctx context.Context, c *cmdEnv, args []string) error {
 	} else {
 		// A generation accepted elsewhere (the App's push, a rollback, a promotion): the pass claims
 		// its scopes first, as the Action's generation input does. Claiming again what this pass
-		// claimed already changes nothing.
-		cr, err := c.claimGeneration(ctx, c.s.environment, c.s.generation, splitList(c.s.scopes))
-		if err != nil {
+		// claimed already changes nothing; what became of a pass that may not go, the gate says.
+		if _, err := c.claimGeneration(ctx, c.s.environment, c.s.generation, splitList(c.s.scopes)); err != nil {
 			return err
 		}
-		if len(cr.Claimed) == 0 {
-			why := "nothing pending for these scopes"
-			if len(cr.Superseded) > 0 {
-				why = cr.Superseded[0].Error()
-			}
-			c.progress("generation %d: nothing to deploy: %s", c.s.generation, why)
-			return &exitError{code: ExitSuperseded}
-		}
-		c.s.scopes = strings.Join(cr.Scopes(), ",")
 	}
 	g, err := c.gate(ctx)
 	if err != nil {
