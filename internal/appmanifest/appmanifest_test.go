@@ -32,6 +32,7 @@ import (
 	"github.com/latestwins/latestwins/internal/githubapp"
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
 	"github.com/latestwins/latestwins/internal/store/memory"
+	"github.com/latestwins/latestwins/internal/testutil"
 )
 
 // conversionAnswer is GitHub's documented answer to the conversion, for the new App.
@@ -282,7 +283,7 @@ func TestWriteCredentials(t *testing.T) {
 func TestSSMCommandsRun(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("sh"); err != nil {
-		t.Skip("no sh")
+		testutil.MissingTool(t, "the commands are run with sh, which is not on PATH")
 	}
 	dir := t.TempDir()
 	log := filepath.Join(dir, "aws.log")

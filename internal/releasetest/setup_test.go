@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/latestwins/latestwins/internal/testutil"
 )
 
 const repo = "latestwins/latestwins"
@@ -130,7 +132,7 @@ func newSetup(t testing.TB) *setup {
 	for _, tool := range realTools {
 		p, err := exec.LookPath(tool)
 		if err != nil {
-			t.Skipf("the setup script needs %s: %v", tool, err)
+			testutil.MissingTool(t, fmt.Sprintf("the setup script needs %s: %v", tool, err))
 		}
 		if err := os.Symlink(p, filepath.Join(s.pathDir, tool)); err != nil {
 			t.Fatal(err)
@@ -145,7 +147,7 @@ func (s *setup) fakeGo() {
 	s.t.Helper()
 	chmod, err := exec.LookPath("chmod")
 	if err != nil {
-		s.t.Skipf("chmod: %v", err)
+		testutil.MissingTool(s.t, fmt.Sprintf("chmod: %v", err))
 	}
 	s.writeTool("go", `#!/bin/bash
 if [ "$1" = version ]; then echo "go version go1.26.8 fake"; exit 0; fi
