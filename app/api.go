@@ -572,7 +572,7 @@ func apiError(err error) (int, apiclient.ErrorBody) {
 	msg := err.Error()
 	switch {
 	case errors.As(err, &held):
-		return http.StatusConflict, apiclient.ErrorBody{Error: apiclient.CodeLocked, Message: msg,
+		return http.StatusConflict, apiclient.ErrorBody{Error: apiclient.CodeLocked, Message: msg, Wait: held.Why(),
 			RetryAfter: max(int64(held.RetryAfter/time.Second), 1), Resource: held.Resource, Holder: held.Holder,
 			Purpose: held.Purpose, Generation: held.Generation, ExpiresAt: held.ExpiresAt,
 			Ahead: held.Ahead, HeadSha: held.HeadSha, Barrier: held.Barrier, Blocked: held.Blocked, Frozen: held.Frozen,

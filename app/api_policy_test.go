@@ -80,7 +80,7 @@ func TestAPIWaitBodySaysWhereThePassStands(t *testing.T) {
 	claim("staging", "run-2", 'b', nil)
 	claim("staging", "run-3", 'c', nil)
 	status, got := h.waitBody(t, tok, "staging", 3, "run-3")
-	want := apiclient.ErrorBody{Error: apiclient.CodeLocked, Resource: "staging/api", Generation: 1, Ahead: 2, HeadSha: strings.Repeat("a", 40)}
+	want := apiclient.ErrorBody{Error: apiclient.CodeLocked, Wait: authority.ReasonQueued, Resource: "staging/api", Generation: 1, Ahead: 2, HeadSha: strings.Repeat("a", 40)}
 	if diff := cmp.Diff(want, got); status != http.StatusConflict || diff != "" {
 		t.Errorf("queued: %d (-want +got):\n%s", status, diff)
 	}
@@ -88,7 +88,7 @@ func TestAPIWaitBodySaysWhereThePassStands(t *testing.T) {
 	claim("production", "run-4", 'd', func(in *authority.Intent) { in.Barrier = []string{"api"} })
 	claim("production", "run-5", 'e', nil)
 	status, got = h.waitBody(t, tok, "production", 2, "run-5")
-	want = apiclient.ErrorBody{Error: apiclient.CodeLocked, Resource: "production/api", Generation: 1, Ahead: 1,
+	want = apiclient.ErrorBody{Error: apiclient.CodeLocked, Wait: authority.ReasonBarrier, Resource: "production/api", Generation: 1, Ahead: 1,
 		HeadSha: strings.Repeat("d", 40), Barrier: strings.Repeat("d", 40)}
 	if diff := cmp.Diff(want, got); status != http.StatusConflict || diff != "" {
 		t.Errorf("behind a barrier: %d (-want +got):\n%s", status, diff)
@@ -97,7 +97,7 @@ func TestAPIWaitBodySaysWhereThePassStands(t *testing.T) {
 	// staging's head fails on its last attempt: it blocks the two behind it.
 	deployHeadOutcome(t, h.harness, "staging", "api", authority.OutcomeFailure)
 	status, got = h.waitBody(t, tok, "staging", 3, "run-3")
-	want = apiclient.ErrorBody{Error: apiclient.CodeLocked, Resource: "staging/api", Generation: 1, Ahead: 2, HeadSha: strings.Repeat("a", 40), Blocked: true}
+	want = apiclient.ErrorBody{Error: apiclient.CodeLocked, Wait: authority.ReasonBlocked, Resource: "staging/api", Generation: 1, Ahead: 2, HeadSha: strings.Repeat("a", 40), Blocked: true}
 	if diff := cmp.Diff(want, got); status != http.StatusConflict || diff != "" {
 		t.Errorf("blocked: %d (-want +got):\n%s", status, diff)
 	}

@@ -110,7 +110,7 @@ func TestAPILockedAndSuperseded(t *testing.T) {
 	h.clock.Advance(20 * time.Second)
 
 	a = h.call(t, "POST", base+"gate", tok, apiclient.GateRequest{Generation: 2, Scopes: []string{"api"}, Phase: "deploy", Holder: "run-2", LeaseTTLMillis: 120_000})
-	want := apiclient.ErrorBody{Error: "locked", RetryAfter: 105, Resource: "staging/api", Holder: "gha:Codertocat/Hello-World/101/1/run-1", Purpose: "deploy",
+	want := apiclient.ErrorBody{Error: "locked", Wait: authority.ReasonLocked, RetryAfter: 105, Resource: "staging/api", Holder: "gha:Codertocat/Hello-World/101/1/run-1", Purpose: "deploy",
 		Generation: 1, ExpiresAt: h.clock.Now().Add(100 * time.Second)}
 	got := a.errorBody(t)
 	got.Message = ""

@@ -164,11 +164,13 @@ type Outcome string
 
 // Outcomes.
 const (
-	OutcomeAccepted   Outcome = "accepted"    // intents were accepted (some may be duplicates or stale)
-	OutcomeDuplicate  Outcome = "duplicate"   // a re-delivery: every intent was accepted before; nothing changed
-	OutcomeNoScopes   Outcome = "no-scopes"   // no configured scope is built from the repository and branch
-	OutcomeReleased   Outcome = "released"    // a closed pull request's preview work was withdrawn and its leases released
-	OutcomeRecorded   Outcome = "recorded"    // bookkeeping only (installation)
+	OutcomeAccepted  Outcome = "accepted"  // intents were accepted (some may be duplicates or stale)
+	OutcomeDuplicate Outcome = "duplicate" // a re-delivery: every intent was accepted before; nothing changed
+	OutcomeNoScopes  Outcome = "no-scopes" // no configured scope is built from the repository and branch
+	OutcomeReleased  Outcome = "released"  // a closed pull request's preview work was withdrawn and its leases released
+	OutcomeRecorded  Outcome = "recorded"  // bookkeeping only (installation)
+	// OutcomeUnapproved: a deployment status of a deployment latestwins never approved: a warning, not live.
+	OutcomeUnapproved Outcome = "unapproved"
 	OutcomeIgnored    Outcome = "ignored"     // an event or action this App does not act on
 	OutcomeReplied    Outcome = "replied"     // a comment command that only answers (status, help, a mistake)
 	OutcomeUnlocked   Outcome = "unlocked"    // /latestwins unlock ran (the reply says what it freed)

@@ -65,7 +65,7 @@ func (a *App) handleDeploymentStatus(ctx context.Context, log *slog.Logger, d De
 	if run == "" {
 		run = ev.GetDeploymentStatus().GetTargetURL()
 	}
-	r, err := a.auth.Report(ctx, authority.Report{ID: d.ID, Environment: envName, Scopes: scopes, Sha: sha, Success: state == "success",
+	r, err := a.auth.Report(ctx, authority.Report{ID: d.ID, Environment: envName, Scopes: scopes, Sha: sha, Deployment: ev.GetDeployment().GetID(), Success: state == "success",
 		Run: run, Message: fmt.Sprintf("deployment %d %s: %s", ev.GetDeployment().GetID(), state, ev.GetDeploymentStatus().GetDescription())})
 	if errors.Is(err, authority.ErrInvalidInput) {
 		res.Outcome, res.Status, res.Message = OutcomeIgnored, http.StatusAccepted, fmt.Sprintf("not recorded: %v", err)
@@ -75,6 +75,12 @@ func (a *App) handleDeploymentStatus(ctx context.Context, log *slog.Logger, d De
 		return err
 	}
 	res.Outcome, res.Message = OutcomeRecorded, fmt.Sprintf("%s: %v", envName, r.Results)
+	if r.Overall() == authority.ResultUnapproved {
+		res.Outcome = OutcomeUnapproved
+		res.Message = fmt.Sprintf("%s: deployment %d was not approved by latestwins' protection rule: recorded as a warning, not counted as live", envName, ev.GetDeployment().GetID())
+		log.WarnContext(ctx, "deployment status of a deployment latestwins did not approve", "environment", envName, "deployment_id", ev.GetDeployment().GetID())
+		return nil
+	}
 	log.InfoContext(ctx, "deployment outcome recorded", "environment", envName, "results", r.Results)
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/go-github/v60/github"
 
@@ -73,6 +74,9 @@ type verdict struct {
 	comment string
 	// superseded is set when a newer commit was accepted: the deployment can be shown inactive.
 	superseded bool
+	// env and scopes: what an approval is for (recorded with it, Authority.Approve).
+	env    string
+	scopes []string
 }
 
 // handleProtectionRule answers a deployment protection rule: it approves a job whose commit is the
@@ -118,6 +122,17 @@ func (a *App) handleProtectionRule(ctx context.Context, log *slog.Logger, d Deli
 	v, err := a.protectionVerdict(ctx, log, installation, repo, ghEnv, sha)
 	if err != nil {
 		return err
+	}
+	if dep := ev.GetDeployment().GetID(); v.approve && dep > 0 {
+		// Recorded before GitHub hears of it: only a deployment approved here makes its commit
+		// live when its status comes (Authority.Report).
+		err := a.auth.Approve(ctx, authority.Approval{Environment: v.env, Scopes: v.scopes, Sha: sha, Deployment: dep, Run: run.RunID, Actor: ev.GetSender().GetLogin()})
+		switch {
+		case errors.Is(err, authority.ErrInvalidInput):
+			v = verdict{comment: fmt.Sprintf("latestwins cannot approve this deployment: %v", err)}
+		case err != nil:
+			return fmt.Errorf("record the approval of deployment %d: %w", dep, err)
+		}
 	}
 	review := ProtectionAnswer{Environment: ghEnv, Approved: v.approve, Comment: v.comment}
 	res.Outcome, res.Message = OutcomeRejected, v.comment
@@ -177,7 +192,9 @@ func (a *App) protectionVerdict(ctx context.Context, log *slog.Logger, installat
 	if err != nil {
 		return verdict{}, err
 	}
-	return judge(env, scopes, sha, required), nil
+	v := judge(env, scopes, sha, required)
+	v.env, v.scopes = envName, scopes
+	return v, nil
 }
 
 // judge approves sha for scopes of env when its pass could enter its deploy phase now, as the
@@ -198,9 +215,10 @@ func judge(env *authority.Env, scopes []string, sha string, required map[string]
 		if sc == nil {
 			continue
 		}
-		if pos, ref := pendingAt(sc, sha); ref != nil {
-			if why := mustWait(env, name, sc, pos, ref, required); why != "" {
-				return verdict{comment: fmt.Sprintf("%s/%s: %s; latestwins dispatches it again once it may go", env.Name, name, why)}
+		if ref := pendingAt(sc, sha); ref != nil {
+			// The deploy gate's own decision for the commit's pass, as if it asked now.
+			if d := authority.Hold(env.View(name, required), ref.Generation, time.Time{}, 0); !d.Go() {
+				return verdict{comment: fmt.Sprintf("%s/%s: %s; latestwins dispatches it again once it may go", env.Name, name, d.Text())}
 			}
 			continue
 		}
@@ -225,43 +243,16 @@ func judge(env *authority.Env, scopes []string, sha string, required map[string]
 	return verdict{approve: true, comment: fmt.Sprintf("%s is the newest commit accepted for %s (%s) at generation %d", report.ShortSha(sha), env.Name, strings.Join(scopes, ", "), acceptedAt)}
 }
 
-// pendingAt finds sha among the scope's pending intents: its place (0: the head) and entry, the
-// newest one when it is pending more than once.
-func pendingAt(sc *authority.Scope, sha string) (int, *authority.Ref) {
-	pos, found := -1, (*authority.Ref)(nil)
-	for i, r := range sc.Entries() {
+// pendingAt finds sha among the scope's pending intents: the newest entry of it when it is
+// pending more than once, nil when it is not pending.
+func pendingAt(sc *authority.Scope, sha string) *authority.Ref {
+	var found *authority.Ref
+	for _, r := range sc.Entries() {
 		if r.Sha == sha {
-			pos, found = i, r
+			found = r
 		}
 	}
-	return pos, found
-}
-
-// mustWait says what the pass of ref, pending at pos in scope name, waits for at its deploy gate,
-// in the gate's words; "" when it may go.
-func mustWait(env *authority.Env, name string, sc *authority.Scope, pos int, ref *authority.Ref, required map[string]*authority.Env) string {
-	entries := sc.Entries()
-	switch {
-	case sc.Freeze != nil && sc.Freeze.Generation != ref.Generation:
-		return authority.WaitText(&authority.HeldError{Frozen: sc.Freeze})
-	case pos > 0 && entries[0].Failed:
-		return authority.WaitText(&authority.HeldError{Blocked: true, Generation: entries[0].Generation, HeadSha: entries[0].Sha})
-	case pos > 0:
-		held := &authority.HeldError{Ahead: pos, Generation: entries[0].Generation, HeadSha: entries[0].Sha}
-		if env.PolicyOrDefault() == authority.PolicyLatest {
-			for _, r := range entries[:pos] {
-				if r.Barrier {
-					held.Barrier = r.Sha
-				}
-			}
-		}
-		return authority.WaitText(held)
-	case required != nil:
-		if w := env.PromotionWait(name, ref, required); w != nil {
-			return authority.WaitText(w)
-		}
-	}
-	return ""
+	return found
 }
 
 // newest is the scope's newest accepted commit: the last pending, else live.

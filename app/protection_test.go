@@ -199,8 +199,8 @@ func exampleOf(t *testing.T, c call) any {
 	return githubtest.Example(t, "POST", "/repos/{owner}/{repo}/deployments/{deployment_id}/statuses", http.StatusCreated, "")
 }
 
-// A re-delivery answers the same, changes nothing in the store, and a newer commit accepted in
-// between turns the answer.
+// A re-delivery answers the same and changes nothing more in the store than the first answer did
+// (it recorded its approval), and a newer commit accepted in between turns the answer.
 func TestProtectionRuleReplay(t *testing.T) {
 	t.Parallel()
 	gh, inst := newGitHub(t)
@@ -208,12 +208,12 @@ func TestProtectionRuleReplay(t *testing.T) {
 	h := newHarness(t, protectionConfig, withReviewer(inst))
 	pending(t, h, "prod", "push", protectedSha, "api", "docs")
 	ctx := context.Background()
+	body := protectionFixture(t, nil)
+	first := h.post(t, protectionRuleEvent, "d-protect", body)
 	before, err := h.auth.Status(ctx, "prod")
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := protectionFixture(t, nil)
-	first := h.post(t, protectionRuleEvent, "d-protect", body)
 	again := h.post(t, protectionRuleEvent, "d-protect", body)
 	if first.Code != http.StatusOK || first.Body.String() != again.Body.String() {
 		t.Errorf("first %d %s, again %d %s: want the same 200", first.Code, first.Body, again.Code, again.Body)

@@ -290,7 +290,7 @@ func refusal(env string, resp *http.Response, b []byte) error {
 		if h, err := strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64); retry < 1 && err == nil {
 			retry = h
 		}
-		return &authority.HeldError{Resource: e.Resource, Holder: e.Holder, Purpose: e.Purpose, Generation: e.Generation,
+		return &authority.HeldError{Reason: e.Wait, Resource: e.Resource, Holder: e.Holder, Purpose: e.Purpose, Generation: e.Generation,
 			ExpiresAt: e.ExpiresAt, RetryAfter: time.Duration(max(retry, 1)) * time.Second,
 			Ahead: e.Ahead, HeadSha: e.HeadSha, Barrier: e.Barrier, Blocked: e.Blocked, Frozen: e.Frozen, Promotion: e.Promotion}
 	case CodeNotFrozen:

@@ -154,11 +154,14 @@ type ErrorBody struct {
 	Message string `json:"message"`
 
 	// locked
-	RetryAfter int64     `json:"retry_after,omitempty"` // whole seconds, at least one
-	Resource   string    `json:"resource,omitempty"`    // locked, lease_lost
-	Holder     string    `json:"holder,omitempty"`      // locked, lease_lost (who holds it now)
-	Purpose    string    `json:"purpose,omitempty"`
-	ExpiresAt  time.Time `json:"expires_at,omitzero"`
+	// Wait is the deploy gate's reason (authority.Reason): what the pass waits for, as
+	// "locked", "queued", "barrier", "blocked", "frozen" or "promotion". The fields below say more.
+	Wait       authority.Reason `json:"wait,omitempty"`
+	RetryAfter int64            `json:"retry_after,omitempty"` // whole seconds, at least one
+	Resource   string           `json:"resource,omitempty"`    // locked, lease_lost
+	Holder     string           `json:"holder,omitempty"`      // locked, lease_lost (who holds it now)
+	Purpose    string           `json:"purpose,omitempty"`
+	ExpiresAt  time.Time        `json:"expires_at,omitzero"`
 	// Ahead > 0: the pass waits in the scope's queue with that many intents ahead of its own; the
 	// head is generation Generation, commit HeadSha. Barrier is the commit of the barrier it waits
 	// for (policy latest); Blocked says the head failed terminally and waits for a decision.

@@ -37,7 +37,6 @@ type storedEnv struct {
 	D  int64                   `json:"d"`
 	O  int64                   `json:"o"`
 	Q  int64                   `json:"q,omitempty"`
-	L  string                  `json:"l,omitempty"`
 	P  string                  `json:"p,omitempty"`  // policy, version 3
 	R  []string                `json:"r,omitempty"`  // required environments, version 4
 	Ra bool                    `json:"ra,omitempty"` // a descendant counts, version 4
@@ -47,16 +46,24 @@ type storedEnv struct {
 }
 
 type storedScope struct {
-	M  *storedRef     `json:"m,omitempty"`
-	W  []*storedRef   `json:"w,omitempty"` // waiting behind M, version 3
-	O  int64          `json:"o,omitempty"`
-	L  *storedLive    `json:"l,omitempty"`
-	K  *storedLease   `json:"k,omitempty"`
-	F  *storedFailure `json:"f,omitempty"`
-	T  int64          `json:"t,omitempty"`
-	Z  string         `json:"z,omitempty"`
-	P  *storedLive    `json:"p,omitempty"`  // the previous live commit; a build that drops it loses only the rollback default
-	Fz *storedFreeze  `json:"fz,omitempty"` // version 3
+	M  *storedRef        `json:"m,omitempty"`
+	W  []*storedRef      `json:"w,omitempty"` // waiting behind M, version 3
+	O  int64             `json:"o,omitempty"`
+	L  *storedLive       `json:"l,omitempty"`
+	K  *storedLease      `json:"k,omitempty"`
+	F  *storedFailure    `json:"f,omitempty"`
+	T  int64             `json:"t,omitempty"`
+	Rf []string          `json:"rf,omitempty"`
+	Ua *storedUnapproved `json:"ua,omitempty"` // a warning; a build that drops it loses only the warning // refusals recorded; a build that drops them records a repeated one again
+	P  *storedLive       `json:"p,omitempty"`  // the previous live commit; a build that drops it loses only the rollback default
+	Fz *storedFreeze     `json:"fz,omitempty"` // version 3
+}
+
+type storedUnapproved struct {
+	S string `json:"s"`
+	D int64  `json:"d"`
+	K bool   `json:"k,omitempty"`
+	T int64  `json:"t,omitempty"`
 }
 
 type storedFreeze struct {
@@ -207,7 +214,7 @@ func decodeOrder(o *storedOrder) Order {
 // EncodeEnv returns the stored form of an environment's state. Events (what Status reads for
 // rendering) is not part of it.
 func EncodeEnv(e *Env) ([]byte, error) {
-	s := storedEnv{V: storedVersionV2, N: e.Name, D: e.Desired, O: e.Observed, Q: e.EventSeq, L: e.Last, P: string(e.Policy)}
+	s := storedEnv{V: storedVersionV2, N: e.Name, D: e.Desired, O: e.Observed, Q: e.EventSeq, P: string(e.Policy)}
 	switch {
 	case e.Requires != nil:
 		s.V, s.R, s.Ra = storedVersion, e.Requires.Environments, e.Requires.Ancestor
@@ -218,7 +225,7 @@ func EncodeEnv(e *Env) ([]byte, error) {
 		s.S = make(map[string]*storedScope, len(e.Scopes))
 	}
 	for name, sc := range e.Scopes {
-		ss := &storedScope{O: sc.Owner, T: nanos(sc.ActiveAt), Z: sc.Last}
+		ss := &storedScope{O: sc.Owner, T: nanos(sc.ActiveAt), Rf: sc.Refused}
 		if m := sc.Mailbox; m != nil {
 			ss.M = encodeRef(m)
 		}
@@ -240,6 +247,9 @@ func EncodeEnv(e *Env) ([]byte, error) {
 		}
 		if l := sc.Lease; l != (Lease{}) {
 			ss.K = &storedLease{H: l.Holder, P: l.Purpose, G: l.Generation, K: l.Token, A: nanos(l.AcquiredAt), E: nanos(l.ExpiresAt), S: l.Sha, R: l.Ref}
+		}
+		if u := sc.Unapproved; u != nil {
+			ss.Ua = &storedUnapproved{S: u.Sha, D: u.Deployment, K: u.Success, T: nanos(u.At)}
 		}
 		if f := sc.Failure; f != nil {
 			ss.F = &storedFailure{G: f.Generation, S: f.Sha, M: f.Message, A: f.Attempt, X: f.MaxAttempts, T: nanos(f.At)}
@@ -275,7 +285,7 @@ func DecodeEnv(b []byte) (*Env, error) {
 	if err := dec.Decode(&s); err != nil {
 		return nil, fmt.Errorf("decode environment: %w", err)
 	}
-	e := &Env{Name: s.N, Desired: s.D, Observed: s.O, EventSeq: s.Q, Last: s.L, Policy: Policy(s.P)}
+	e := &Env{Name: s.N, Desired: s.D, Observed: s.O, EventSeq: s.Q, Policy: Policy(s.P)}
 	if len(s.R) > 0 {
 		e.Requires = &Requirements{Environments: s.R, Ancestor: s.Ra}
 	}
@@ -283,7 +293,7 @@ func DecodeEnv(b []byte) (*Env, error) {
 		e.Scopes = make(map[string]*Scope, len(s.S))
 	}
 	for name, ss := range s.S {
-		sc := &Scope{Owner: ss.O, ActiveAt: fromNanos(ss.T), Last: ss.Z}
+		sc := &Scope{Owner: ss.O, ActiveAt: fromNanos(ss.T), Refused: ss.Rf}
 		if m := ss.M; m != nil {
 			sc.Mailbox = decodeRef(m)
 		}
@@ -304,6 +314,9 @@ func DecodeEnv(b []byte) (*Env, error) {
 		}
 		if k := ss.K; k != nil {
 			sc.Lease = Lease{Holder: k.H, Purpose: k.P, Generation: k.G, Token: k.K, AcquiredAt: fromNanos(k.A), ExpiresAt: fromNanos(k.E), Sha: k.S, Ref: k.R}
+		}
+		if u := ss.Ua; u != nil {
+			sc.Unapproved = &Unapproved{Sha: u.S, Deployment: u.D, Success: u.K, At: fromNanos(u.T)}
 		}
 		if f := ss.F; f != nil {
 			sc.Failure = &Failure{Generation: f.G, Sha: f.S, Message: f.M, Attempt: f.A, MaxAttempts: f.X, At: fromNanos(f.T)}
@@ -359,7 +372,6 @@ func decodeFirstLayout(b []byte) (*Env, error) {
 	var last time.Time
 	if n := len(f.Events); n > 0 {
 		last = f.Events[n-1].At
-		e.Last = eventMark(f.Events[n-1])
 	}
 	for _, id := range sortedKeys(f.Intents) {
 		e.Accepts = append(e.Accepts, IntentRecord{ID: id, Generation: f.Intents[id].Generation, At: last})

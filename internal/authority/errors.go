@@ -74,6 +74,9 @@ func (e *SupersededError) Is(target error) bool { return target == ErrSuperseded
 
 // HeldError is a refused lease: who holds it, for what, and when to try again.
 type HeldError struct {
+	// Reason is the evaluator's (Verdict.Reason): what the pass waits for. A HeldError read back
+	// from an older App's answer may lack it; the fields below then say.
+	Reason     Reason `json:"reason,omitempty"`
 	Resource   string
 	Holder     string
 	Purpose    string
@@ -96,25 +99,48 @@ type HeldError struct {
 }
 
 func (e *HeldError) Error() string {
-	switch {
-	case e.Promotion != nil:
+	switch e.reason() {
+	case ReasonPromotion:
 		return fmt.Sprintf("%s: %s; it deploys here once it is live there; retry after %ds",
 			e.Resource, e.Promotion.text(), int64(e.RetryAfter/time.Second))
-	case e.Frozen != nil:
+	case ReasonFrozen:
 		return fmt.Sprintf("%s: held by a freeze: rolled back to %s by %s (%s); nothing newer deploys until someone unfreezes it (latestwins unfreeze %s); retry after %ds",
 			e.Resource, shortSha(e.Frozen.Sha), orUnknown(e.Frozen.Actor), e.Frozen.Reason, e.Resource, int64(e.RetryAfter/time.Second))
-	case e.Blocked:
+	case ReasonBlocked:
 		return fmt.Sprintf("%s: blocked: generation %d (%s) failed terminally; nothing behind it deploys until someone decides (latestwins skip or retry %s); retry after %ds",
 			e.Resource, e.Generation, shortSha(e.HeadSha), e.Resource, int64(e.RetryAfter/time.Second))
-	case e.Barrier != "":
+	case ReasonBarrier:
 		return fmt.Sprintf("%s: waiting for barrier %s; retry after %ds", e.Resource, shortSha(e.Barrier), int64(e.RetryAfter/time.Second))
-	case e.Ahead > 0:
+	case ReasonQueued:
 		return fmt.Sprintf("%s: queued: %d ahead of this commit (generation %d, %s, goes first); retry after %ds",
 			e.Resource, e.Ahead, e.Generation, shortSha(e.HeadSha), int64(e.RetryAfter/time.Second))
 	}
 	return fmt.Sprintf("%s is locked by %s (%s, generation %d); retry after %ds",
 		e.Resource, e.Holder, e.Purpose, e.Generation, int64(e.RetryAfter/time.Second))
 }
+
+// reason is the evaluator's reason, or, for an answer that came without one, the one its fields say.
+func (e *HeldError) reason() Reason {
+	if e.Reason != ReasonGo {
+		return e.Reason
+	}
+	switch {
+	case e.Promotion != nil:
+		return ReasonPromotion
+	case e.Frozen != nil:
+		return ReasonFrozen
+	case e.Blocked:
+		return ReasonBlocked
+	case e.Barrier != "":
+		return ReasonBarrier
+	case e.Ahead > 0:
+		return ReasonQueued
+	}
+	return ReasonLocked
+}
+
+// Why is the reason the pass waits: the evaluator's, or the one the error's fields say.
+func (e *HeldError) Why() Reason { return e.reason() }
 
 func (e *HeldError) Is(target error) bool { return target == ErrLeaseHeld }
 

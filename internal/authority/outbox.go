@@ -254,17 +254,23 @@ type Report struct {
 	Environment string
 	Scopes      []string
 	Sha         string
+	// Deployment is GitHub's id of the deployment: only one the protection rule approved
+	// (Approve) counts.
+	Deployment  int64
 	Success     bool
 	Run         string // where it ran (a URL), recorded with the live state
 	Message     string
 	MaxAttempts int // a failure on this attempt is terminal (0: 3)
 }
 
-// Report records the outcome of such a deployment. It carries no fencing token, so it applies only
-// to a scope whose pending intent is that very commit (the newest accepted, which the protection
-// rule approved): it can never overwrite a newer live state or end a newer intent. A success makes
-// the commit live; a failure counts an attempt, terminal on the last one. Other scopes are reported
-// superseded.
+// Report records the outcome of such a deployment. It counts only for a deployment the protection
+// rule approved (Approve) for that commit, since anyone who may write to the repository can create
+// a deployment and its statuses through GitHub's API: any other is recorded once as an unapproved
+// report (ResultUnapproved), shown as the scope's warning, and changes nothing else. It carries no
+// fencing token, so it applies only to a scope whose pending intent is that very commit (the newest
+// accepted, which the protection rule approved): it can never overwrite a newer live state or end
+// a newer intent. A success makes the commit live; a failure counts an attempt, terminal on the
+// last one. Other scopes are reported superseded.
 func (a *Authority) Report(ctx context.Context, r Report) (*CompleteResult, error) {
 	if err := ValidateEnvironment(r.Environment); err != nil {
 		return nil, err
@@ -282,17 +288,18 @@ func (a *Authority) Report(ctx context.Context, r Report) (*CompleteResult, erro
 		r.MaxAttempts = 3
 	}
 	id := "report:" + r.ID
-	var done *IntentRecord
+	var done, approved *IntentRecord
+	findDone := a.findRequest(r.Environment, id, &done)
+	findApproval := a.findRequest(r.Environment, approvalID(r.Deployment), &approved)
 	prepare := func(ctx context.Context, d *Doc) error {
-		done = nil
-		if d.Env != nil {
-			if done = d.Env.pendingAccept(id); done != nil {
-				return nil
-			}
+		if err := findDone(ctx, d); err != nil {
+			return err
 		}
-		var err error
-		done, err = a.intentRecord(ctx, r.Environment, id)
-		return err
+		if r.Deployment <= 0 {
+			approved = nil
+			return nil
+		}
+		return findApproval(ctx, d)
 	}
 	var res *CompleteResult
 	_, err := a.updatePrepared(ctx, EnvKey(r.Environment), prepare, func(d *Doc, now time.Time) (bool, error) {
@@ -304,8 +311,12 @@ func (a *Authority) Report(ctx context.Context, r Report) (*CompleteResult, erro
 			return false, nil
 		}
 		before := d.Env.EventSeq
-		for _, name := range r.Scopes {
-			res.Results[name] = d.Env.report(name, &r, done != nil, now)
+		if approved == nil || approved.Sha != r.Sha {
+			d.Env.reportUnapproved(&r, done != nil, res, now)
+		} else {
+			for _, name := range r.Scopes {
+				res.Results[name] = d.Env.report(name, &r, done != nil, now)
+			}
 		}
 		if d.Env.EventSeq == before {
 			return false, nil
@@ -318,6 +329,34 @@ func (a *Authority) Report(ctx context.Context, r Report) (*CompleteResult, erro
 		return nil, fmt.Errorf("report the deployment of %s in %s: %w", shortSha(r.Sha), r.Environment, err)
 	}
 	return res, nil
+}
+
+// reportUnapproved records, once per delivery, the outcome of a deployment nobody approved as each
+// scope's warning, unless the commit is live there already or a pass deploys it under its lease
+// (whose own completion records it): it never makes anything live nor counts an attempt.
+func (e *Env) reportUnapproved(r *Report, repeat bool, res *CompleteResult, now time.Time) {
+	for _, name := range r.Scopes {
+		sc := e.Scopes[name]
+		switch {
+		case sc == nil:
+			res.Results[name] = ResultSuperseded
+			continue
+		case sc.Live != nil && sc.Live.Sha == r.Sha && (sc.Mailbox == nil || sc.Mailbox.Sha != r.Sha):
+			res.Results[name] = ResultDeployed // recorded before, by the pass that deployed it
+			continue
+		case liveLease(&sc.Lease, now, 0) && sc.Lease.Sha == r.Sha:
+			res.Results[name] = ResultRetry // the pass deploying it under its lease records its outcome
+			continue
+		}
+		res.Results[name] = ResultUnapproved
+		if repeat {
+			continue
+		}
+		u := &Unapproved{Sha: r.Sha, Deployment: r.Deployment, Success: r.Success, At: now}
+		sc.Unapproved = u
+		e.record(now, Event{Kind: EventUnapproved, Scope: name, Sha: r.Sha,
+			Message: fmt.Sprintf("Warning: %s", u.Text())})
+	}
 }
 
 // report applies one reported outcome to one scope.

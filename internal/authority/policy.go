@@ -205,41 +205,6 @@ func (e *Env) setPolicy(p Policy, actor string, now time.Time) {
 	e.settle()
 }
 
-// waitFor says why the pass at gen may not take the scope's lease yet although it owns its intent
-// there: older intents are ahead of it, or a barrier, or a terminal failure that blocks. nil: it
-// may.
-func (e *Env) waitFor(gen int64, name string, now time.Time, skew time.Duration) *HeldError {
-	sc := e.Scopes[name]
-	pos := sc.position(gen)
-	if frozenFor(sc, gen) {
-		f := *sc.Freeze
-		return &HeldError{Resource: resourceName(e.Name, name), Holder: sc.Lease.Holder, Purpose: sc.Lease.Purpose,
-			Generation: f.Generation, Ahead: max(pos, 0), HeadSha: f.Sha, RetryAfter: queueRetry, Frozen: &f}
-	}
-	if pos <= 0 {
-		return nil
-	}
-	head := sc.Mailbox
-	held := &HeldError{Resource: resourceName(e.Name, name), Holder: sc.Lease.Holder, Purpose: sc.Lease.Purpose, Generation: head.Generation,
-		Ahead: pos, HeadSha: head.Sha, RetryAfter: queueRetry}
-	if liveLease(&sc.Lease, now, skew) {
-		held.ExpiresAt = sc.Lease.ExpiresAt
-		held.RetryAfter = min(queueRetry, heldError("", &sc.Lease, now, skew).RetryAfter)
-	}
-	switch {
-	case head.Failed:
-		held.Blocked = true
-	case e.policy() == PolicyLatest:
-		// Under latest only barriers keep anything waiting: the nearest one ahead is what it waits for.
-		for _, r := range sc.Entries()[:pos] {
-			if r.Barrier {
-				held.Barrier = r.Sha
-			}
-		}
-	}
-	return held
-}
-
 // queueRetry is how soon a pass waiting in a queue is told to ask again when the head holds no
 // lease that says when it frees.
 const queueRetry = 5 * time.Second
@@ -384,17 +349,19 @@ func (e *Env) checkQueuedSize() error {
 
 // waitText says in a few words what a waiting pass waits for: the publications' wording.
 func waitText(w *HeldError) string {
-	switch {
-	case w.Promotion != nil:
+	switch w.reason() {
+	case ReasonPromotion:
 		return w.Promotion.text()
-	case w.Frozen != nil:
+	case ReasonFrozen:
 		return fmt.Sprintf("held by a freeze: rolled back to %s by %s; waiting for unfreeze", shortSha(w.Frozen.Sha), orUnknown(w.Frozen.Actor))
-	case w.Blocked:
+	case ReasonBlocked:
 		return fmt.Sprintf("blocked: generation %d (%s) failed terminally; waiting for a decision (skip or retry)", w.Generation, shortSha(w.HeadSha))
-	case w.Barrier != "":
+	case ReasonBarrier:
 		return "waiting for barrier " + shortSha(w.Barrier)
+	case ReasonQueued:
+		return fmt.Sprintf("queued: %d ahead of this commit", w.Ahead)
 	}
-	return fmt.Sprintf("queued: %d ahead of this commit", w.Ahead)
+	return fmt.Sprintf("locked by %s (%s, generation %d)", w.Holder, w.Purpose, w.Generation)
 }
 
 // WaitText is waitText for renderers outside the package.

@@ -122,44 +122,6 @@ type required struct {
 
 func descendKey(sha, live string) string { return sha + ".." + live }
 
-// promotionWait says why the pass of ref in scope name may not deploy yet for want of its commit in
-// a required environment; nil: every requirement is met. A rollback is never held: it is the
-// way back from a bad deploy, whatever the other environments run.
-func (e *Env) promotionWait(name string, ref *Ref, req *required) *HeldError {
-	if e.Requires == nil || ref == nil || ref.Rollback {
-		return nil
-	}
-	if req == nil {
-		req = newRequired()
-	}
-	for _, r := range e.Requires.Environments {
-		var live *Live
-		if re := req.envs[r]; re != nil && re.Scopes[name] != nil {
-			live = re.Scopes[name].Live
-		}
-		if live != nil && (live.Sha == ref.Sha || (e.Requires.Ancestor && req.descends[descendKey(ref.Sha, live.Sha)])) {
-			continue
-		}
-		w := &PromotionWait{Environment: r, Sha: ref.Sha, Ancestor: e.Requires.Ancestor}
-		if live != nil {
-			w.Live = live.Sha
-		}
-		return &HeldError{Resource: resourceName(e.Name, name), Generation: ref.Generation, HeadSha: ref.Sha, RetryAfter: promotionRetry, Promotion: w}
-	}
-	return nil
-}
-
-// PromotionWait is promotionWait for renderers outside the package, which read the required
-// environments themselves: no comparer is asked there, so where a descendant would do, the wait
-// says that the gate asks.
-func (e *Env) PromotionWait(scope string, ref *Ref, requiredEnvs map[string]*Env) *HeldError {
-	w := e.promotionWait(scope, ref, &required{envs: requiredEnvs, descends: map[string]bool{}})
-	if w != nil {
-		w.Promotion.Unasked = true
-	}
-	return w
-}
-
 // readRequired reads, for the refs about to pass a gate in e (by scope), the required
 // environments' documents not read yet, one read each, and asks the promotion comparer about the
 // commits live there that are not the ref's own. It writes nothing.

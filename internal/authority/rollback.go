@@ -267,4 +267,5 @@ func (s *Scope) setLive(l *Live) {
 		s.Prev = &Live{Sha: s.Live.Sha, Ref: s.Live.Ref}
 	}
 	s.Live = l
+	s.Unapproved = nil
 }

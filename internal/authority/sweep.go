@@ -160,11 +160,11 @@ func (e *Env) stalled(now time.Time, stall, skew time.Duration, maxAttempts int,
 	for _, name := range sortedKeys(e.Scopes) {
 		sc := e.Scopes[name]
 		m := sc.Mailbox
-		if m == nil || m.Failed || frozenFor(sc, m.Generation) || liveLease(&sc.Lease, now, skew) || now.Sub(sc.ActiveAt) < stall {
+		if m == nil || m.Failed || liveLease(&sc.Lease, now, skew) || now.Sub(sc.ActiveAt) < stall {
 			continue
 		}
-		if e.promotionWait(name, m, req) != nil {
-			continue
+		if !Hold(e.view(name, req, true), m.Generation, now, skew).Go() {
+			continue // held by a freeze, or waiting for its commit in a required environment
 		}
 		gen, attempt := max(sc.Owner, m.Generation), m.Attempt+1
 		if attempt > maxAttempts {

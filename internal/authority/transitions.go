@@ -1,8 +1,8 @@
 package authority
 
 import (
+	"cmp"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"sort"
 	"strconv"
@@ -228,6 +228,9 @@ const (
 	ResultSuperseded Result = "superseded"
 	ResultRetry      Result = "retry"  // nothing terminal published; the intent stays pending
 	ResultFailed     Result = "failed" // terminal error published; observed moves past it
+	// ResultUnapproved: a deployment status of a deployment the App never approved; only a warning
+	// was recorded (Report).
+	ResultUnapproved Result = "unapproved"
 )
 
 // Completion is what a pass reports at its end.
@@ -252,7 +255,7 @@ type CompleteResult struct {
 
 // Overall folds the per-scope results into one: failed beats retry beats superseded beats deployed.
 func (r *CompleteResult) Overall() Result {
-	rank := map[Result]int{ResultDeployed: 0, ResultSuperseded: 1, ResultRetry: 2, ResultFailed: 3}
+	rank := map[Result]int{ResultDeployed: 0, ResultSuperseded: 1, ResultRetry: 2, ResultFailed: 3, ResultUnapproved: 4}
 	best := ResultDeployed
 	for _, res := range r.Results {
 		if rank[res] > rank[best] {
@@ -287,17 +290,6 @@ func (e *Env) record(now time.Time, ev Event) {
 	ev.At = now
 	ev.Message = truncate(ev.Message, maxMessageSize)
 	e.Outbox = append(e.Outbox, ev)
-	e.Last = eventMark(ev)
-	if sc := e.Scopes[ev.Scope]; sc != nil {
-		sc.Last = e.Last
-	}
-}
-
-// eventMark identifies what an event says, for recordOnce.
-func eventMark(ev Event) string {
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%s", ev.Kind, ev.Scope, ev.Generation, ev.Message)
-	return strconv.FormatUint(h.Sum64(), 36)
 }
 
 // settle recomputes observed: the highest G such that every intent up to G has its outcome. Pending
@@ -563,47 +555,14 @@ func (e *Env) claim(gen int64, scopes []string, now time.Time) *ClaimResult {
 	return res
 }
 
-// authorize is the authority check: the pass at gen owns the scope and nothing newer was accepted.
+// authorize is the authority check (Evaluate without the lease): the pass at gen owns the scope
+// and nothing newer was accepted; nil when it may go on.
 func (e *Env) authorize(gen int64, name string) *SupersededError {
-	sc := e.Scopes[name]
-	if sc == nil {
-		return &SupersededError{Environment: e.Name, Scope: name, Generation: gen}
+	v := Evaluate(e.view(name, nil, false), Question{Generation: gen})
+	if v.Go() {
+		return nil
 	}
-	list, pos := sc.Entries(), sc.position(gen)
-	switch {
-	case pos > 0 && list[pos].Failed, pos == 0 && list[0].Failed:
-		return &SupersededError{Environment: e.Name, Scope: name, Generation: gen, Done: true}
-	case pos > 0 && !list[pos].Claimed:
-		return &SupersededError{Environment: e.Name, Scope: name, Generation: gen} // never claimed by this pass
-	case pos > 0:
-		return nil // its own intent, waiting: it may work, and takes the lease once at the head (waitFor)
-	case pos < 0 && len(list) > 0 && list[len(list)-1].Generation > gen:
-		newest := list[len(list)-1]
-		if e.policy() == PolicyQueue && gen < list[0].Generation {
-			return &SupersededError{Environment: e.Name, Scope: name, Generation: gen, Done: true}
-		}
-		return &SupersededError{Environment: e.Name, Scope: name, Generation: gen, By: newest.Generation, BySha: newest.Sha}
-	}
-	if m := sc.Mailbox; m != nil && m.Generation > gen {
-		return &SupersededError{Environment: e.Name, Scope: name, Generation: gen, By: m.Generation, BySha: m.Sha}
-	}
-	if sc.Owner == gen && sc.Mailbox == nil {
-		// The pass's work here already ended (deployed, failed terminally, withdrawn): nothing may start.
-		return &SupersededError{Environment: e.Name, Scope: name, Generation: gen, Done: true}
-	}
-	if sc.Owner != gen {
-		by := &SupersededError{Environment: e.Name, Scope: name, Generation: gen, By: sc.Owner}
-		if sc.Owner < gen {
-			by.By = 0 // never claimed by this pass
-		}
-		if sc.Mailbox != nil {
-			by.BySha = sc.Mailbox.Sha
-		} else if sc.Live != nil && sc.Live.Generation == sc.Owner {
-			by.BySha = sc.Live.Sha
-		}
-		return by
-	}
-	return nil
+	return v.Err().(*SupersededError)
 }
 
 // leaseFree reports whether a lease can be granted to the pass (gen, holder) now: free, expired past
@@ -644,12 +603,14 @@ func grant(l *Lease, holder, purpose string, gen int64, ttl time.Duration, now t
 }
 
 // gate checks authority for a phase and, when ttl > 0, grants the leases of every scope together.
+// Each scope's answer is the evaluator's (Evaluate), with what the gate read of the environments
+// this one requires (req); a refusal is recorded once for what it waits for (recordRefusal).
 func (e *Env) gate(gen int64, scopes []string, phase, holder string, ttl time.Duration, now time.Time, skew time.Duration, req *required) (*Grant, error) {
 	for _, name := range scopes {
-		if sup := e.authorize(gen, name); sup != nil {
-			e.recordOnce(now, Event{Kind: EventStopped, Scope: name, Generation: gen, Sha: sup.BySha,
-				Message: fmt.Sprintf("Pass %d stopped before %s: %s", gen, phase, supersededBy(sup))})
-			return nil, sup
+		if v := Evaluate(e.view(name, req, true), Question{Generation: gen}); !v.Go() {
+			e.recordRefusal(now, v, Event{Kind: EventStopped, Scope: name, Generation: gen, Sha: v.BySha,
+				Message: fmt.Sprintf("Pass %d stopped before %s: %s", gen, phase, v.Text())})
+			return nil, v.Err()
 		}
 	}
 	g := &Grant{Environment: e.Name, Generation: gen, Phase: phase}
@@ -657,23 +618,18 @@ func (e *Env) gate(gen int64, scopes []string, phase, holder string, ttl time.Du
 		return g, nil
 	}
 	for _, name := range scopes {
-		if w := e.waitFor(gen, name, now, skew); w != nil {
-			e.recordOnce(now, Event{Kind: EventLocked, Scope: name, Generation: gen, Sha: w.HeadSha,
-				Message: fmt.Sprintf("Pass %d waits before %s: %s", gen, phase, waitText(w))})
-			return nil, w
+		v := Evaluate(e.view(name, req, true), Question{Generation: gen, Lease: true, Holder: holder, Now: now, Skew: skew})
+		switch v.Reason {
+		case ReasonGo:
+			continue
+		case ReasonLocked:
+			e.recordRefusal(now, v, Event{Kind: EventLocked, Scope: name, Generation: gen, Holder: v.Lease.Holder, Token: v.Lease.Token,
+				Message: fmt.Sprintf("Pass %d waits: %s", gen, v.Text())})
+		default:
+			e.recordRefusal(now, v, Event{Kind: EventLocked, Scope: name, Generation: gen, Sha: v.HeadSha,
+				Message: fmt.Sprintf("Pass %d waits before %s: %s", gen, phase, v.Text())})
 		}
-		if w := e.promotionWait(name, e.Scopes[name].passRef(gen), req); w != nil {
-			e.recordOnce(now, Event{Kind: EventLocked, Scope: name, Generation: gen, Sha: w.HeadSha,
-				Message: fmt.Sprintf("Pass %d waits before %s: %s", gen, phase, waitText(w))})
-			return nil, w
-		}
-		l := &e.Scopes[name].Lease
-		if !leaseFree(l, holder, gen, now, skew) {
-			held := heldError(resourceName(e.Name, name), l, now, skew)
-			e.recordOnce(now, Event{Kind: EventLocked, Scope: name, Generation: gen, Holder: l.Holder, Token: l.Token,
-				Message: fmt.Sprintf("Pass %d waits: %s is locked by %s (%s, generation %d)", gen, name, l.Holder, l.Purpose, l.Generation)})
-			return nil, held
-		}
+		return nil, v.Err()
 	}
 	g.Holder, g.Tokens, g.ExpiresAt = holder, map[string]int64{}, now.Add(ttl)
 	for _, name := range scopes {
@@ -704,18 +660,40 @@ func (s *Scope) passRef(gen int64) *Ref {
 	return s.Mailbox
 }
 
-// recordOnce records ev unless the newest event already says the same, so that a waiter polling a
-// held lease or a refused pass asking again writes one line, not one per poll.
-func (e *Env) recordOnce(now time.Time, ev Event) {
-	ev.Message = truncate(ev.Message, maxMessageSize)
-	last := e.Last
-	if sc := e.Scopes[ev.Scope]; sc != nil {
-		last = sc.Last // waiters on different scopes do not interleave their lines
+// maxRefusals bounds the refusals a scope remembers (recordRefusal): one per generation, the
+// newest generations kept.
+const maxRefusals = 64
+
+// recordRefusal records ev, the refusal v of a pass at a gate, unless that pass was refused for
+// the same reason and what it waits for before: a poller asking again writes nothing, however many
+// others poll the same scope meanwhile. A new verdict (another holder, the pass right ahead gone, a
+// barrier or freeze of its own) is recorded anew. The scope remembers the newest refusal of each
+// generation, at most maxRefusals.
+func (e *Env) recordRefusal(now time.Time, v Verdict, ev Event) {
+	sc := e.Scopes[ev.Scope]
+	if sc == nil {
+		e.record(now, ev)
+		return
 	}
-	if last == eventMark(ev) {
+	prefix := strconv.FormatInt(v.Generation, 10) + " "
+	mark := prefix + v.Reason.String() + " " + v.waitsFor()
+	if slices.Contains(sc.Refused, mark) {
 		return
 	}
 	e.record(now, ev)
+	sc.Refused = slices.DeleteFunc(sc.Refused, func(m string) bool { return strings.HasPrefix(m, prefix) })
+	sc.Refused = append(sc.Refused, mark)
+	if len(sc.Refused) > maxRefusals {
+		slices.SortFunc(sc.Refused, func(a, b string) int { return cmp.Compare(refusalGeneration(a), refusalGeneration(b)) })
+		sc.Refused = slices.Delete(sc.Refused, 0, len(sc.Refused)-maxRefusals)
+	}
+}
+
+// refusalGeneration is the generation a remembered refusal is of.
+func refusalGeneration(mark string) int64 {
+	g, _, _ := strings.Cut(mark, " ")
+	n, _ := strconv.ParseInt(g, 10, 64)
+	return n
 }
 
 // requireScopes refuses scopes the environment does not have: a typo is bad input, not a pass

@@ -110,9 +110,6 @@ type Env struct {
 	EventSeq int64             `json:"event_seq"`         // the newest event's number
 	Outbox   []Event           `json:"outbox,omitempty"`  // events not yet known to be records
 	Accepts  []IntentRecord    `json:"accepts,omitempty"` // intents not yet known to be records
-	// Last identifies the newest event, so that a poller's repeated refusal is recorded once.
-	Last string `json:"last,omitempty"`
-
 	// Events is not stored: Status fills it with the newest events, for rendering.
 	Events []Event `json:"events,omitempty"`
 }
@@ -132,12 +129,17 @@ type Scope struct {
 	// Only its Sha and Ref are kept.
 	Prev *Live `json:"prev,omitempty"`
 	// Freeze, set by a rollback, holds every newer intent at its deploy gate until Unfreeze.
-	Freeze   *Freeze   `json:"freeze,omitempty"`
-	Lease    Lease     `json:"lease"`
-	Failure  *Failure  `json:"failure,omitempty"` // the last terminal error, until a deploy succeeds
-	ActiveAt time.Time `json:"active_at"`         // last activity, for the recovery sweep
-	// Last identifies the scope's newest event, so that a poller's repeated refusal is recorded once.
-	Last string `json:"last,omitempty"`
+	Freeze  *Freeze  `json:"freeze,omitempty"`
+	Lease   Lease    `json:"lease"`
+	Failure *Failure `json:"failure,omitempty"` // the last terminal error, until a deploy succeeds
+	// Unapproved is the newest deployment status of a deployment the App never approved, until
+	// the next deploy: a warning, never live (Report).
+	Unapproved *Unapproved `json:"unapproved,omitempty"`
+	ActiveAt   time.Time   `json:"active_at"` // last activity, for the recovery sweep
+	// Refused remembers the newest refusal recorded for each generation that asked at a gate
+	// ("GEN REASON WAITS-FOR"), so that a poller's repeated refusal is recorded once
+	// (Env.recordRefusal). Bounded by maxRefusals.
+	Refused []string `json:"refused,omitempty"`
 }
 
 // Ref is a mailbox entry: a commit accepted for a scope.
@@ -246,14 +248,16 @@ const (
 	EventLost       EventKind = "lost"
 	EventReleased   EventKind = "released"
 	EventUnlocked   EventKind = "unlocked"
-	EventRedriven   EventKind = "redriven"  // the recovery sweep re-drove stalled work
-	EventWithdrawn  EventKind = "withdrawn" // pending work ended because what asked for it is gone
-	EventPolicy     EventKind = "policy"    // the environment's policy changed
-	EventSkipped    EventKind = "skipped"   // someone decided to skip a blocking terminal failure
-	EventRetried    EventKind = "retried"   // someone decided to retry a blocking terminal failure
-	EventRollback   EventKind = "rollback"  // an older commit asked for ahead of everything pending; the scope frozen
-	EventUnfrozen   EventKind = "unfrozen"  // someone let the newest held intent go
-	EventRequires   EventKind = "requires"  // the environments this one's deploys wait for changed
+	EventRedriven   EventKind = "redriven"   // the recovery sweep re-drove stalled work
+	EventWithdrawn  EventKind = "withdrawn"  // pending work ended because what asked for it is gone
+	EventPolicy     EventKind = "policy"     // the environment's policy changed
+	EventSkipped    EventKind = "skipped"    // someone decided to skip a blocking terminal failure
+	EventRetried    EventKind = "retried"    // someone decided to retry a blocking terminal failure
+	EventRollback   EventKind = "rollback"   // an older commit asked for ahead of everything pending; the scope frozen
+	EventUnfrozen   EventKind = "unfrozen"   // someone let the newest held intent go
+	EventRequires   EventKind = "requires"   // the environments this one's deploys wait for changed
+	EventApproved   EventKind = "approved"   // the deployment protection rule let a deployment run
+	EventUnapproved EventKind = "unapproved" // a deployment status of a deployment nobody approved: not counted
 )
 
 // Event is one timeline entry.

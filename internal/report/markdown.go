@@ -88,6 +88,11 @@ func writeStatusTable(b *strings.Builder, st *Status) {
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", cell(r.Scope), live, gen, at, pending, owner, cell(r.Lease.text()))
 	}
+	for _, r := range st.Rows {
+		if r.Warning != "" {
+			fmt.Fprintf(b, "\n> [!WARNING]\n> %s: %s\n", cell(r.Scope), cell(r.Warning))
+		}
+	}
 }
 
 // writeStatusLine writes observed/desired, whether the environment is settled, and its policy

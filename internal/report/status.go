@@ -2,7 +2,8 @@ package report
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,9 +43,12 @@ type Row struct {
 	// known when the status was built with the required environments' states (NewStatusWith).
 	Promotion     string
 	PromotionWait *authority.PromotionWait
-	Owner         int64 // generation of the newest pass that claimed the scope; 0: none
-	Lease         Lease
-	Failure       *authority.Failure // the last terminal error, until a deploy succeeds
+	// Warning is set while the scope's newest deployment status came from a deployment latestwins
+	// never approved (authority.Unapproved): it was not counted as live.
+	Warning string
+	Owner   int64 // generation of the newest pass that claimed the scope; 0: none
+	Lease   Lease
+	Failure *authority.Failure // the last terminal error, until a deploy succeeds
 }
 
 // Live is what is deployed in a scope.
@@ -139,71 +143,63 @@ func NewStatus(e *authority.Env, now time.Time) *Status { return NewStatusWith(e
 // NewStatusWith is NewStatus that also says, on each row whose head waits for its commit in an
 // environment e requires, what it waits for, from required: the required environments' states as
 // read from the store, by name (a missing one has nothing live). required nil: not known, nothing
-// is said.
+// is said. Every place and wait is the deploy gate's own decision (authority.Hold), worded.
 func NewStatusWith(e *authority.Env, now time.Time, required map[string]*authority.Env) *Status {
 	st := &Status{Name: e.Name, Policy: e.PolicyOrDefault(), Observed: e.Observed, Desired: e.Desired, Settled: e.Observed >= e.Desired}
-	names := make([]string, 0, len(e.Scopes))
-	for n := range e.Scopes {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		r := newRow(n, e.Scopes[n], st.Policy, now)
-		if required != nil {
-			r.PromotionWait, r.Promotion = promotionWait(e, n, e.Scopes[n], required)
+	for _, n := range slices.Sorted(maps.Keys(e.Scopes)) {
+		v := e.View(n, required)
+		if required == nil {
+			v.Requires = nil // what is live where it must go first is not known: nothing is said of it
 		}
-		st.Rows = append(st.Rows, r)
+		st.Rows = append(st.Rows, newRow(v, now))
 	}
 	return st
 }
 
-// promotionWait is what the head of scope name of e waits for in the environments e requires,
-// nil and "" when nothing.
-func promotionWait(e *authority.Env, name string, sc *authority.Scope, required map[string]*authority.Env) (*authority.PromotionWait, string) {
-	if e.Requires == nil || sc == nil || sc.Mailbox == nil || sc.Mailbox.Failed {
+// promotionWait is what the head of the scope of v waits for in the environments its environment
+// requires, nil and "" when nothing: the deploy gate's decision for it (authority.Hold).
+func promotionWait(v authority.View, now time.Time) (*authority.PromotionWait, string) {
+	if v.Requires == nil || v.State == nil || v.State.Mailbox == nil || v.State.Mailbox.Failed {
 		return nil, ""
 	}
-	if w := e.PromotionWait(name, sc.Mailbox, required); w != nil && w.Promotion != nil {
-		return w.Promotion, authority.WaitText(w)
+	if d := authority.Hold(v, v.State.Mailbox.Generation, now, 0); d.Reason == authority.ReasonPromotion {
+		return d.Promotion, d.Text()
 	}
 	return nil, ""
 }
 
-func newRow(name string, s *authority.Scope, policy authority.Policy, now time.Time) Row {
-	r := Row{Scope: name, Owner: s.Owner, Failure: s.Failure, Lease: newLease(s.Lease, now)}
+// newRow is the row of the scope of v: each pending intent with its place and what its deploy gate
+// would tell its pass now (authority.Hold), the freeze, the block and the promotion wait.
+func newRow(v authority.View, now time.Time) Row {
+	s := v.State
+	r := Row{Scope: v.Scope, Owner: s.Owner, Failure: s.Failure, Lease: newLease(s.Lease, now)}
 	if l := s.Live; l != nil {
 		r.Live = &Live{Sha: l.Sha, Short: ShortSha(l.Sha), Generation: l.Generation, At: l.At, Ago: Ago(now, l.At)}
 	}
-	entries := s.Entries()
-	barrier := "" // the nearest barrier ahead of the entry at hand
-	for i, ref := range entries {
+	for i, ref := range s.Entries() {
 		en := Entry{Position: i + 1, Generation: ref.Generation, Sha: ref.Sha, Short: ShortSha(ref.Sha), Attempts: ref.Attempt,
 			Barrier: ref.Barrier, Claimed: ref.Claimed, Failed: ref.Failed, Rollback: ref.Rollback, Ahead: i}
-		if i > 0 {
-			// What authority's gate tells the entry's pass, but for the block, which Row.Blocked
-			// says once: under policy latest only barriers keep anything waiting.
-			held := &authority.HeldError{Ahead: i, Generation: entries[0].Generation, HeadSha: entries[0].Sha}
-			if policy == authority.PolicyLatest {
-				held.Barrier = barrier
-			}
-			en.Wait = authority.WaitText(held)
-		}
-		if ref.Barrier {
-			barrier = ref.Sha
+		d := authority.Hold(v, ref.Generation, now, 0)
+		switch {
+		case i == 0:
+			// The head's freeze, block and promotion wait are the row's (Frozen, Blocked, Promotion).
+		case d.Reason == authority.ReasonBlocked:
+			en.Wait = d.Place() // Row.Blocked says once for all of them what blocks
+		default:
+			en.Wait = d.Text()
 		}
 		r.Pending = append(r.Pending, en)
 	}
+	if h := s.Mailbox; h != nil && h.Failed {
+		// A failed head stays only where nothing may pass it: it blocks what waits, or comes next.
+		r.Blocked = authority.Verdict{Reason: authority.ReasonBlocked, HeadGeneration: h.Generation, HeadSha: h.Sha}.Text()
+	}
 	if f := s.Freeze; f != nil {
 		r.Frozen = fmt.Sprintf("frozen by the rollback to %s (%s: %s) until unfreeze", ShortSha(f.Sha), orUnknown(f.Actor), f.Reason)
-		held := authority.WaitText(&authority.HeldError{Frozen: f})
-		for i := range r.Pending {
-			if r.Pending[i].Generation != f.Generation && r.Pending[i].Position > 1 {
-				r.Pending[i].Wait = held
-			}
-		}
 	}
-	if len(entries) > 0 && entries[0].Failed {
-		r.Blocked = authority.WaitText(&authority.HeldError{Blocked: true, Generation: entries[0].Generation, HeadSha: entries[0].Sha})
+	r.PromotionWait, r.Promotion = promotionWait(v, now)
+	if u := s.Unapproved; u != nil {
+		r.Warning = u.Text()
 	}
 	return r
 }

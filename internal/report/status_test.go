@@ -385,3 +385,31 @@ func TestStatusShowsAFreeze(t *testing.T) {
 		}
 	}
 }
+
+// A deployment status of a deployment latestwins never approved is shown as the scope's warning on
+// every rendering, and nothing is shown live for it.
+func TestStatusShowsAnUnapprovedDeployment(t *testing.T) {
+	s := newScenario(t, "production")
+	s.accept("push-1", shaB1, authority.PolicyLatest, false)
+	if _, err := s.auth.Report(s.ctx, authority.Report{ID: "d-1", Environment: "production", Scopes: []string{"api"}, Sha: shaB1, Deployment: 77, Success: true}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := s.auth.Status(s.ctx, "production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "deployment 77 of abc1234 reported success, but latestwins never approved it: not counted as live"
+	if row := NewStatus(e, t0).Rows[0]; row.Warning != want || row.Live != nil {
+		t.Fatalf("row: warning %q, live %+v; want %q and nothing live", row.Warning, row.Live, want)
+	}
+	var text, md bytes.Buffer
+	if err := StatusText(&text, e, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := StatusMarkdown(&md, e, t0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "warning: api: "+want) || !strings.Contains(md.String(), "api: "+want) {
+		t.Errorf("text:\n%s\nmarkdown:\n%s\nwant the warning in both", text.String(), md.String())
+	}
+}

@@ -42,7 +42,17 @@ func StatusText(w io.Writer, e *authority.Env, now time.Time) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", Escape(r.Scope), live, gen, at, pending, owner, r.Lease.text())
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range st.Rows {
+		if r.Warning != "" {
+			if _, err := fmt.Fprintf(w, "warning: %s: %s\n", Escape(r.Scope), Escape(r.Warning)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // LeaseText describes a lease in a few words, its holder and purpose escaped (Escape).

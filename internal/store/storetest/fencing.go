@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/latestwins/latestwins/internal/authority"
 )
@@ -66,8 +65,7 @@ func testHolderReused(t *testing.T, h *harness) {
 				Holder: holder, Tokens: tokens, Outcome: o, Attempt: 3, MaxAttempts: 3, Message: "stale"})
 		}
 		after := h.doc(authority.EnvKey("staging"))
-		// (Last marks the newest event of a scope: the report of a loss may be recorded.)
-		if diff := cmp.Diff(before.Env.Scopes, after.Env.Scopes, cmpopts.IgnoreFields(authority.Scope{}, "Last")); diff != "" {
+		if diff := cmp.Diff(before.Env.Scopes, after.Env.Scopes); diff != "" {
 			t.Fatalf("generation %d's calls with tokens %v changed the scopes (-before +after):\n%s", gen1, tokens, diff)
 		}
 	}
@@ -77,7 +75,7 @@ func testHolderReused(t *testing.T, h *harness) {
 	if !errors.Is(err, authority.ErrLeaseHeld) {
 		t.Fatalf("an unfenced failure by generation %d while generation %d holds the lease: %v; want ErrLeaseHeld", gen1, gen2, err)
 	}
-	if diff := cmp.Diff(before.Env.Scopes, h.env("staging").Scopes, cmpopts.IgnoreFields(authority.Scope{}, "Last")); diff != "" {
+	if diff := cmp.Diff(before.Env.Scopes, h.env("staging").Scopes); diff != "" {
 		t.Fatalf("an unfenced failure by generation %d changed the scopes (-before +after):\n%s", gen1, diff)
 	}
 	// Generation 2 still holds its lease and deploys.

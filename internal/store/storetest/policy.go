@@ -24,6 +24,7 @@ func policyCases() []testCase {
 		{"TerminalFailureBlocks", testFailureBlocks},
 		{"SwitchBothWays", testPolicySwitch},
 		{"SweepRedrivesQueueHead", testSweepQueueHead},
+		{"RefusalRecordedOnce", testRefusalRecordedOnce},
 	}
 }
 

@@ -112,7 +112,7 @@ func testPortRevisions(t *testing.T, h *harness) {
 // that needs escaping in any encoding.
 func fullEnvDoc(key, name string, now time.Time) *authority.Doc {
 	return &authority.Doc{Key: key, Pending: true, Env: &authority.Env{
-		Name: name, Desired: 9, Observed: 6, EventSeq: 12, Last: "1x2y3z",
+		Name: name, Desired: 9, Observed: 6, EventSeq: 12,
 		Scopes: map[string]*authority.Scope{
 			"api": {
 				Mailbox: &authority.Ref{Generation: 9, Sha: sha("a", 9), Ref: "refs/heads/main", Before: sha("a", 8),
