@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -400,5 +401,45 @@ func TestOIDCSignedNonsense(t *testing.T) {
 		if !errors.As(err, &te) || te.Reason != "malformed token" {
 			t.Errorf("claims %s: err = %v, want a malformed token", payload, err)
 		}
+	}
+}
+
+// TestOIDCForgeriesDoNotFetch: tokens that arrive together share one key set fetch, and neither
+// bad signatures on a known kid nor a stream of forged kids make the verifier fetch again.
+func TestOIDCForgeriesDoNotFetch(t *testing.T) {
+	t.Parallel()
+	key, stranger := oidctest.NewKey(t), oidctest.NewKey(t)
+	ks := newKeyServer(t, key)
+	clock := storetest.NewClock(tokenNow)
+	v, err := NewOIDCVerifier(OIDCOptions{Issuer: ks.URL, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := oidctest.SignWith(t, "key-1", key, ks.claims())
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			if _, err := v.Verify(context.Background(), tok); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("concurrent first tokens: %v", err)
+	}
+	for i := range 5 {
+		clock.Advance(time.Second)
+		if _, err := v.Verify(context.Background(), oidctest.SignWith(t, "key-1", stranger, ks.claims())); !errors.Is(err, ErrTokenRejected) {
+			t.Errorf("bad signature: err = %v", err)
+		}
+		if _, err := v.Verify(context.Background(), oidctest.SignWith(t, fmt.Sprintf("forged-%d", i), stranger, ks.claims())); !errors.Is(err, ErrTokenRejected) {
+			t.Errorf("forged kid: err = %v", err)
+		}
+	}
+	if got := ks.fetches.Load(); got != 1 {
+		t.Errorf("%d key set fetches, want 1", got)
 	}
 }
