@@ -3,19 +3,18 @@ package app
 import (
 	"context"
 	"crypto/rsa"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/golang-jwt/jwt/v4"
+	"github.com/coreos/go-oidc/v3/oidc"
+	jose "github.com/go-jose/go-jose/v4"
+	josejwt "github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
@@ -88,19 +87,16 @@ type OIDCOptions struct {
 }
 
 // OIDCVerifier verifies RS256 tokens of one issuer against its published keys, found through OIDC
-// discovery, cached for KeysTTL and fetched again when a token names an unknown key.
+// discovery, cached for KeysTTL and fetched again when a token names an unknown key. go-oidc checks
+// the signature, issuer and audience; the verifier adds the leeway on the token's times, the
+// repository claim and the key cache's policy.
 type OIDCVerifier struct {
 	issuer   string
 	audience string
 	leeway   time.Duration
-	keysTTL  time.Duration
-	hc       *http.Client
 	clock    authority.Clock
-
-	fetchMu sync.Mutex // one fetch at a time
-	mu      sync.Mutex
-	keys    map[string]*rsa.PublicKey
-	fetched time.Time
+	keys     *issuerKeys
+	ids      *oidc.IDTokenVerifier
 }
 
 var _ TokenVerifier = (*OIDCVerifier)(nil)
@@ -111,7 +107,7 @@ func (wallClock) Now() time.Time { return time.Now() }
 
 // NewOIDCVerifier checks the options. Nothing is fetched until the first token.
 func NewOIDCVerifier(o OIDCOptions) (*OIDCVerifier, error) {
-	v := &OIDCVerifier{issuer: strings.TrimSuffix(o.Issuer, "/"), audience: o.Audience, leeway: o.Leeway, keysTTL: o.KeysTTL, hc: o.HTTPClient, clock: o.Clock}
+	v := &OIDCVerifier{issuer: strings.TrimSuffix(o.Issuer, "/"), audience: o.Audience, leeway: o.Leeway, clock: o.Clock}
 	if v.issuer == "" {
 		v.issuer = DefaultOIDCIssuer
 	}
@@ -124,176 +120,225 @@ func NewOIDCVerifier(o OIDCOptions) (*OIDCVerifier, error) {
 	if v.leeway <= 0 {
 		v.leeway = DefaultOIDCLeeway
 	}
-	if v.keysTTL <= 0 {
-		v.keysTTL = DefaultKeysTTL
-	}
-	if v.hc == nil {
-		v.hc = &http.Client{Timeout: 10 * time.Second}
-	}
 	if v.clock == nil {
 		v.clock = wallClock{}
 	}
+	v.keys = &issuerKeys{issuer: v.issuer, ttl: o.KeysTTL, hc: cappedClient(o.HTTPClient), clock: v.clock}
+	if v.keys.ttl <= 0 {
+		v.keys.ttl = DefaultKeysTTL
+	}
+	// Expiry is checked by Verify, with the verifier's clock and leeway on exp, nbf and iat alike.
+	v.ids = oidc.NewVerifier(v.issuer, v.keys, &oidc.Config{ClientID: v.audience, SupportedSigningAlgs: []string{oidc.RS256}, SkipExpiryCheck: true})
 	return v, nil
 }
 
-// actionsClaims are the claims of a GitHub Actions OIDC token that the API uses.
+// actionsClaims are the claims of a GitHub Actions OIDC token that the API reads besides those
+// go-oidc decodes (iss, sub, aud, exp, iat).
 type actionsClaims struct {
-	Issuer     string           `json:"iss"`
-	Audience   jwt.ClaimStrings `json:"aud"`
-	Subject    string           `json:"sub"`
-	ExpiresAt  *jwt.NumericDate `json:"exp"`
-	NotBefore  *jwt.NumericDate `json:"nbf"`
-	IssuedAt   *jwt.NumericDate `json:"iat"`
-	Repository string           `json:"repository"`
-	Actor      string           `json:"actor"`
-	Ref        string           `json:"ref"`
-	RunID      string           `json:"run_id"`
-	RunAttempt string           `json:"run_attempt"`
+	NotBefore  json.Number `json:"nbf"`
+	Repository string      `json:"repository"`
+	Actor      string      `json:"actor"`
+	Ref        string      `json:"ref"`
+	RunID      string      `json:"run_id"`
+	RunAttempt string      `json:"run_attempt"`
 }
-
-// Valid is checked by Verify itself, with the verifier's clock and leeway.
-func (actionsClaims) Valid() error { return nil }
 
 // Verify checks the token's signature (RS256, a key of the issuer), issuer, audience, times and
 // repository claim.
 func (v *OIDCVerifier) Verify(ctx context.Context, raw string) (*Workload, error) {
-	var keyErr error
-	var c actionsClaims
-	p := jwt.NewParser(jwt.WithoutClaimsValidation())
-	_, err := p.ParseWithClaims(raw, &c, func(t *jwt.Token) (any, error) {
-		if t.Method != jwt.SigningMethodRS256 {
-			return nil, &TokenError{Reason: fmt.Sprintf("signing method %v is not RS256", t.Header["alg"])}
-		}
-		kid, _ := t.Header["kid"].(string)
-		if kid == "" {
-			return nil, &TokenError{Reason: "the token names no key (kid)"}
-		}
-		k, err := v.key(ctx, kid)
-		if err != nil {
-			keyErr = err
-		}
-		return k, err
-	})
-	if keyErr != nil {
-		return nil, keyErr
-	}
+	check := &keyCheck{}
+	tok, err := v.ids.Verify(context.WithValue(ctx, keyCheckKey{}, check), raw)
 	if err != nil {
-		return nil, &TokenError{Reason: tokenReason(err)}
+		return nil, v.refusal(raw, check, err)
+	}
+	var c actionsClaims
+	if err := tok.Claims(&c); err != nil {
+		return nil, &TokenError{Reason: "malformed token"}
+	}
+	var nbf time.Time
+	if c.NotBefore != "" {
+		f, err := c.NotBefore.Float64()
+		if err != nil {
+			return nil, &TokenError{Reason: "malformed token"}
+		}
+		nbf = time.Unix(int64(f), 0)
 	}
 	now := v.clock.Now()
 	switch {
-	case c.Issuer != v.issuer:
-		return nil, &TokenError{Reason: fmt.Sprintf("issuer %q is not %q", c.Issuer, v.issuer)}
-	case !slices.Contains(c.Audience, v.audience):
-		return nil, &TokenError{Reason: fmt.Sprintf("audience %q is not %q: request the token with audience %s", []string(c.Audience), v.audience, v.audience)}
-	case c.ExpiresAt == nil:
+	case tok.Expiry.IsZero():
 		return nil, &TokenError{Reason: "the token has no expiry (exp)"}
-	case now.After(c.ExpiresAt.Add(v.leeway)):
-		return nil, &TokenError{Reason: fmt.Sprintf("expired at %s", c.ExpiresAt.UTC().Format(time.RFC3339))}
-	case c.NotBefore != nil && now.Add(v.leeway).Before(c.NotBefore.Time):
-		return nil, &TokenError{Reason: fmt.Sprintf("not valid before %s", c.NotBefore.UTC().Format(time.RFC3339))}
-	case c.IssuedAt != nil && now.Add(v.leeway).Before(c.IssuedAt.Time):
-		return nil, &TokenError{Reason: fmt.Sprintf("issued in the future (%s)", c.IssuedAt.UTC().Format(time.RFC3339))}
+	case now.After(tok.Expiry.Add(v.leeway)):
+		return nil, &TokenError{Reason: fmt.Sprintf("expired at %s", tok.Expiry.UTC().Format(time.RFC3339))}
+	case !nbf.IsZero() && now.Add(v.leeway).Before(nbf):
+		return nil, &TokenError{Reason: fmt.Sprintf("not valid before %s", nbf.UTC().Format(time.RFC3339))}
+	case !tok.IssuedAt.IsZero() && now.Add(v.leeway).Before(tok.IssuedAt):
+		return nil, &TokenError{Reason: fmt.Sprintf("issued in the future (%s)", tok.IssuedAt.UTC().Format(time.RFC3339))}
 	case c.Repository == "":
 		return nil, &TokenError{Reason: "the token has no repository claim"}
 	}
-	return &Workload{Repository: c.Repository, Actor: c.Actor, Ref: c.Ref, RunID: c.RunID, RunAttempt: c.RunAttempt, Subject: c.Subject}, nil
+	return &Workload{Repository: c.Repository, Actor: c.Actor, Ref: c.Ref, RunID: c.RunID, RunAttempt: c.RunAttempt, Subject: tok.Subject}, nil
 }
 
-// tokenReason says why jwt refused a token, without echoing it.
-func tokenReason(err error) string {
-	var ve *jwt.ValidationError
-	if errors.As(err, &ve) {
-		var te *TokenError
-		switch {
-		case errors.As(ve.Inner, &te):
-			return te.Reason
-		case ve.Errors&jwt.ValidationErrorMalformed != 0:
-			return "malformed token"
-		case ve.Errors&jwt.ValidationErrorSignatureInvalid != 0:
-			return "bad signature"
-		case ve.Errors&jwt.ValidationErrorUnverifiable != 0 && ve.Inner != nil:
-			return ve.Inner.Error()
-		}
+// rs256 is the one signing algorithm the verifier accepts.
+var rs256 = []jose.SignatureAlgorithm{jose.RS256}
+
+// keyCheck is what the key set found while go-oidc verified a token, whose errors keep only their
+// text: why the key set refused it, or the claims whose signature it verified.
+type keyCheck struct {
+	err     error
+	payload []byte
+}
+
+type keyCheckKey struct{}
+
+// refusal says why go-oidc refused raw, without echoing it: the key set's refusal or failure to
+// fetch keys, else why the token does not parse, else which of its verified claims is wrong.
+func (v *OIDCVerifier) refusal(raw string, check *keyCheck, err error) error {
+	if check.err != nil {
+		return check.err
 	}
-	return err.Error()
+	if check.payload == nil {
+		var alg *jose.ErrUnexpectedSignatureAlgorithm
+		if _, perr := jose.ParseSignedCompact(raw, rs256); errors.As(perr, &alg) {
+			return &TokenError{Reason: fmt.Sprintf("signing method %s is not RS256", alg.Got)}
+		}
+		return &TokenError{Reason: "malformed token"}
+	}
+	var c struct {
+		Issuer   string           `json:"iss"`
+		Audience josejwt.Audience `json:"aud"`
+	}
+	if json.Unmarshal(check.payload, &c) != nil {
+		return &TokenError{Reason: "malformed token"}
+	}
+	switch {
+	case c.Issuer != v.issuer:
+		return &TokenError{Reason: fmt.Sprintf("issuer %q is not %q", c.Issuer, v.issuer)}
+	case !c.Audience.Contains(v.audience):
+		return &TokenError{Reason: fmt.Sprintf("audience %q is not %q: request the token with audience %s", []string(c.Audience), v.audience, v.audience)}
+	}
+	return &TokenError{Reason: err.Error()}
+}
+
+// issuerKeys is the issuer's key set that go-oidc verifies signatures with. Unlike go-oidc's
+// RemoteKeySet it ages its keys out after ttl, fetches again for an unknown kid at most once per
+// minKeyRefetch (forged kids and bad signatures cause no fetch), and keeps verifying with the keys
+// it has while the issuer is unreachable.
+type issuerKeys struct {
+	issuer string
+	ttl    time.Duration
+	hc     *http.Client
+	clock  authority.Clock
+
+	fetchMu sync.Mutex // one fetch at a time
+	mu      sync.Mutex
+	keys    map[string]*rsa.PublicKey
+	fetched time.Time
+}
+
+var _ oidc.KeySet = (*issuerKeys)(nil)
+
+// VerifySignature returns the claims of raw, a compact RS256 JWS signed by a key of the issuer. It
+// notes what it found in the keyCheck of ctx, if any.
+func (ks *issuerKeys) VerifySignature(ctx context.Context, raw string) ([]byte, error) {
+	payload, err := ks.verify(ctx, raw)
+	if check, ok := ctx.Value(keyCheckKey{}).(*keyCheck); ok {
+		check.payload, check.err = payload, err
+	}
+	return payload, err
+}
+
+func (ks *issuerKeys) verify(ctx context.Context, raw string) ([]byte, error) {
+	jws, err := jose.ParseSignedCompact(raw, rs256)
+	if err != nil || len(jws.Signatures) != 1 {
+		return nil, &TokenError{Reason: "malformed token"}
+	}
+	kid := jws.Signatures[0].Header.KeyID
+	if kid == "" {
+		return nil, &TokenError{Reason: "the token names no key (kid)"}
+	}
+	k, err := ks.key(ctx, kid)
+	if err != nil {
+		return nil, err
+	}
+	payload, err := jws.Verify(k)
+	if err != nil {
+		return nil, &TokenError{Reason: "bad signature"}
+	}
+	return payload, nil
 }
 
 // key returns the issuer's key kid: from the cache while it is fresh, else from a fetch. An unknown
 // kid is a *TokenError; a failed fetch is not (the token may be fine).
-func (v *OIDCVerifier) key(ctx context.Context, kid string) (*rsa.PublicKey, error) {
-	if k, fresh := v.cached(kid); k != nil && fresh {
+func (ks *issuerKeys) key(ctx context.Context, kid string) (*rsa.PublicKey, error) {
+	if k, fresh := ks.cached(kid); k != nil && fresh {
 		return k, nil
 	}
-	v.fetchMu.Lock()
-	defer v.fetchMu.Unlock()
-	k, fresh := v.cached(kid) // another request may have fetched meanwhile
+	ks.fetchMu.Lock()
+	defer ks.fetchMu.Unlock()
+	k, fresh := ks.cached(kid) // another request may have fetched meanwhile
 	if k != nil && fresh {
 		return k, nil
 	}
-	v.mu.Lock()
-	recent := !v.fetched.IsZero() && v.clock.Now().Sub(v.fetched) < minKeyRefetch
-	v.mu.Unlock()
+	ks.mu.Lock()
+	recent := !ks.fetched.IsZero() && ks.clock.Now().Sub(ks.fetched) < minKeyRefetch
+	ks.mu.Unlock()
 	if k == nil && recent {
 		return nil, &TokenError{Reason: fmt.Sprintf("unknown key %q (not in the issuer's key set)", kid)}
 	}
-	keys, err := v.fetchKeys(ctx)
+	keys, err := ks.fetch(ctx)
 	if err != nil {
 		if k != nil {
 			return k, nil // a stale key beats refusing every request while the issuer is unreachable
 		}
-		return nil, fmt.Errorf("fetch the keys of %s: %w", v.issuer, err)
+		return nil, fmt.Errorf("fetch the keys of %s: %w", ks.issuer, err)
 	}
-	v.mu.Lock()
-	v.keys, v.fetched = keys, v.clock.Now()
-	v.mu.Unlock()
+	ks.mu.Lock()
+	ks.keys, ks.fetched = keys, ks.clock.Now()
+	ks.mu.Unlock()
 	if k = keys[kid]; k == nil {
 		return nil, &TokenError{Reason: fmt.Sprintf("unknown key %q (not in the issuer's key set)", kid)}
 	}
 	return k, nil
 }
 
-func (v *OIDCVerifier) cached(kid string) (*rsa.PublicKey, bool) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.keys[kid], v.clock.Now().Sub(v.fetched) < v.keysTTL
+func (ks *issuerKeys) cached(kid string) (*rsa.PublicKey, bool) {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	return ks.keys[kid], ks.clock.Now().Sub(ks.fetched) < ks.ttl
 }
 
-// fetchKeys reads the discovery document, checks its issuer and reads the key set it points to.
-func (v *OIDCVerifier) fetchKeys(ctx context.Context) (map[string]*rsa.PublicKey, error) {
+// fetch discovers the issuer (go-oidc reads its discovery document and checks that it names the
+// issuer) and reads the RSA signing keys of the key set the document points to.
+func (ks *issuerKeys) fetch(ctx context.Context) (map[string]*rsa.PublicKey, error) {
+	p, err := oidc.NewProvider(oidc.ClientContext(ctx, ks.hc), ks.issuer)
+	if err != nil {
+		return nil, fmt.Errorf("discover the issuer: %w", err)
+	}
 	var disc struct {
-		Issuer  string `json:"issuer"`
 		JWKSURI string `json:"jwks_uri"`
 	}
-	if err := v.getJSON(ctx, v.issuer+"/.well-known/openid-configuration", &disc); err != nil {
-		return nil, err
+	if err := p.Claims(&disc); err != nil {
+		return nil, fmt.Errorf("read the discovery document: %w", err)
 	}
-	if strings.TrimSuffix(disc.Issuer, "/") != v.issuer || disc.JWKSURI == "" {
-		return nil, fmt.Errorf("the discovery document names issuer %q and key set %q; want issuer %q and a key set", disc.Issuer, disc.JWKSURI, v.issuer)
+	if disc.JWKSURI == "" {
+		return nil, errors.New("the discovery document names no key set (jwks_uri)")
 	}
 	var set struct {
-		Keys []struct {
-			Kty string `json:"kty"`
-			Kid string `json:"kid"`
-			Use string `json:"use"`
-			N   string `json:"n"`
-			E   string `json:"e"`
-		} `json:"keys"`
+		Keys []json.RawMessage `json:"keys"`
 	}
-	if err := v.getJSON(ctx, disc.JWKSURI, &set); err != nil {
+	if err := ks.getJSON(ctx, disc.JWKSURI, &set); err != nil {
 		return nil, err
 	}
 	keys := map[string]*rsa.PublicKey{}
-	for _, k := range set.Keys {
-		if k.Kty != "RSA" || k.Kid == "" || (k.Use != "" && k.Use != "sig") {
-			continue
+	for _, raw := range set.Keys {
+		var k jose.JSONWebKey
+		if json.Unmarshal(raw, &k) != nil || k.KeyID == "" || (k.Use != "" && k.Use != "sig") {
+			continue // a key of a type, use or shape the verifier cannot use
 		}
-		n, errN := base64.RawURLEncoding.DecodeString(k.N)
-		e, errE := base64.RawURLEncoding.DecodeString(k.E)
-		if errN != nil || errE != nil || len(e) == 0 || len(e) > 4 {
-			continue
+		if pub, ok := k.Key.(*rsa.PublicKey); ok {
+			keys[k.KeyID] = pub
 		}
-		keys[k.Kid] = &rsa.PublicKey{N: new(big.Int).SetBytes(n), E: int(new(big.Int).SetBytes(e).Int64())}
 	}
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("the key set at %s holds no RSA signing key", disc.JWKSURI)
@@ -301,18 +346,18 @@ func (v *OIDCVerifier) fetchKeys(ctx context.Context) (map[string]*rsa.PublicKey
 	return keys, nil
 }
 
-func (v *OIDCVerifier) getJSON(ctx context.Context, url string, out any) error {
+func (ks *issuerKeys) getJSON(ctx context.Context, url string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return fmt.Errorf("GET %s: %w", url, err)
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := v.hc.Do(req)
+	resp, err := ks.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("GET %s: %w", url, err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxKeysBody))
+	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return fmt.Errorf("GET %s: %w", url, err)
 	}
@@ -323,4 +368,33 @@ func (v *OIDCVerifier) getJSON(ctx context.Context, url string, out any) error {
 		return fmt.Errorf("GET %s: %w", url, err)
 	}
 	return nil
+}
+
+// cappedClient is hc (nil: a client with a 10 s timeout) reading at most maxKeysBody of each answer,
+// for the discovery document go-oidc reads as for the key set.
+func cappedClient(hc *http.Client) *http.Client {
+	if hc == nil {
+		hc = &http.Client{Timeout: 10 * time.Second}
+	}
+	c := *hc
+	next := c.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	c.Transport = capBodies{next: next}
+	return &c
+}
+
+type capBodies struct{ next http.RoundTripper }
+
+func (cb capBodies) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := cb.next.RoundTrip(r)
+	if err != nil {
+		return nil, err // http.Client wraps it with the request
+	}
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.LimitReader(resp.Body, maxKeysBody), resp.Body}
+	return resp, nil
 }
