@@ -100,6 +100,9 @@ func (a *Authority) Accept(ctx context.Context, in Intent, claim bool, opts ...A
 	if err := in.validate(); err != nil {
 		return nil, err
 	}
+	if err := in.Order.Check(a.clock.Now()); err != nil {
+		return nil, fmt.Errorf("accept intent %q in %s: %w", in.ID, in.Environment, err)
+	}
 	var o acceptOptions
 	for _, opt := range opts {
 		opt(&o)

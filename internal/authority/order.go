@@ -3,7 +3,65 @@ package authority
 import (
 	"context"
 	"fmt"
+	"time"
 )
+
+// MaxOrderSkew is how far ahead of the Authority's clock an ordering fact (Order.PushedAt,
+// Order.CommittedAt) may be. GitHub's clock, a committer's and ours may disagree a little; a fact
+// further ahead is no time a push happened, and taken as one it would make every later push of the
+// branch look older ("Arrived out of order") until that time came: the scope would be pinned.
+const MaxOrderSkew = 5 * time.Minute
+
+// The names of the ordering facts, as an *InputError names them.
+const (
+	FieldPushedAt    = "pushed_at"
+	FieldCommittedAt = "committed_at"
+)
+
+// Check refuses a fact of o beyond MaxOrderSkew ahead of now: an *InputError naming the fact, its
+// value and the allowance. Accept checks every intent's order with the Authority's clock.
+func (o Order) Check(now time.Time) error {
+	if bad := o.future(now); len(bad) > 0 {
+		return bad[0]
+	}
+	return nil
+}
+
+// Bounded is o without its facts beyond MaxOrderSkew ahead of now (zero: unknown, so that the
+// intent is ordered by what else is known, or as it arrives), and an error naming each fact it left
+// out. It is for facts nobody can correct, those of a payload GitHub signed: refusing them would
+// lose the push.
+func (o Order) Bounded(now time.Time) (Order, []*InputError) {
+	bad := o.future(now)
+	for _, e := range bad {
+		switch e.Field {
+		case FieldPushedAt:
+			o.PushedAt = time.Time{}
+		case FieldCommittedAt:
+			o.CommittedAt = time.Time{}
+		}
+	}
+	return o, bad
+}
+
+func (o Order) future(now time.Time) []*InputError {
+	limit := now.Add(MaxOrderSkew)
+	var bad []*InputError
+	for _, f := range []struct {
+		field, what string
+		at          time.Time
+	}{
+		{FieldPushedAt, "the time the push happened (repository.pushed_at of its push event)", o.PushedAt},
+		{FieldCommittedAt, "the head commit's time (head_commit.timestamp of its push event)", o.CommittedAt},
+	} {
+		if f.at.After(limit) {
+			bad = append(bad, &InputError{Field: f.field, Value: f.at.UTC().Format(time.RFC3339),
+				Fix: fmt.Sprintf("it is later than now (%s) by more than the %s allowed for clock skew; give %s, or leave it out to order the intent as it arrives",
+					now.UTC().Format(time.RFC3339), MaxOrderSkew, f.what)})
+		}
+	}
+	return bad
+}
 
 // verdict is how an arriving commit relates to one a scope already holds for the same branch.
 type verdict int
