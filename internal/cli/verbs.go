@@ -55,6 +55,27 @@ func (c *cmdEnv) order() (authority.Order, error) {
 	return o, nil
 }
 
+// orderError says where an ordering fact the Authority refused (later than its clock by more than
+// the allowance for clock skew) came from: a flag, or the push event's payload.
+func (c *cmdEnv) orderError(err error) error {
+	var input *authority.InputError
+	if !errors.As(err, &input) {
+		return err
+	}
+	flag, payload := "--pushed-at", "repository.pushed_at"
+	switch input.Field {
+	case authority.FieldPushedAt:
+	case authority.FieldCommittedAt:
+		flag, payload = "--committed-at", "head_commit.timestamp"
+	default:
+		return err
+	}
+	if c.s.fromEvent[input.Field] {
+		return fmt.Errorf("%s of the push event ($GITHUB_EVENT_PATH) is later than this machine's clock: correct the clock, or give %s: %w", payload, flag, err)
+	}
+	return fmt.Errorf("%s: %w", flag, err)
+}
+
 // parseInstant reads RFC 3339 or Unix seconds.
 func parseInstant(s string) (time.Time, error) {
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil && n > 0 {
@@ -94,14 +115,17 @@ func (c *cmdEnv) eventDefaults() {
 	}
 	// Payload values that do not parse (null, another format) are left out: they are GitHub's, not
 	// the user's, so they must never turn into a refusal of bad input.
+	c.s.fromEvent = map[string]bool{}
 	if pushed := strings.Trim(string(p.Repository.PushedAt), `"`); c.s.pushedAt == "" && pushed != "" {
 		if _, err := parseInstant(pushed); err == nil {
 			c.s.pushedAt = pushed
+			c.s.fromEvent[authority.FieldPushedAt] = true
 		}
 	}
 	if c.s.committedAt == "" && p.HeadCommit.Timestamp != "" {
 		if _, err := parseInstant(p.HeadCommit.Timestamp); err == nil {
 			c.s.committedAt = p.HeadCommit.Timestamp
+			c.s.fromEvent[authority.FieldCommittedAt] = true
 		}
 	}
 	if !c.s.forced {
@@ -185,7 +209,7 @@ func runClaim(ctx context.Context, c *cmdEnv, args []string) error {
 	defer c.done()
 	res, err := c.pass.Claim(ctx, in)
 	if err != nil {
-		return err
+		return c.orderError(err)
 	}
 	claimed := []string{}
 	if res.Claim != nil {
