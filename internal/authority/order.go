@@ -132,14 +132,64 @@ type AcceptOption func(*acceptOptions)
 
 type acceptOptions struct {
 	comparer Comparer
+	anyLive  bool // ask the comparer about live commits of other branches too
+	barriers BarrierFunc
 }
 
 // WithComparer lets Accept ask c about commits the payloads cannot order.
 func WithComparer(c Comparer) AcceptOption { return func(o *acceptOptions) { o.comparer = c } }
 
+// CompareLive makes Accept ask its comparer also about each scope's live commit when another
+// branch deployed it: an intent whose commit the live one builds on (behind) is older, whatever
+// branch it names, and is recorded as arrived out of order. For callers whose branch is their own
+// word (the App's API): without it, only commits of the intent's branch are compared.
+func CompareLive() AcceptOption { return func(o *acceptOptions) { o.anyLive = true } }
+
+// BarrierFunc decides whether an intent is a barrier in one of its scopes, given the commit the
+// scope has live (nil: nothing yet).
+type BarrierFunc func(ctx context.Context, scope string, live *Live) (bool, error)
+
+// WithBarriers lets f decide in which of its scopes the intent is a barrier, against the state
+// Accept writes over; its answers replace Intent.Barrier.
+func WithBarriers(f BarrierFunc) AcceptOption { return func(o *acceptOptions) { o.barriers = f } }
+
+// barriersOf asks f about each scope of in, with a copy of what the scope has live.
+func (e *Env) barriersOf(ctx context.Context, f BarrierFunc, in *Intent) ([]string, error) {
+	var out []string
+	for _, name := range in.Scopes {
+		var live *Live
+		if e != nil {
+			if sc := e.Scopes[name]; sc != nil && sc.Live != nil {
+				l := *sc.Live
+				live = &l
+			}
+		}
+		b, err := f(ctx, name, live)
+		if err != nil {
+			return nil, fmt.Errorf("is %s a barrier in %s: %w", shortSha(in.Sha), name, err)
+		}
+		if b {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// liveVerdict orders in against a scope's live commit: by the facts, then the answers, when its
+// branch deployed it; by an answer alone (see CompareLive) when another branch did.
+func liveVerdict(in *Intent, l *Live, answers map[string]verdict) verdict {
+	if l.Ref == in.Ref {
+		return decide(in, l.Sha, l.Before, l.Order, answers)
+	}
+	if v, ok := answers[l.Sha]; ok && l.Sha != in.Sha {
+		return v
+	}
+	return undecided
+}
+
 // undecidedShas lists the commits of in's branch held by in's scopes that the facts and the answers
-// so far cannot order against in.
-func (e *Env) undecidedShas(in *Intent, answers map[string]verdict) []string {
+// so far cannot order against in; with anyLive, also the live commits of other branches.
+func (e *Env) undecidedShas(in *Intent, answers map[string]verdict, anyLive bool) []string {
 	if e == nil || in.Redeploy || in.Ref == "" {
 		return nil
 	}
@@ -154,8 +204,13 @@ func (e *Env) undecidedShas(in *Intent, answers map[string]verdict) []string {
 				out = append(out, m.Sha)
 			}
 		}
-		if l := sc.Live; l != nil && l.Ref == in.Ref && decide(in, l.Sha, l.Before, l.Order, answers) == undecided {
-			out = append(out, l.Sha)
+		l := sc.Live
+		switch {
+		case l == nil:
+		case l.Ref == in.Ref || anyLive && l.Sha != in.Sha:
+			if liveVerdict(in, l, answers) == undecided {
+				out = append(out, l.Sha)
+			}
 		}
 	}
 	return out

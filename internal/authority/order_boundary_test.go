@@ -1,7 +1,9 @@
 package authority_test
 
 import (
+	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -92,5 +94,105 @@ func TestBoundedDropsOnlyFutureFacts(t *testing.T) {
 	}
 	if _, dropped := (authority.Order{PushedAt: past}).Bounded(orderNow); len(dropped) != 0 {
 		t.Fatalf("a past fact dropped: %+v", dropped)
+	}
+}
+
+// answers is a Comparer that answers from a table by base, and counts what it was asked.
+type answers struct {
+	by    map[string]authority.CommitOrder
+	asked []string
+}
+
+func (c *answers) Compare(_ context.Context, _ authority.Intent, base, _ string) (authority.CommitOrder, error) {
+	c.asked = append(c.asked, base)
+	if o, ok := c.by[base]; ok {
+		return o, nil
+	}
+	return authority.Diverged, nil
+}
+
+// TestCompareLiveOrdersAgainstAnotherBranch: with CompareLive, a commit the live one builds on is
+// older whatever branch the intent names; without it, only the intent's branch is compared.
+func TestCompareLiveOrdersAgainstAnotherBranch(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	live := strings.Repeat("a", 40)
+	for _, tc := range []struct {
+		name      string
+		opts      func(c *answers) []authority.AcceptOption
+		wantStale bool
+	}{
+		{"compared with the live commit", func(c *answers) []authority.AcceptOption {
+			return []authority.AcceptOption{authority.WithComparer(c), authority.CompareLive()}
+		}, true},
+		{"only the intent's branch", func(c *answers) []authority.AcceptOption {
+			return []authority.AcceptOption{authority.WithComparer(c)}
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := orderAuthority(t)
+			res, err := a.Accept(ctx, branchIntent("main", 'a', "refs/heads/main"), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			deployPending(t, a, res.Generation)
+			c := &answers{by: map[string]authority.CommitOrder{live: authority.Behind}}
+			res, err = a.Accept(ctx, branchIntent("old", '0', "refs/heads/old"), true, tc.opts(c)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.Stale["api"] != 0; got != tc.wantStale {
+				t.Fatalf("an ancestor of the live commit on another branch: %+v (asked %v); stale %v, want %v", res, c.asked, got, tc.wantStale)
+			}
+			e, err := a.Status(ctx, "staging")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantStale {
+				if m := e.Scopes["api"].Mailbox; m != nil {
+					t.Fatalf("pending %+v; want nothing: the older commit recorded as out of order", m)
+				}
+				if ev := e.Events[len(e.Events)-1]; !strings.HasPrefix(ev.Message, "Arrived out of order") {
+					t.Fatalf("newest event %+v; want arrived out of order", ev)
+				}
+			}
+		})
+	}
+}
+
+// TestWithBarriersDecides: the barrier function is told what each scope has live, and its answers
+// replace the barriers the intent names.
+func TestWithBarriersDecides(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	a := orderAuthority(t)
+	res, err := a.Accept(ctx, branchIntent("first", 'a', "refs/heads/main"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deployPending(t, a, res.Generation)
+	var told []string
+	decide := func(_ context.Context, scope string, live *authority.Live) (bool, error) {
+		sha := "-"
+		if live != nil {
+			sha = live.Sha
+		}
+		told = append(told, scope+"@"+sha)
+		return scope == "web", nil
+	}
+	in := branchIntent("second", 'b', "refs/heads/main")
+	in.Scopes, in.Barrier = []string{"api", "web"}, []string{"api"}
+	if _, err := a.Accept(ctx, in, false, authority.WithBarriers(decide)); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"api@" + strings.Repeat("a", 40), "web@-"}; !slices.Equal(told, want) {
+		t.Fatalf("told %v; want %v", told, want)
+	}
+	e, err := a.Status(ctx, "staging")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Scopes["api"].Mailbox.Barrier || !e.Scopes["web"].Mailbox.Barrier {
+		t.Fatalf("barriers api %v, web %v; want web only, as decided", e.Scopes["api"].Mailbox.Barrier, e.Scopes["web"].Mailbox.Barrier)
 	}
 }
