@@ -188,9 +188,8 @@ func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl
 		if err := p.permit(wl, env, in.Scopes, allowed); err != nil {
 			return nil, err
 		}
-		if wl.Actor != "" {
-			in.Actor = wl.Actor // the verified actor, not the one the request claims
-		}
+		// The verified actor, not the one the request names: the audit trail records who ran it.
+		in.Actor = wl.Actor
 		// An origin names the installation and repository the App acts as when it starts the work
 		// again or asks GitHub about its commits: the App's to record, never a workload's to choose.
 		in.Origin = ""
@@ -199,7 +198,20 @@ func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl
 		// ordered, nor let its commits skip the environments they must be live in first.
 		in.Policy = authority.Policy(trusted.Policy)
 		in.Requires = trusted.Requirements()
-		return pass.Claim(ctx, auth, in)
+		// Ordering facts are GitHub's, not a workload's: a push time in 2100 or a parent it names
+		// would make every later commit older (never deployed), a redeploy would skip the guard.
+		// The App asks GitHub instead (claimIntent), or takes the claim as it arrives.
+		in.Order, in.Before, in.Redeploy = authority.Order{}, "", false
+		// Barriers are the trusted configuration's barrier-paths, matched by GitHub's list of the
+		// changed files (claimIntent), never a workload's word: a barrier that fails blocks the scope.
+		in.Barrier = nil
+		if in.Sha == "" {
+			in.Sha = wl.Sha
+		}
+		if in.Ref == "" {
+			in.Ref = wl.Ref
+		}
+		return p.claimIntent(ctx, wl, in, trusted)
 	case "gate":
 		var req apiclient.GateRequest
 		if err := p.decode(w, r, &req); err != nil {

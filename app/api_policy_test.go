@@ -85,7 +85,12 @@ func TestAPIWaitBodySaysWhereThePassStands(t *testing.T) {
 		t.Errorf("queued: %d (-want +got):\n%s", status, diff)
 	}
 
-	claim("production", "run-4", 'd', func(in *authority.Intent) { in.Barrier = []string{"api"} })
+	// A barrier is the configuration's barrier-paths matched by what GitHub says changed, never a
+	// claim's word: this one is accepted as the App accepts a push touching migrations/**.
+	if _, err := h.auth.Accept(context.Background(), authority.Intent{ID: "push-4", Environment: "production", Scopes: []string{"api"},
+		Sha: strings.Repeat("d", 40), Ref: "refs/heads/master", Barrier: []string{"api"}}, false); err != nil {
+		t.Fatal(err)
+	}
 	claim("production", "run-5", 'e', nil)
 	status, got = h.waitBody(t, tok, "production", 2, "run-5")
 	want = apiclient.ErrorBody{Error: apiclient.CodeLocked, Wait: authority.ReasonBarrier, Resource: "production/api", Generation: 1, Ahead: 1,

@@ -41,9 +41,11 @@ type Dispatcher interface {
 }
 
 // Commits orders two commits of a repository when the push payloads cannot: GitHub's compare API
-// (head "ahead" of base is newer, "behind" older).
+// (head "ahead" of base is newer, "behind" older). Changes also says which files changed between
+// them (the API's claims decide their barriers from it).
 type Commits interface {
 	Compare(ctx context.Context, installation int64, repo RepoRef, base, head string) (authority.CommitOrder, error)
+	Changes(ctx context.Context, installation int64, repo RepoRef, base, head string) (Comparison, error)
 }
 
 // Conversation answers comment commands.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/google/go-github/v60/github"
 
@@ -47,7 +48,7 @@ func (a *App) handlePush(ctx context.Context, log *slog.Logger, d Delivery, res 
 	changed := changedPaths(ev)
 	sels := cfg.ScopesFor(repoName, branch, changed)
 	in := authority.Intent{ID: d.ID, Sha: ev.GetAfter(), Ref: ev.GetRef(), Before: ev.GetBefore(),
-		Source: "push " + repoName, Actor: ev.GetSender().GetLogin(), Order: pushOrder(ev)}
+		Source: "push " + repoName, Actor: ev.GetSender().GetLogin(), Order: a.boundedOrder(ctx, log, pushOrder(ev))}
 	if in.Before == zeroSha {
 		in.Before = ""
 	}
@@ -105,6 +106,20 @@ func pushOrder(ev *github.PushEvent) authority.Order {
 		o.CommittedAt = t.Time.UTC()
 	}
 	o.Forced = ev.GetForced()
+	return o
+}
+
+// boundedOrder is o without the facts later than the App's clock by more than the allowance for
+// clock skew (authority.MaxOrderSkew). The Authority refuses such a fact, but a push GitHub signed
+// must not be lost for a skewed clock: the fact is left out and the push is ordered by the others,
+// or as it arrives, with a warning.
+func (a *App) boundedOrder(ctx context.Context, log *slog.Logger, o authority.Order) authority.Order {
+	now := a.auth.Now()
+	o, dropped := o.Bounded(now)
+	for _, e := range dropped {
+		log.WarnContext(ctx, "push ordering fact later than the clock: left out, the push is ordered without it",
+			"field", e.Field, "value", e.Value, "now", now.UTC().Format(time.RFC3339), "allowance", authority.MaxOrderSkew.String())
+	}
 	return o
 }
 

@@ -49,6 +49,7 @@ type Workload struct {
 	Repository string // OWNER/NAME
 	Actor      string
 	Ref        string
+	Sha        string // the commit the run is for (GITHUB_SHA)
 	RunID      string
 	RunAttempt string
 	Subject    string
@@ -139,6 +140,7 @@ type actionsClaims struct {
 	Repository string      `json:"repository"`
 	Actor      string      `json:"actor"`
 	Ref        string      `json:"ref"`
+	Sha        string      `json:"sha"`
 	RunID      string      `json:"run_id"`
 	RunAttempt string      `json:"run_attempt"`
 }
@@ -176,7 +178,7 @@ func (v *OIDCVerifier) Verify(ctx context.Context, raw string) (*Workload, error
 	case c.Repository == "":
 		return nil, &TokenError{Reason: "the token has no repository claim"}
 	}
-	return &Workload{Repository: c.Repository, Actor: c.Actor, Ref: c.Ref, RunID: c.RunID, RunAttempt: c.RunAttempt, Subject: tok.Subject}, nil
+	return &Workload{Repository: c.Repository, Actor: c.Actor, Ref: c.Ref, Sha: c.Sha, RunID: c.RunID, RunAttempt: c.RunAttempt, Subject: tok.Subject}, nil
 }
 
 // rs256 is the one signing algorithm the verifier accepts.

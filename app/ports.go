@@ -9,6 +9,8 @@ type (
 	RepoRef = appport.RepoRef
 	// DispatchRequest asks for one workflow_dispatch.
 	DispatchRequest = appport.DispatchRequest
+	// Comparison is what GitHub's compare API says about two commits: their order, the files changed.
+	Comparison = appport.Comparison
 	// CommentRef names a comment on a pull request, and the installation to answer it as.
 	CommentRef = appport.CommentRef
 	// ProtectionRun is the workflow run a deployment protection rule asks about.

@@ -357,7 +357,7 @@ func (s *step) claim(ctx context.Context) (*result, error) {
 	}
 	res, err := s.auth.Claim(ctx, in)
 	if err != nil {
-		return nil, err
+		return nil, orderError(err)
 	}
 	claimed := []string{}
 	if res.Claim != nil {

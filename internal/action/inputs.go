@@ -1,6 +1,7 @@
 package action
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -223,4 +224,22 @@ func pushOrder(p map[string]any) authority.Order {
 	}
 	o.Forced, _ = p["forced"].(bool)
 	return o
+}
+
+// orderError says what to correct when the Authority refuses an ordering fact of the event's
+// payload: a time later than this runner's clock by more than the allowance for clock skew.
+func orderError(err error) error {
+	var input *authority.InputError
+	if !errors.As(err, &input) {
+		return err
+	}
+	switch input.Field {
+	case authority.FieldPushedAt:
+		return fmt.Errorf("the push event's repository.pushed_at is GitHub's time of the push, and this runner's clock is behind it: "+
+			"correct the runner's clock, or the event file if it was written by hand: %w", err)
+	case authority.FieldCommittedAt:
+		return fmt.Errorf("the push event's head_commit.timestamp is the commit's date, set by its committer's clock: "+
+			"commit again with a correct date (git commit --amend --no-edit --date=now) and push, or correct this runner's clock: %w", err)
+	}
+	return err
 }

@@ -33,6 +33,15 @@ type DispatchRequest struct {
 	Inputs       map[string]string `json:"inputs"` // environment, generation, scopes
 }
 
+// Comparison is what GitHub's compare API says about two commits of a repository.
+type Comparison struct {
+	// Order is how head relates to base: ahead (newer), behind (older), identical or diverged.
+	Order authority.CommitOrder
+	// Files are the paths changed from base to head (a renamed file under both names); nil when
+	// they are not all known (GitHub lists at most 300).
+	Files []string
+}
+
 // CommentRef names a comment on a pull request, and the installation to answer it as.
 type CommentRef struct {
 	Installation int64

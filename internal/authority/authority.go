@@ -100,6 +100,9 @@ func (a *Authority) Accept(ctx context.Context, in Intent, claim bool, opts ...A
 	if err := in.validate(); err != nil {
 		return nil, err
 	}
+	if err := in.Order.Check(a.clock.Now()); err != nil {
+		return nil, fmt.Errorf("accept intent %q in %s: %w", in.ID, in.Environment, err)
+	}
 	var o acceptOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -120,8 +123,13 @@ func (a *Authority) Accept(ctx context.Context, in Intent, claim bool, opts ...A
 		if prior, err = a.intentRecord(ctx, in.Environment, in.ID); err != nil || prior != nil {
 			return err
 		}
+		if o.barriers != nil {
+			if in.Barrier, err = d.Env.barriersOf(ctx, o.barriers, &in); err != nil {
+				return err
+			}
+		}
 		if o.comparer != nil {
-			if shas := d.Env.undecidedShas(&in, answers); len(shas) > 0 {
+			if shas := d.Env.undecidedShas(&in, answers, o.anyLive); len(shas) > 0 {
 				return ask(ctx, o.comparer, &in, shas, answers)
 			}
 		}

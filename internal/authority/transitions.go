@@ -485,10 +485,8 @@ func (e *Env) staleFor(sc *Scope, in *Intent, order map[string]verdict) (int64, 
 			return m.Generation, true
 		}
 	}
-	if l := sc.Live; l != nil && l.Ref == in.Ref {
-		if v := decide(in, l.Sha, l.Before, l.Order, order); v == older {
-			return l.Generation, true
-		}
+	if l := sc.Live; l != nil && liveVerdict(in, l, order) == older {
+		return l.Generation, true
 	}
 	return 0, false
 }

@@ -78,7 +78,7 @@ func runRun(ctx context.Context, c *cmdEnv, args []string) error {
 	if c.s.generation == 0 {
 		res, err := c.pass.Claim(ctx, in)
 		if err != nil {
-			return err
+			return c.orderError(err)
 		}
 		c.s.generation = res.Generation
 		if res.Claim == nil || len(res.Claim.Claimed) == 0 {

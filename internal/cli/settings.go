@@ -61,6 +61,8 @@ type settings struct {
 	before      string
 	pushedAt    string
 	committedAt string
+	// fromEvent names the ordering facts read from the push event's payload, not given as flags.
+	fromEvent   map[string]bool
 	forced      bool
 	beforeSeq   int64
 	source      string

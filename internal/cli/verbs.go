@@ -26,8 +26,8 @@ func (c *cmdEnv) intentFlags() {
 	c.str(&c.s.actor, "actor", "", "who asked (default $GITHUB_ACTOR)")
 	c.str(&c.s.intentID, "intent-id", "", "unique id of the intent; a repeat returns the same generation (default: the GitHub run)")
 	c.boolean(&c.s.redeploy, "redeploy", false, "deploy this commit even if a newer one of its branch was seen")
-	c.str(&c.s.pushedAt, "pushed-at", "", "when the commit was pushed (the push's repository.pushed_at: RFC 3339 or Unix seconds); orders late intents (default: from a push event's payload)")
-	c.str(&c.s.committedAt, "committed-at", "", "the commit's time (head_commit.timestamp: RFC 3339 or Unix seconds); orders pushes of the same second")
+	c.str(&c.s.pushedAt, "pushed-at", "", fmt.Sprintf("when the commit was pushed (the push's repository.pushed_at: RFC 3339 or Unix seconds, at most %s ahead of this clock); orders late intents (default: from a push event's payload)", authority.MaxOrderSkew))
+	c.str(&c.s.committedAt, "committed-at", "", fmt.Sprintf("the commit's time (head_commit.timestamp: RFC 3339 or Unix seconds, at most %s ahead of this clock); orders pushes of the same second", authority.MaxOrderSkew))
 	c.boolean(&c.s.forced, "forced", false, "the push was forced: newer than a push of the same second")
 	c.str(&c.s.policy, "policy", "", "the environment's policy, latest or queue; a change is recorded (default: keep the stored one, latest for a new environment)")
 	c.str(&c.s.requires, "requires", "", "comma-separated environments a commit must be live in (same scope, deployed with success) before it deploys in this one; none: no longer any; a change is recorded (default: keep the stored requirement)")
@@ -53,6 +53,27 @@ func (c *cmdEnv) order() (authority.Order, error) {
 		*f.to = t
 	}
 	return o, nil
+}
+
+// orderError says where an ordering fact the Authority refused (later than its clock by more than
+// the allowance for clock skew) came from: a flag, or the push event's payload.
+func (c *cmdEnv) orderError(err error) error {
+	var input *authority.InputError
+	if !errors.As(err, &input) {
+		return err
+	}
+	flag, payload := "--pushed-at", "repository.pushed_at"
+	switch input.Field {
+	case authority.FieldPushedAt:
+	case authority.FieldCommittedAt:
+		flag, payload = "--committed-at", "head_commit.timestamp"
+	default:
+		return err
+	}
+	if c.s.fromEvent[input.Field] {
+		return fmt.Errorf("%s of the push event ($GITHUB_EVENT_PATH) is later than this machine's clock: correct the clock, or give %s: %w", payload, flag, err)
+	}
+	return fmt.Errorf("%s: %w", flag, err)
 }
 
 // parseInstant reads RFC 3339 or Unix seconds.
@@ -94,14 +115,17 @@ func (c *cmdEnv) eventDefaults() {
 	}
 	// Payload values that do not parse (null, another format) are left out: they are GitHub's, not
 	// the user's, so they must never turn into a refusal of bad input.
+	c.s.fromEvent = map[string]bool{}
 	if pushed := strings.Trim(string(p.Repository.PushedAt), `"`); c.s.pushedAt == "" && pushed != "" {
 		if _, err := parseInstant(pushed); err == nil {
 			c.s.pushedAt = pushed
+			c.s.fromEvent[authority.FieldPushedAt] = true
 		}
 	}
 	if c.s.committedAt == "" && p.HeadCommit.Timestamp != "" {
 		if _, err := parseInstant(p.HeadCommit.Timestamp); err == nil {
 			c.s.committedAt = p.HeadCommit.Timestamp
+			c.s.fromEvent[authority.FieldCommittedAt] = true
 		}
 	}
 	if !c.s.forced {
@@ -185,7 +209,7 @@ func runClaim(ctx context.Context, c *cmdEnv, args []string) error {
 	defer c.done()
 	res, err := c.pass.Claim(ctx, in)
 	if err != nil {
-		return err
+		return c.orderError(err)
 	}
 	claimed := []string{}
 	if res.Claim != nil {

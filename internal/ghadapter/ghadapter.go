@@ -117,6 +117,19 @@ func (g *Commits) Compare(ctx context.Context, installation int64, repo appport.
 	return authority.CommitOrder(s), err
 }
 
+// Changes tells how head relates to base in repo, and which files changed between them.
+func (g *Commits) Changes(ctx context.Context, installation int64, repo appport.RepoRef, base, head string) (appport.Comparison, error) {
+	c, err := g.Installations.Client(installation)
+	if err != nil {
+		return appport.Comparison{}, fmt.Errorf("compare %s...%s in %s: %w", base, head, repo, err)
+	}
+	cmp, err := c.Compare(ctx, repo.Owner, repo.Name, base, head)
+	if err != nil {
+		return appport.Comparison{}, err
+	}
+	return appport.Comparison{Order: authority.CommitOrder(cmp.Status), Files: cmp.Files}, nil
+}
+
 // Reviewer answers deployment protection rules and marks deployments inactive.
 type Reviewer struct {
 	Installations Installations

@@ -90,9 +90,9 @@ func (l local) Complete(ctx context.Context, c authority.Completion) (*authority
 
 // Claim accepts the intent and claims its scopes in one write. A repeat of an accepted intent (a
 // re-run, or a later job of the same run) claims again what it accepted, which is idempotent for
-// its own pass.
-func Claim(ctx context.Context, a *authority.Authority, in authority.Intent) (*authority.AcceptResult, error) {
-	res, err := a.Accept(ctx, in, true)
+// its own pass. opts go to Accept.
+func Claim(ctx context.Context, a *authority.Authority, in authority.Intent, opts ...authority.AcceptOption) (*authority.AcceptResult, error) {
+	res, err := a.Accept(ctx, in, true, opts...)
 	if err != nil {
 		return nil, err
 	}
