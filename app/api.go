@@ -82,10 +82,8 @@ func (p *api) overview(ctx context.Context, log *slog.Logger, wl *Workload) (*re
 		if !ok {
 			continue
 		}
-		for _, s := range e.Scopes {
-			if strings.EqualFold(wl.Repository, s.Repository) {
-				feeds[name] = true
-			}
+		if e.FedBy(wl.Repository) {
+			feeds[name] = true
 		}
 	}
 	if len(feeds) == 0 {
@@ -146,11 +144,59 @@ func (p *api) serve(w http.ResponseWriter, r *http.Request) {
 	res, err := p.do(ctx, w, r, wl, env, verb, allowed, trusted)
 	if err != nil {
 		log.InfoContext(ctx, "API request refused", "err", err)
-		p.fail(w, err)
+		p.fail(w, p.redactError(ctx, log, wl, err))
 		return
 	}
 	writeAPI(w, http.StatusOK, res)
 }
+
+// viewer is what the token's repository may see: the environments with a scope built from it in
+// the trusted configuration. What one environment says of another's commits is shown only to a
+// repository that feeds that other one too.
+func (p *api) viewer(ctx context.Context, log *slog.Logger, wl *Workload) (report.Viewer, error) {
+	repo, err := ParseRepo(wl.Repository)
+	if err != nil {
+		return nil, &TokenError{Reason: err.Error()}
+	}
+	cfg, err := p.app.configFor(ctx, log, 0, repo, "")
+	if err != nil {
+		return nil, err
+	}
+	return func(env string) bool {
+		e, ok := cfg.Environment(env)
+		return ok && e.FedBy(wl.Repository)
+	}, nil
+}
+
+// redactError is err as the token's repository may read it: a wait for a commit in an environment
+// it does not feed says nothing of what is live there.
+func (p *api) redactError(ctx context.Context, log *slog.Logger, wl *Workload, err error) error {
+	var held *authority.HeldError
+	if !errors.As(err, &held) || held.Promotion == nil || held.Promotion.Live == "" {
+		return err
+	}
+	v, verr := p.viewer(ctx, log, wl)
+	if verr != nil {
+		v = func(string) bool { return false } // not known: shown to nobody
+	}
+	hidden := v.Wait(held.Promotion)
+	if hidden == held.Promotion {
+		return err
+	}
+	c := *held
+	c.Promotion = hidden
+	full, short := authority.WaitText(&authority.HeldError{Promotion: held.Promotion}), authority.WaitText(&authority.HeldError{Promotion: hidden})
+	return &viewedError{msg: strings.Replace(err.Error(), full, short, 1), err: &c}
+}
+
+// viewedError is an error worded for a reader, wrapping the refusal as the reader may read it.
+type viewedError struct {
+	msg string
+	err error
+}
+
+func (e *viewedError) Error() string { return e.msg }
+func (e *viewedError) Unwrap() error { return e.err }
 
 // do runs one verb for an authenticated workload; allowed are the scopes it may touch, trusted the
 // environment as the trusted configuration defines it.
@@ -162,13 +208,26 @@ func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl
 		if err != nil {
 			return nil, err
 		}
-		return apiclient.StatusResponse{Env: e, Now: auth.Now()}, nil
+		v, err := p.viewer(ctx, p.app.log, wl)
+		if err != nil {
+			return nil, err
+		}
+		return apiclient.StatusResponse{Env: v.Env(e), Now: auth.Now()}, nil
 	case "history":
 		before, limit, err := historyQuery(r)
 		if err != nil {
 			return nil, err
 		}
-		return auth.History(ctx, env, before, limit)
+		page, err := auth.History(ctx, env, before, limit)
+		if err != nil {
+			return nil, err
+		}
+		v, err := p.viewer(ctx, p.app.log, wl)
+		if err != nil {
+			return nil, err
+		}
+		page.Events = v.Events(page.Events)
+		return page, nil
 	case "claim":
 		var req apiclient.ClaimRequest
 		if err := p.decode(w, r, &req); err != nil {
@@ -454,12 +513,7 @@ func (p *api) allowed(ctx context.Context, log *slog.Logger, wl *Workload, env s
 	if !ok {
 		return nil, nil, &forbiddenError{fmt.Sprintf("%s may not act on %s: %s defines no such environment", wl.Repository, env, where)}
 	}
-	var scopes []string
-	for _, s := range e.Scopes {
-		if strings.EqualFold(s.Repository, wl.Repository) {
-			scopes = append(scopes, s.Name)
-		}
-	}
+	scopes := e.ScopesFedBy(wl.Repository)
 	if len(scopes) == 0 {
 		return nil, nil, &forbiddenError{fmt.Sprintf("%s may not act on %s: none of its scopes is built from that repository in %s (an administrator adds repository: %s to a scope there)",
 			wl.Repository, env, where, wl.Repository)}

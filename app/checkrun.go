@@ -56,7 +56,7 @@ func (a *App) handleCheckRun(ctx context.Context, log *slog.Logger, d Delivery, 
 	}
 	sel := config.Selection{Environment: envName, Policy: envCfg.Policy}
 	for _, s := range envCfg.Scopes {
-		if strings.EqualFold(s.Repository, repo.String()) {
+		if s.FedBy(repo.String()) {
 			sel.Scopes = append(sel.Scopes, s)
 		}
 	}

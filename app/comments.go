@@ -201,7 +201,7 @@ func previewScopes(cfg *config.Config, repo RepoRef, number int, named []string)
 		}
 		sel := config.Selection{Environment: e.For(number), Policy: e.Policy}
 		for _, s := range e.Scopes {
-			if !strings.EqualFold(s.Repository, repo.String()) {
+			if !s.FedBy(repo.String()) {
 				continue
 			}
 			known[s.Name] = true
@@ -240,7 +240,7 @@ func namedScope(cfg *config.Config, repo RepoRef, env, scope string) ([]config.S
 		return nil, fmt.Sprintf("%s is not an environment of %s.", quote(env), config.Path)
 	}
 	for _, s := range e.Scopes {
-		if s.Name == scope && strings.EqualFold(s.Repository, repo.String()) {
+		if s.Name == scope && s.FedBy(repo.String()) {
 			return []config.Selection{{Environment: env, Policy: e.Policy, Scopes: []config.Scope{s}}}, ""
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 
 	"github.com/google/go-github/v60/github"
 
@@ -50,11 +49,7 @@ func (a *App) handleDeploymentStatus(ctx context.Context, log *slog.Logger, d De
 	envName, envCfg, found := cfg.ForGitHubEnvironment(ghEnv)
 	var scopes []string
 	if found {
-		for _, s := range envCfg.Scopes {
-			if strings.EqualFold(s.Repository, repo.String()) {
-				scopes = append(scopes, s.Name)
-			}
-		}
+		scopes = envCfg.ScopesFedBy(repo.String())
 	}
 	if len(scopes) == 0 {
 		res.Outcome, res.Status = OutcomeIgnored, http.StatusAccepted

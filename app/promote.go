@@ -101,7 +101,7 @@ func promotionScopes(cfg *config.Config, repo RepoRef, scope string) ([]config.S
 			continue
 		}
 		for _, s := range e.Scopes {
-			if s.Name == scope && strings.EqualFold(s.Repository, repo.String()) {
+			if s.Name == scope && s.FedBy(repo.String()) {
 				sels = append(sels, config.Selection{Environment: e.Name, Policy: e.Policy, Requires: e.Requirements(), Scopes: []config.Scope{s}})
 			}
 		}

@@ -171,12 +171,7 @@ func (a *App) protectionVerdict(ctx context.Context, log *slog.Logger, installat
 			"or set `github-environment: %s` on the one it deploys (docs/config.md, \"Deployment protection rules\").",
 			ghEnv, config.Path, repo, ghEnv, ghEnv)}, nil
 	}
-	var scopes []string
-	for _, s := range envCfg.Scopes {
-		if strings.EqualFold(s.Repository, repo.String()) {
-			scopes = append(scopes, s.Name)
-		}
-	}
+	scopes := envCfg.ScopesFedBy(repo.String())
 	if len(scopes) == 0 {
 		return verdict{comment: fmt.Sprintf("The latestwins environment %s has no scope built from %s: add one to %s, "+
 			"or remove latestwins from the protection rules of the GitHub environment %q.", envName, repo, config.Path, ghEnv)}, nil

@@ -244,13 +244,10 @@ func (a *App) statusData(ctx context.Context, v *viewer) (*pageData, error) {
 		if err != nil {
 			return nil, err
 		}
-		ev := viewOf(env, now, required)
+		ev := viewOf(env, now, required, func(env string) bool { return visible[env] })
 		write := writes[name]
 		for i := range ev.Scopes {
 			sv := &ev.Scopes[i]
-			if w := sv.PromotionWait; w != nil && !visible[w.Environment] {
-				sv.Promotion = hiddenWait(w)
-			}
 			sc := env.Scopes[sv.Scope]
 			if !write[sv.Scope] || sc == nil {
 				continue
@@ -334,6 +331,7 @@ func overviewOf(read map[string]*authority.Env, visible map[string]bool, now tim
 		}
 	}
 	o := report.NewOverview(all, now)
+	viewer := report.Viewer(func(env string) bool { return visible[env] })
 	out := &report.Overview{Environments: []string{}, Scopes: []report.OverviewScope{}}
 	for _, name := range o.Environments {
 		if visible[name] {
@@ -346,11 +344,8 @@ func overviewOf(read map[string]*authority.Env, visible map[string]bool, now tim
 			if !visible[p.Environment] {
 				continue
 			}
-			if w := p.Promotion; w != nil && !visible[w.Environment] {
-				p.Waiting = hiddenWait(w)
-				hidden := *w
-				hidden.Live = ""
-				p.Promotion = &hidden
+			if hidden := viewer.Wait(p.Promotion); hidden != p.Promotion {
+				p.Promotion, p.Waiting = hidden, authority.WaitText(&authority.HeldError{Promotion: hidden})
 			}
 			kept.Places = append(kept.Places, p)
 		}
@@ -359,14 +354,6 @@ func overviewOf(read map[string]*authority.Env, visible map[string]bool, now tim
 		}
 	}
 	return out
-}
-
-// hiddenWait words a promotion wait without what is live in the required environment, for a
-// viewer who may not see that environment.
-func hiddenWait(w *authority.PromotionWait) string {
-	hidden := *w
-	hidden.Live, hidden.Unasked = "", false
-	return authority.WaitText(&authority.HeldError{Promotion: &hidden})
 }
 
 // visibleTo reports whether the viewer may see the environment (they can read a repository that
@@ -419,15 +406,15 @@ func (a *App) requiredOf(ctx context.Context, e *authority.Env, read map[string]
 
 // viewOf is an environment's section of the page: its status, as every rendering has it (with what
 // the heads wait for in the environments it requires, given their states), and its newest events,
-// newest first.
-func viewOf(e *authority.Env, now time.Time, required map[string]*authority.Env) envView {
-	st := report.NewStatusWith(e, now, required)
+// newest first, each as the viewer may read it (nil: everything).
+func viewOf(e *authority.Env, now time.Time, required map[string]*authority.Env, viewer report.Viewer) envView {
+	st := viewer.Status(report.NewStatusWith(e, now, required))
 	v := envView{Name: e.Name, Status: st}
 	for _, r := range st.Rows {
 		v.Scopes = append(v.Scopes, scopeView{Row: r})
 	}
 	for i := len(e.Events) - 1; i >= 0 && len(v.Events) < timelineLen; i-- {
-		ev := e.Events[i]
+		ev := viewer.Event(e.Events[i])
 		v.Events = append(v.Events, eventView{At: ev.At.UTC().Format("2006-01-02 15:04:05"), Kind: string(ev.Kind),
 			Scope: ev.Scope, Generation: ev.Generation, Message: ev.Message})
 	}

@@ -164,15 +164,16 @@ type storedFailure struct {
 }
 
 type storedEvent struct {
-	Q int64  `json:"q"`
-	T int64  `json:"t"`
-	K string `json:"k"`
-	S string `json:"s,omitempty"`
-	G int64  `json:"g,omitempty"`
-	H string `json:"h,omitempty"`
-	C string `json:"c,omitempty"`
-	N int64  `json:"n,omitempty"`
-	M string `json:"m"`
+	Q int64          `json:"q"`
+	T int64          `json:"t"`
+	K string         `json:"k"`
+	S string         `json:"s,omitempty"`
+	G int64          `json:"g,omitempty"`
+	H string         `json:"h,omitempty"`
+	C string         `json:"c,omitempty"`
+	N int64          `json:"n,omitempty"`
+	M string         `json:"m"`
+	W *PromotionWait `json:"w,omitempty"` // a promotion wait the message words; a build that drops it shows the message to everyone
 }
 
 type storedIntent struct {
@@ -257,7 +258,7 @@ func EncodeEnv(e *Env) ([]byte, error) {
 		s.S[name] = ss
 	}
 	for _, ev := range e.Outbox {
-		s.X = append(s.X, storedEvent{Q: ev.Seq, T: nanos(ev.At), K: string(ev.Kind), S: ev.Scope, G: ev.Generation, H: ev.Sha, C: ev.Holder, N: ev.Token, M: ev.Message})
+		s.X = append(s.X, storedEvent{Q: ev.Seq, T: nanos(ev.At), K: string(ev.Kind), S: ev.Scope, G: ev.Generation, H: ev.Sha, C: ev.Holder, N: ev.Token, M: ev.Message, W: ev.Wait})
 	}
 	for _, in := range e.Accepts {
 		s.A = append(s.A, storedIntent{I: in.ID, G: in.Generation, H: in.Sha, S: in.Scopes, T: nanos(in.At)})
@@ -324,7 +325,7 @@ func DecodeEnv(b []byte) (*Env, error) {
 		e.Scopes[name] = sc
 	}
 	for _, x := range s.X {
-		e.Outbox = append(e.Outbox, Event{Seq: x.Q, At: fromNanos(x.T), Kind: EventKind(x.K), Scope: x.S, Generation: x.G, Sha: x.H, Holder: x.C, Token: x.N, Message: x.M})
+		e.Outbox = append(e.Outbox, Event{Seq: x.Q, At: fromNanos(x.T), Kind: EventKind(x.K), Scope: x.S, Generation: x.G, Sha: x.H, Holder: x.C, Token: x.N, Message: x.M, Wait: x.W})
 	}
 	for _, a := range s.A {
 		e.Accepts = append(e.Accepts, IntentRecord{ID: a.I, Generation: a.G, Sha: a.H, Scopes: a.S, At: fromNanos(a.T)})

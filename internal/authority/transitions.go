@@ -624,7 +624,7 @@ func (e *Env) gate(gen int64, scopes []string, phase, holder string, ttl time.Du
 			e.recordRefusal(now, v, Event{Kind: EventLocked, Scope: name, Generation: gen, Holder: v.Lease.Holder, Token: v.Lease.Token,
 				Message: fmt.Sprintf("Pass %d waits: %s", gen, v.Text())})
 		default:
-			e.recordRefusal(now, v, Event{Kind: EventLocked, Scope: name, Generation: gen, Sha: v.HeadSha,
+			e.recordRefusal(now, v, Event{Kind: EventLocked, Scope: name, Generation: gen, Sha: v.HeadSha, Wait: v.Promotion,
 				Message: fmt.Sprintf("Pass %d waits before %s: %s", gen, phase, v.Text())})
 		}
 		return nil, v.Err()

@@ -271,6 +271,9 @@ type Event struct {
 	Holder     string    `json:"holder,omitempty"`
 	Token      int64     `json:"token,omitempty"`
 	Message    string    `json:"message"`
+	// Wait is the promotion wait a refusal's message words, so that a reader who may not see the
+	// required environment reads the message without that environment's commits.
+	Wait *PromotionWait `json:"wait,omitempty"`
 }
 
 // Order is what GitHub tells about when a commit was pushed, so that the intents of one branch are

@@ -79,6 +79,24 @@ func (e *Environment) GitHubName() string {
 	return e.Name
 }
 
+// ScopesFedBy names the environment's scopes built from repository repo (OWNER/NAME, in any case),
+// in their order: the one rule of who feeds what, asked by every door.
+func (e *Environment) ScopesFedBy(repo string) []string {
+	var out []string
+	for _, s := range e.Scopes {
+		if s.FedBy(repo) {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// FedBy reports whether any scope of the environment is built from repository repo.
+func (e *Environment) FedBy(repo string) bool { return len(e.ScopesFedBy(repo)) > 0 }
+
+// FedBy reports whether the scope is built from repository repo (OWNER/NAME, in any case).
+func (s Scope) FedBy(repo string) bool { return strings.EqualFold(s.Repository, repo) }
+
 // Preview reports whether the environment is a template for pull request previews.
 func (e *Environment) Preview() bool { return strings.Contains(e.Name, NumberPlaceholder) }
 
@@ -174,7 +192,7 @@ func (c *Config) selectScopes(preview bool, repo, branch string, changed []strin
 			sel.Environment = e.For(number)
 		}
 		for _, s := range e.Scopes {
-			if strings.EqualFold(s.Repository, repo) && s.Branch == branch && touches(s.Paths, changed) && touches(s.NarrowPaths, changed) {
+			if s.FedBy(repo) && s.Branch == branch && touches(s.Paths, changed) && touches(s.NarrowPaths, changed) {
 				sel.Scopes = append(sel.Scopes, s)
 			}
 		}

@@ -140,7 +140,7 @@ func (p *parser) narrowScope(env *Environment, repo string, key, val *yaml.Node)
 	case s == nil:
 		p.addf(key, "%s is not defined in the trusted file; a repository cannot add scopes", where)
 		return
-	case !strings.EqualFold(s.Repository, repo):
+	case !s.FedBy(repo):
 		p.addf(key, "%s is built from %s, not %s; a repository may only narrow its own scopes", where, s.Repository, repo)
 		return
 	case !p.mapping(val, where):
@@ -190,10 +190,8 @@ func (c *Config) Overridable(repo string) bool {
 		if len(e.AllowedOverrides) == 0 {
 			continue
 		}
-		for _, s := range e.Scopes {
-			if strings.EqualFold(s.Repository, repo) {
-				return true
-			}
+		if e.FedBy(repo) {
+			return true
 		}
 	}
 	return false
