@@ -29,6 +29,9 @@ var (
 	ErrOutboxFull = errors.New("outbox full")
 	// ErrRepeated: the request (a webhook delivery) was carried out before; nothing was done again.
 	ErrRepeated = errors.New("already carried out")
+	// ErrFreezeMismatch: an unfreeze did not name the scope's current freeze (it named an older
+	// one, or none); nothing was unfrozen.
+	ErrFreezeMismatch = errors.New("not the current freeze")
 )
 
 // InputError is a bad name, flag or value. It is terminal: retrying cannot help.
@@ -46,6 +49,31 @@ func (e *InputError) Error() string {
 }
 
 func (e *InputError) Is(target error) bool { return target == ErrInvalidInput }
+
+// FreezeMismatchError refuses an unfreeze that did not name the scope's current freeze: the one
+// it named (by its rollback's generation) was lifted already and another rollback froze the scope
+// again, or it named none. Nothing was unfrozen; Current is the freeze to name.
+type FreezeMismatchError struct {
+	Environment string
+	Scope       string
+	Named       int64 // the generation named; 0: none
+	Current     *Freeze
+}
+
+func (e *FreezeMismatchError) Error() string {
+	resource := resourceName(e.Environment, e.Scope)
+	if e.Current == nil {
+		return fmt.Sprintf("%s: freeze %d is not the current freeze; nothing was unfrozen", resource, e.Named)
+	}
+	cur := fmt.Sprintf("%s is frozen by %s", resource, e.Current.Describe())
+	if e.Named == 0 {
+		return fmt.Sprintf("%s; name the freeze to lift it (its rollback's generation, %d); nothing was unfrozen", cur, e.Current.Generation)
+	}
+	return fmt.Sprintf("freeze %d is not the current freeze of %s (it was lifted, or never set): %s; name that one (%d) to lift it; nothing was unfrozen",
+		e.Named, resource, cur, e.Current.Generation)
+}
+
+func (e *FreezeMismatchError) Is(target error) bool { return target == ErrFreezeMismatch }
 
 // SupersededError says that a pass lost authority over a scope, and to whom.
 type SupersededError struct {
