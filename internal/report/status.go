@@ -194,7 +194,7 @@ func newRow(name string, s *authority.Scope, policy authority.Policy, now time.T
 		r.Pending = append(r.Pending, en)
 	}
 	if f := s.Freeze; f != nil {
-		r.Frozen = fmt.Sprintf("frozen by the rollback to %s (%s: %s) until unfreeze", ShortSha(f.Sha), orUnknown(f.Actor), f.Reason)
+		r.Frozen = FrozenText(f)
 		held := authority.WaitText(&authority.HeldError{Frozen: f})
 		for i := range r.Pending {
 			if r.Pending[i].Generation != f.Generation && r.Pending[i].Position > 1 {
