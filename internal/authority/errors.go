@@ -129,8 +129,8 @@ func (e *HeldError) Error() string {
 		return fmt.Sprintf("%s: %s; it deploys here once it is live there; retry after %ds",
 			e.Resource, e.Promotion.text(), int64(e.RetryAfter/time.Second))
 	case e.Frozen != nil:
-		return fmt.Sprintf("%s: held by a freeze: rolled back to %s by %s (%s); nothing newer deploys until someone unfreezes it (latestwins unfreeze %s); retry after %ds",
-			e.Resource, shortSha(e.Frozen.Sha), orUnknown(e.Frozen.Actor), e.Frozen.Reason, e.Resource, int64(e.RetryAfter/time.Second))
+		return fmt.Sprintf("%s: held by a freeze: rolled back to %s by %s (%s); nothing newer deploys until someone unfreezes it (latestwins unfreeze %s --freeze %d); retry after %ds",
+			e.Resource, shortSha(e.Frozen.Sha), orUnknown(e.Frozen.Actor), e.Frozen.Reason, e.Resource, e.Frozen.Generation, int64(e.RetryAfter/time.Second))
 	case e.Blocked:
 		return fmt.Sprintf("%s: blocked: generation %d (%s) failed terminally; nothing behind it deploys until someone decides (latestwins skip or retry %s); retry after %ds",
 			e.Resource, e.Generation, shortSha(e.HeadSha), e.Resource, int64(e.RetryAfter/time.Second))
