@@ -78,11 +78,11 @@ func TestAPIRollbackAndUnfreeze(t *testing.T) {
 		t.Fatalf("the client's refusal %v; want a wait held by a freeze", err)
 	}
 
-	f, err := client.Unfreeze(context.Background(), authority.UnfreezeRequest{Environment: "staging", Scope: "api", Reason: "fixed forward", Request: "u1"})
+	f, err := client.Unfreeze(context.Background(), authority.UnfreezeRequest{Environment: "staging", Scope: "api", Freeze: 4, Reason: "fixed forward", Request: "u1"})
 	if err != nil || f.Generation != 4 || f.Sha != shaA {
 		t.Fatalf("unfreeze: %+v, %v", f, err)
 	}
-	if _, err := client.Unfreeze(context.Background(), authority.UnfreezeRequest{Environment: "staging", Scope: "api", Reason: "again", Request: "u1"}); !errors.Is(err, authority.ErrRepeated) {
+	if _, err := client.Unfreeze(context.Background(), authority.UnfreezeRequest{Environment: "staging", Scope: "api", Freeze: 4, Reason: "again", Request: "u1"}); !errors.Is(err, authority.ErrRepeated) {
 		t.Errorf("repeated unfreeze: %v; want ErrRepeated", err)
 	}
 	if _, err := client.Unfreeze(context.Background(), authority.UnfreezeRequest{Environment: "staging", Scope: "api", Reason: "again"}); !errors.Is(err, authority.ErrNotFrozen) {
@@ -103,9 +103,9 @@ func TestAPIRollbackAndUnfreeze(t *testing.T) {
 }
 
 // TestAPIUnfreezeNamesTheFreeze: rollback 1 deployed, then rollback 2 froze staging/api again. An
-// unfreeze that names rollback 1's freeze is refused 409 freeze_mismatch with rollback 2's freeze
-// in the body (and the client turns it back into the authority's error); naming rollback 2's lifts
-// it.
+// unfreeze that names rollback 1's freeze, or none, is refused 409 freeze_mismatch with rollback
+// 2's freeze in the body (and the client turns it back into the authority's error); naming
+// rollback 2's lifts it.
 func TestAPIUnfreezeNamesTheFreeze(t *testing.T) {
 	t.Parallel()
 	h := newAPIHarness(t)
@@ -125,6 +125,7 @@ func TestAPIUnfreezeNamesTheFreeze(t *testing.T) {
 
 	for name, body := range map[string]apiclient.UnfreezeRequest{
 		"rollback 1's freeze": {Scope: "api", Freeze: first.Generation, Reason: "incident 1 fixed"},
+		"no freeze":           {Scope: "api", Reason: "incident 1 fixed"},
 	} {
 		a = h.call(t, "POST", base+"unfreeze", tok, body)
 		got := a.errorBody(t)

@@ -306,7 +306,8 @@ func TestUnfreezeCommand(t *testing.T) {
 
 // Rollback 1 deployed, then rollback 2 froze staging/api again: `/latestwins unfreeze staging/api 4`,
 // written for incident 1, is refused with a reply that names rollback 2's freeze and the comment
-// that lifts it, and starts nothing; naming freeze 5 lifts it.
+// that lifts it, and starts nothing; so is an unfreeze that names no freeze; naming freeze 5 lifts
+// it.
 func TestUnfreezeCommandNamesTheFreeze(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, rollbackConfig, func(o *Options) { o.Conversation = allowAll{} })
@@ -333,11 +334,16 @@ func TestUnfreezeCommandNamesTheFreeze(t *testing.T) {
 			t.Errorf("unfreeze naming rollback 1's freeze: reply %q does not say %q", res.Reply, want)
 		}
 	}
+	res = post("d-unfreeze-none", "/latestwins unfreeze staging/api")
+	if want := "staging/api is frozen by freeze 5: the rollback to bbbbbbb by `\"Codertocat\"`"; !strings.Contains(res.Reply, want) ||
+		!strings.Contains(res.Reply, "comment `/latestwins unfreeze staging/api 5`") || strings.Contains(res.Reply, "is not the current freeze") {
+		t.Errorf("unfreeze naming no freeze: reply %q; want it to name freeze 5 and the comment that lifts it", res.Reply)
+	}
 	if sc := scopeState(t, h, "staging", "api"); sc.Freeze == nil || sc.Freeze.Generation != 5 {
-		t.Fatalf("after the refused unfreeze: freeze %+v; want rollback 2's", sc.Freeze)
+		t.Fatalf("after the refused unfreezes: freeze %+v; want rollback 2's", sc.Freeze)
 	}
 	if n := len(h.disp.requests()); n != before {
-		t.Errorf("the refused unfreeze dispatched %d workflows", n-before)
+		t.Errorf("the refused unfreezes dispatched %d workflows", n-before)
 	}
 
 	if res := post("d-unfreeze-2", "/latestwins unfreeze staging/api 5"); !strings.Contains(res.Reply, "Unfroze staging/api: lifted the freeze of the rollback to bbbbbbb") {

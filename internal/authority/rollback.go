@@ -157,7 +157,7 @@ type UnfreezeRequest struct {
 	Environment string
 	Scope       string
 	// Freeze names the freeze to lift: the generation of the rollback that set it (Freeze.Generation,
-	// as status shows it). Another rollback's freeze is never lifted in its place.
+	// as status shows it); required. Another rollback's freeze is never lifted in its place.
 	Freeze int64
 	Actor  string
 	Reason string
@@ -168,8 +168,8 @@ type UnfreezeRequest struct {
 // Unfreeze lifts the freeze a rollback set on a scope, recording who and why: the newest intent held
 // meanwhile goes next (once the rollback itself has its outcome), and the recovery sweep starts it
 // on its next round. It lifts only the freeze r names: when another rollback froze the scope since
-// (the one named was lifted already), it is a *FreezeMismatchError naming the current freeze, and
-// nothing changes. A scope that is not frozen is an error matching ErrNotFrozen; a repeated
+// (the one named was lifted already), or r names none, it is a *FreezeMismatchError naming the
+// current freeze, and nothing changes. A scope that is not frozen is an error matching ErrNotFrozen; a repeated
 // request one matching ErrRepeated, whatever it names. It returns the freeze it lifted.
 func (a *Authority) Unfreeze(ctx context.Context, r UnfreezeRequest) (*Freeze, error) {
 	if err := ValidateEnvironment(r.Environment); err != nil {
@@ -206,7 +206,7 @@ func (a *Authority) Unfreeze(ctx context.Context, r UnfreezeRequest) (*Freeze, e
 		if sc.Freeze == nil {
 			return false, nil
 		}
-		if r.Freeze != 0 && sc.Freeze.Generation != r.Freeze {
+		if sc.Freeze.Generation != r.Freeze {
 			current := *sc.Freeze
 			return false, &FreezeMismatchError{Environment: r.Environment, Scope: r.Scope, Named: r.Freeze, Current: &current}
 		}

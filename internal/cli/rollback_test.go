@@ -60,9 +60,9 @@ func TestRollbackFreezesUntilUnfreeze(t *testing.T) {
 }
 
 // Rollback 1 deployed, then rollback 2 froze prod/api again: an unfreeze naming rollback 1's freeze
-// ("incident 1 fixed", written before rollback 2) is refused with the bad-input exit code, says
-// which freeze is current and the command that lifts it, and lifts nothing; naming rollback 2's
-// freeze lifts it.
+// ("incident 1 fixed", written before rollback 2), or none, is refused with the bad-input exit
+// code, says which freeze is current and the command that lifts it, and lifts nothing; naming
+// rollback 2's freeze lifts it.
 func TestUnfreezeNamesTheFreeze(t *testing.T) {
 	h := newHarness(t)
 	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "a", "--", "true")
@@ -80,8 +80,15 @@ func TestUnfreezeNamesTheFreeze(t *testing.T) {
 			t.Errorf("unfreeze naming rollback 1's freeze did not say %q:\n%s", want, o.stderr)
 		}
 	}
+	o = h.must(ExitUsage, "unfreeze", "prod/api", "--reason", "incident 1 fixed")
+	for _, want := range []string{"prod/api is frozen by freeze 4 (the rollback to bbbb222 by night-shift: incident 2)", "nothing was unfrozen: name the freeze to lift (--freeze)",
+		"latestwins unfreeze prod/api --freeze 4 --reason TEXT"} {
+		if !strings.Contains(o.stderr, want) {
+			t.Errorf("unfreeze naming no freeze did not say %q:\n%s", want, o.stderr)
+		}
+	}
 	if f, _ := scopeField(h.status("prod"), "api", "freeze").(map[string]any); f == nil || f["generation"] != float64(4) {
-		t.Fatalf("after the refused unfreeze: freeze %v; want rollback 2's, still", f)
+		t.Fatalf("after the refused unfreezes: freeze %v; want rollback 2's, still", f)
 	}
 	if st := h.must(ExitOK, "status", "prod"); !strings.Contains(st.stdout, "until unfreeze (freeze 4)") {
 		t.Errorf("status does not name the freeze:\n%s", st.stdout)

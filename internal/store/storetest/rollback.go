@@ -99,7 +99,7 @@ func testRollbackFreezes(t *testing.T, h *harness) {
 		t.Fatalf("stalled work while frozen: %+v, %v; want none: nothing may deploy", work, err)
 	}
 
-	f, err := ops.Unfreeze(h.ctx, authority.UnfreezeRequest{Environment: env, Scope: "api", Actor: "oncall", Reason: "fixed forward in C", Request: "u1"})
+	f, err := ops.Unfreeze(h.ctx, authority.UnfreezeRequest{Environment: env, Scope: "api", Freeze: res.Generation, Actor: "oncall", Reason: "fixed forward in C", Request: "u1"})
 	if err != nil || f.Sha != sha("a", 1) {
 		t.Fatalf("unfreeze: %+v, %v", f, err)
 	}
@@ -200,9 +200,9 @@ func testRollbackHeadKept(t *testing.T, h *harness) {
 }
 
 // Rollback 1 deployed, then a second incident: rollback 2 froze the scope again. An unfreeze that
-// names rollback 1's freeze ("incident 1 fixed", written before rollback 2) is refused, names
-// rollback 2's freeze, and changes nothing; naming rollback 2's lifts it, and a repeat of that
-// request is a repeat whatever it names.
+// names rollback 1's freeze ("incident 1 fixed", written before rollback 2), or none, is refused,
+// names rollback 2's freeze, and changes nothing; naming rollback 2's lifts it, and a repeat of
+// that request is a repeat whatever it names.
 func testUnfreezeNamesTheFreeze(t *testing.T, h *harness) {
 	const env = "rb-named"
 	a := h.process()
@@ -241,12 +241,17 @@ func testUnfreezeNamesTheFreeze(t *testing.T, h *harness) {
 			t.Errorf("the refusal %q does not say %q", err, want)
 		}
 	}
+	// Naming no freeze is refused the same way: an unfreeze never lifts a freeze it does not name.
+	_, err = ops.Unfreeze(h.ctx, authority.UnfreezeRequest{Environment: env, Scope: "api", Actor: "oncall", Reason: "incident 1 fixed", Request: "u1"})
+	if !errors.As(err, &mismatch) || mismatch.Named != 0 || mismatch.Current == nil || mismatch.Current.Generation != second.Generation {
+		t.Fatalf("unfreeze naming no freeze: %v; want a FreezeMismatchError naming rollback 2's freeze", err)
+	}
 	after := h.env(env)
 	if f := after.Scopes["api"].Freeze; f == nil || f.Generation != second.Generation {
-		t.Fatalf("after the refused unfreeze: freeze %+v; want rollback 2's, still", f)
+		t.Fatalf("after the refused unfreezes: freeze %+v; want rollback 2's, still", f)
 	}
 	if n := len(eventsOf(after, authority.EventUnfrozen)); n != 0 || after.Desired != before.Desired {
-		t.Fatalf("the refused unfreeze recorded %d unfreeze events, desired %d -> %d; want nothing", n, before.Desired, after.Desired)
+		t.Fatalf("the refused unfreezes recorded %d unfreeze events, desired %d -> %d; want nothing", n, before.Desired, after.Desired)
 	}
 
 	f, err := ops.Unfreeze(h.ctx, authority.UnfreezeRequest{Environment: env, Scope: "api", Freeze: second.Generation, Actor: "oncall", Reason: "incident 2 fixed", Request: "u2"})
