@@ -580,7 +580,7 @@ func (a *App) commandUnfreeze(ctx context.Context, run *commentRun, sels []confi
 			run.log.InfoContext(ctx, "unfreeze refused: not the current freeze", "resource", resource, "named", mismatch.Named, "current", mismatch.Current.Generation)
 			cur := mismatch.Current
 			if mismatch.Named != 0 {
-				fmt.Fprintf(&run.reply, "%s: freeze %d is not the current freeze (it was lifted, or never set). ", resource, mismatch.Named)
+				fmt.Fprintf(&run.reply, "%s: freeze %d is not the current freeze (%s). ", resource, mismatch.Named, mismatch.Why())
 			}
 			arg := scope
 			if run.cmd.Environment != "" {

@@ -328,7 +328,7 @@ func TestUnfreezeCommandNamesTheFreeze(t *testing.T) {
 	before := len(h.disp.requests())
 
 	res := post("d-unfreeze-1", "/latestwins unfreeze staging/api 4")
-	for _, want := range []string{"staging/api: freeze 4 is not the current freeze",
+	for _, want := range []string{"staging/api: freeze 4 is not the current freeze (a newer rollback has frozen the scope since).",
 		"staging/api is frozen by freeze 5: the rollback to bbbbbbb by `\"Codertocat\"`", "Nothing was unfrozen.", "comment `/latestwins unfreeze staging/api 5`"} {
 		if !strings.Contains(res.Reply, want) {
 			t.Errorf("unfreeze naming rollback 1's freeze: reply %q does not say %q", res.Reply, want)

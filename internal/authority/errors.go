@@ -62,15 +62,27 @@ type FreezeMismatchError struct {
 
 func (e *FreezeMismatchError) Error() string {
 	resource := resourceName(e.Environment, e.Scope)
-	if e.Current == nil {
-		return fmt.Sprintf("%s: freeze %d is not the current freeze; nothing was unfrozen", resource, e.Named)
+	switch {
+	case e.Current == nil:
+		return fmt.Sprintf("freeze %d is not the current freeze of %s; nothing was unfrozen", e.Named, resource)
+	case e.Named == 0:
+		return fmt.Sprintf("no freeze was named, and %s is frozen by %s: name it (%d) to lift it; nothing was unfrozen",
+			resource, e.Current.Describe(), e.Current.Generation)
 	}
-	cur := fmt.Sprintf("%s is frozen by %s", resource, e.Current.Describe())
-	if e.Named == 0 {
-		return fmt.Sprintf("%s; name the freeze to lift it (its rollback's generation, %d); nothing was unfrozen", cur, e.Current.Generation)
+	return fmt.Sprintf("freeze %d is not the current freeze of %s (%s): it is frozen by %s; name that one (%d) to lift it; nothing was unfrozen",
+		e.Named, resource, e.Why(), e.Current.Describe(), e.Current.Generation)
+}
+
+// Why says what is wrong with the freeze named: none was, a newer rollback has frozen the scope
+// since (the one named was replaced, or lifted first), or no rollback ever set it.
+func (e *FreezeMismatchError) Why() string {
+	switch {
+	case e.Named == 0:
+		return "no freeze was named"
+	case e.Current == nil || e.Named < e.Current.Generation:
+		return "a newer rollback has frozen the scope since"
 	}
-	return fmt.Sprintf("freeze %d is not the current freeze of %s (it was lifted, or never set): %s; name that one (%d) to lift it; nothing was unfrozen",
-		e.Named, resource, cur, e.Current.Generation)
+	return "no rollback set it"
 }
 
 func (e *FreezeMismatchError) Is(target error) bool { return target == ErrFreezeMismatch }

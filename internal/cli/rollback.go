@@ -179,8 +179,7 @@ func (c *cmdEnv) freezeMismatch(m *authority.FreezeMismatchError) error {
 		fmt.Fprintf(&b, "%s is frozen by %s; nothing was unfrozen: name the freeze to lift (--freeze), so that an unfreeze never lifts a freeze its author has not seen",
 			c.positional[0], cur.Describe())
 	} else {
-		fmt.Fprintf(&b, "freeze %d is not the current freeze of %s (it was lifted, or never set): %s is frozen by %s; nothing was unfrozen",
-			m.Named, c.positional[0], c.positional[0], cur.Describe())
+		fmt.Fprintf(&b, "freeze %d is not the current freeze of %s (%s): it is frozen by %s; nothing was unfrozen", m.Named, c.positional[0], m.Why(), cur.Describe())
 	}
 	fmt.Fprintf(&b, "; to lift freeze %d: %s", cur.Generation, c.unfreezeCommand(cur.Generation))
 	return &exitError{code: ExitUsage, msg: b.String()}

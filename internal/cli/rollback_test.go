@@ -74,7 +74,7 @@ func TestUnfreezeNamesTheFreeze(t *testing.T) {
 	}
 
 	o := h.must(ExitUsage, "unfreeze", "prod/api", "--freeze", "3", "--reason", "incident 1 fixed")
-	for _, want := range []string{"freeze 3 is not the current freeze of prod/api", "frozen by freeze 4 (the rollback to bbbb222 by night-shift: incident 2)",
+	for _, want := range []string{"freeze 3 is not the current freeze of prod/api (a newer rollback has frozen the scope since): it is frozen by freeze 4 (the rollback to bbbb222 by night-shift: incident 2)",
 		"nothing was unfrozen", "latestwins unfreeze prod/api --freeze 4 --reason TEXT"} {
 		if !strings.Contains(o.stderr, want) {
 			t.Errorf("unfreeze naming rollback 1's freeze did not say %q:\n%s", want, o.stderr)
