@@ -333,7 +333,7 @@ func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl
 		if err := p.permit(wl, env, []string{req.Scope}, allowed); err != nil {
 			return nil, err
 		}
-		f, err := auth.Unfreeze(ctx, authority.UnfreezeRequest{Environment: env, Scope: req.Scope, Actor: wl.Actor,
+		f, err := auth.Unfreeze(ctx, authority.UnfreezeRequest{Environment: env, Scope: req.Scope, Freeze: req.Freeze, Actor: wl.Actor,
 			Reason: req.Reason, Request: apiRequest(wl, req.Request)})
 		if err != nil {
 			return nil, err
@@ -627,6 +627,7 @@ type rateLimited interface {
 func apiError(err error) (int, apiclient.ErrorBody) {
 	var (
 		held       *authority.HeldError
+		mismatch   *authority.FreezeMismatchError
 		full       *authority.QueueFullError
 		sup        *authority.SupersededError
 		lost       *authority.LostError
@@ -647,6 +648,9 @@ func apiError(err error) (int, apiclient.ErrorBody) {
 		return http.StatusConflict, apiclient.ErrorBody{Error: apiclient.CodeNotFrozen, Message: msg}
 	case errors.Is(err, authority.ErrRepeated):
 		return http.StatusConflict, apiclient.ErrorBody{Error: apiclient.CodeRepeated, Message: msg}
+	case errors.As(err, &mismatch):
+		return http.StatusConflict, apiclient.ErrorBody{Error: apiclient.CodeFreezeMismatch, Message: msg,
+			Scope: mismatch.Scope, Generation: mismatch.Named, Frozen: mismatch.Current}
 	case errors.As(err, &full):
 		return http.StatusTooManyRequests, apiclient.ErrorBody{Error: apiclient.CodeQueueFull, Message: msg,
 			Scope: full.Scope, Pending: full.Pending, Limit: full.Limit, Bytes: full.Bytes}

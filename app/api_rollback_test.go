@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -77,11 +78,11 @@ func TestAPIRollbackAndUnfreeze(t *testing.T) {
 		t.Fatalf("the client's refusal %v; want a wait held by a freeze", err)
 	}
 
-	f, err := client.Unfreeze(context.Background(), authority.UnfreezeRequest{Environment: "staging", Scope: "api", Reason: "fixed forward", Request: "u1"})
+	f, err := client.Unfreeze(context.Background(), authority.UnfreezeRequest{Environment: "staging", Scope: "api", Freeze: 4, Reason: "fixed forward", Request: "u1"})
 	if err != nil || f.Generation != 4 || f.Sha != shaA {
 		t.Fatalf("unfreeze: %+v, %v", f, err)
 	}
-	if _, err := client.Unfreeze(context.Background(), authority.UnfreezeRequest{Environment: "staging", Scope: "api", Reason: "again", Request: "u1"}); !errors.Is(err, authority.ErrRepeated) {
+	if _, err := client.Unfreeze(context.Background(), authority.UnfreezeRequest{Environment: "staging", Scope: "api", Freeze: 4, Reason: "again", Request: "u1"}); !errors.Is(err, authority.ErrRepeated) {
 		t.Errorf("repeated unfreeze: %v; want ErrRepeated", err)
 	}
 	if _, err := client.Unfreeze(context.Background(), authority.UnfreezeRequest{Environment: "staging", Scope: "api", Reason: "again"}); !errors.Is(err, authority.ErrNotFrozen) {
@@ -98,6 +99,63 @@ func TestAPIRollbackAndUnfreeze(t *testing.T) {
 	}
 	if !unfrozen {
 		t.Errorf("no unfreeze event by the token's actor in %+v", e.Events)
+	}
+}
+
+// TestAPIUnfreezeNamesTheFreeze: rollback 1 deployed, then rollback 2 froze staging/api again. An
+// unfreeze that names rollback 1's freeze, or none, is refused 409 freeze_mismatch with rollback
+// 2's freeze in the body (and the client turns it back into the authority's error); naming
+// rollback 2's lifts it.
+func TestAPIUnfreezeNamesTheFreeze(t *testing.T) {
+	t.Parallel()
+	h := newAPIHarness(t)
+	liveThenPending(t, h.harness, "staging", "api", "refs/heads/master")
+	tok := h.token(t, "Codertocat/Hello-World")
+	const base = "/v1/environments/staging/"
+	var first, second apiclient.RollbackResponse
+	a := h.call(t, "POST", base+"rollback", tok, apiclient.RollbackRequest{Scope: "api", Reason: "incident 1", Request: "r1"})
+	if err := json.Unmarshal(a.body, &first); a.status != http.StatusOK || err != nil {
+		t.Fatalf("rollback 1: %d %s", a.status, a.body)
+	}
+	deployHead(t, h.harness, "staging", "api")
+	a = h.call(t, "POST", base+"rollback", tok, apiclient.RollbackRequest{Scope: "api", To: shaB, Reason: "incident 2", Request: "r2"})
+	if err := json.Unmarshal(a.body, &second); a.status != http.StatusOK || err != nil || second.Generation <= first.Generation {
+		t.Fatalf("rollback 2: %d %s", a.status, a.body)
+	}
+
+	for name, body := range map[string]apiclient.UnfreezeRequest{
+		"rollback 1's freeze": {Scope: "api", Freeze: first.Generation, Reason: "incident 1 fixed"},
+		"no freeze":           {Scope: "api", Reason: "incident 1 fixed"},
+	} {
+		a = h.call(t, "POST", base+"unfreeze", tok, body)
+		got := a.errorBody(t)
+		if a.status != http.StatusConflict || got.Error != apiclient.CodeFreezeMismatch || got.Scope != "api" || got.Generation != body.Freeze ||
+			got.Frozen == nil || got.Frozen.Generation != second.Generation || got.Frozen.Sha != shaB || got.Frozen.Reason != "incident 2" ||
+			!strings.Contains(got.Message, fmt.Sprintf("frozen by freeze %d", second.Generation)) {
+			t.Errorf("unfreeze naming %s: %d %s; want 409 freeze_mismatch naming freeze %d", name, a.status, a.body, second.Generation)
+		}
+	}
+	if sc := scopeState(t, h.harness, "staging", "api"); sc.Freeze == nil || sc.Freeze.Generation != second.Generation {
+		t.Fatalf("after the refused unfreeze: freeze %+v; want rollback 2's", sc.Freeze)
+	}
+
+	srv := httptest.NewServer(h.app)
+	t.Cleanup(srv.Close)
+	client, err := apiclient.New(srv.URL, apiclient.StaticToken(tok), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.Unfreeze(context.Background(), authority.UnfreezeRequest{Environment: "staging", Scope: "api", Freeze: first.Generation, Reason: "incident 1 fixed"})
+	var mismatch *authority.FreezeMismatchError
+	if !errors.As(err, &mismatch) || mismatch.Named != first.Generation || mismatch.Current == nil || mismatch.Current.Generation != second.Generation {
+		t.Fatalf("the client's refusal: %v; want a FreezeMismatchError naming freeze %d", err, second.Generation)
+	}
+	f, err := client.Unfreeze(context.Background(), authority.UnfreezeRequest{Environment: "staging", Scope: "api", Freeze: second.Generation, Reason: "incident 2 fixed", Request: "u2"})
+	if err != nil || f.Generation != second.Generation {
+		t.Fatalf("unfreeze naming rollback 2's freeze: %+v, %v", f, err)
+	}
+	if sc := scopeState(t, h.harness, "staging", "api"); sc.Freeze != nil {
+		t.Errorf("after the unfreeze: freeze %+v; want none", sc.Freeze)
 	}
 }
 

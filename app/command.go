@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/latestwins/latestwins/internal/authority"
@@ -37,6 +38,9 @@ type Command struct {
 	// Sha is the commit a rollback goes back to: 7 to 40 hexadecimal digits; empty: the one live
 	// before the current one.
 	Sha string
+	// Freeze is the freeze an unfreeze lifts, named by its rollback's generation; 0: none named
+	// (the reply then names the current one, and nothing is unfrozen).
+	Freeze int64
 	// Problem is set when the comment is addressed to latestwins but is not a valid command: it says
 	// what to fix, for the reply. Name and Scopes are then empty.
 	Problem string
@@ -58,7 +62,8 @@ const Usage = "Commands: `/latestwins deploy [scope...]` (deploy this pull reque
 	"`/latestwins skip SCOPE` / `/latestwins retry SCOPE` (a terminal failure that blocks SCOPE's queue: give up on it, or try it again), " +
 	"`/latestwins rollback SCOPE [SHA]` (deploy an older commit, default the one live before, ahead of everything pending, and freeze SCOPE; " +
 	"SCOPE may be ENV/SCOPE for an environment this repository feeds, e.g. `production/api`), " +
-	"`/latestwins unfreeze SCOPE` (let the newest commit held by the freeze go), " +
+	"`/latestwins unfreeze SCOPE FREEZE` (lift the freeze named FREEZE, its rollback's generation as the rollback's reply and the status give it, " +
+	"and let the newest commit it held go), " +
 	"`/latestwins promote SCOPE` (deploy the commit live in the environment a production-like one requires, e.g. staging's, there: " +
 	"every environment with `requires` that this repository feeds, or the one named as ENV/SCOPE), " +
 	"`/latestwins help`."
@@ -105,11 +110,15 @@ func ParseCommand(body string) (Command, bool) {
 }
 
 // parseTarget reads the arguments of rollback (SCOPE or ENV/SCOPE, then an optional commit),
-// unfreeze and promote (SCOPE or ENV/SCOPE).
+// unfreeze (SCOPE or ENV/SCOPE, then the freeze: without it, the reply names the current one) and
+// promote (SCOPE or ENV/SCOPE).
 func parseTarget(name CommandName, args []string) (Command, bool) {
 	usage, most, takes := string(name)+" SCOPE", 1, "one scope (or ENV/SCOPE)"
-	if name == CommandRollback {
+	switch name {
+	case CommandRollback:
 		usage, most, takes = "rollback SCOPE [SHA]", 2, "one scope (or ENV/SCOPE) and, optionally, the commit to roll back to"
+	case CommandUnfreeze:
+		usage, most, takes = "unfreeze SCOPE FREEZE", 2, "one scope (or ENV/SCOPE) and the freeze to lift, named by its rollback's generation"
 	}
 	if len(args) < 1 || len(args) > most {
 		return Command{Problem: fmt.Sprintf("`/latestwins %s` takes %s", usage, takes)}, true
@@ -128,6 +137,14 @@ func parseTarget(name CommandName, args []string) (Command, bool) {
 		return Command{Problem: problem}, true
 	}
 	cmd.Scopes = []string{target}
+	if len(args) == 2 && name == CommandUnfreeze {
+		g, err := strconv.ParseInt(args[1], 10, 64)
+		if err != nil || g < 1 || args[1][0] == '+' {
+			return Command{Problem: fmt.Sprintf("%s is not a freeze: name it by its rollback's generation, a whole number such as 5, as the rollback's reply and the status give it", quote(args[1]))}, true
+		}
+		cmd.Freeze = g
+		return cmd, true
+	}
 	if len(args) == 2 {
 		if !isCommitSha(args[1]) {
 			return Command{Problem: fmt.Sprintf("%s is not a commit: give 7 to 40 hexadecimal digits of its sha", quote(args[1]))}, true

@@ -36,13 +36,18 @@ func TestParseCommand(t *testing.T) {
 		{"rollback to a commit", "/latestwins rollback api ABC1234", Command{Name: CommandRollback, Scopes: []string{"api"}, Sha: "abc1234"}, true},
 		{"rollback in a named environment", "/latestwins rollback production/api abc1234",
 			Command{Name: CommandRollback, Environment: "production", Scopes: []string{"api"}, Sha: "abc1234"}, true},
-		{"unfreeze", "/latestwins unfreeze api", Command{Name: CommandUnfreeze, Scopes: []string{"api"}}, true},
-		{"unfreeze in a named environment", "/latestwins unfreeze preview/pr-7/api", Command{Name: CommandUnfreeze, Environment: "preview/pr-7", Scopes: []string{"api"}}, true},
+		{"unfreeze", "/latestwins unfreeze api 4", Command{Name: CommandUnfreeze, Scopes: []string{"api"}, Freeze: 4}, true},
+		{"unfreeze naming no freeze", "/latestwins unfreeze api", Command{Name: CommandUnfreeze, Scopes: []string{"api"}}, true},
+		{"unfreeze in a named environment", "/latestwins unfreeze preview/pr-7/api 12", Command{Name: CommandUnfreeze, Environment: "preview/pr-7", Scopes: []string{"api"}, Freeze: 12}, true},
 		{"rollback needs a scope", "/latestwins rollback", Command{Problem: "`/latestwins rollback SCOPE [SHA]` takes one scope (or ENV/SCOPE) and, optionally, the commit to roll back to"}, true},
 		{"rollback to a short sha", "/latestwins rollback api abc12", Command{Problem: "`\"abc12\"` is not a commit: give 7 to 40 hexadecimal digits of its sha"}, true},
 		{"rollback to a branch", "/latestwins rollback api main", Command{Problem: "`\"main\"` is not a commit: give 7 to 40 hexadecimal digits of its sha"}, true},
 		{"rollback with a reason is refused", "/latestwins rollback api abc1234 because", Command{Problem: "`/latestwins rollback SCOPE [SHA]` takes one scope (or ENV/SCOPE) and, optionally, the commit to roll back to"}, true},
-		{"unfreeze takes no commit", "/latestwins unfreeze api abc1234", Command{Problem: "`/latestwins unfreeze SCOPE` takes one scope (or ENV/SCOPE)"}, true},
+		{"unfreeze takes no commit", "/latestwins unfreeze api abc1234", Command{Problem: notAFreeze(`"abc1234"`)}, true},
+		{"unfreeze of freeze 0", "/latestwins unfreeze api 0", Command{Problem: notAFreeze(`"0"`)}, true},
+		{"unfreeze of a negative freeze", "/latestwins unfreeze api -4", Command{Problem: notAFreeze(`"-4"`)}, true},
+		{"unfreeze of a signed freeze", "/latestwins unfreeze api +4", Command{Problem: notAFreeze(`"+4"`)}, true},
+		{"unfreeze with a reason is refused", "/latestwins unfreeze api 4 fixed", Command{Problem: "`/latestwins unfreeze SCOPE FREEZE` takes one scope (or ENV/SCOPE) and the freeze to lift, named by its rollback's generation"}, true},
 		{"promote", "/latestwins promote api", Command{Name: CommandPromote, Scopes: []string{"api"}}, true},
 		{"promote to a named environment", "/latestwins promote production/api", Command{Name: CommandPromote, Environment: "production", Scopes: []string{"api"}}, true},
 		{"promote takes no commit", "/latestwins promote api abc1234", Command{Problem: "`/latestwins promote SCOPE` takes one scope (or ENV/SCOPE)"}, true},
@@ -99,6 +104,10 @@ func badScope(quoted string) string {
 	return "`" + quoted + "` is not a scope name: use 1-64 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit (e.g. api)"
 }
 
+func notAFreeze(quoted string) string {
+	return "`" + quoted + "` is not a freeze: name it by its rollback's generation, a whole number such as 5, as the rollback's reply and the status give it"
+}
+
 func TestCommandMutating(t *testing.T) {
 	t.Parallel()
 	for name, want := range map[CommandName]bool{CommandDeploy: true, CommandRedeploy: true, CommandUnlock: true, CommandSkip: true, CommandRetry: true, CommandRollback: true, CommandUnfreeze: true, CommandStatus: false, CommandHelp: false} {
@@ -135,6 +144,9 @@ func FuzzParseCommand(f *testing.F) {
 		}
 		if c.Sha != "" && !isCommitSha(c.Sha) {
 			t.Fatalf("sha %q passed", c.Sha)
+		}
+		if c.Freeze < 0 || (c.Freeze != 0 && c.Name != CommandUnfreeze) {
+			t.Fatalf("freeze %d passed for %q", c.Freeze, c.Name)
 		}
 		if c.Problem != "" && len(c.Problem) > 1200 {
 			t.Fatalf("problem of %d bytes: untrusted text is not cut short", len(c.Problem))

@@ -538,8 +538,8 @@ func (a *App) commandRollback(ctx context.Context, run *commentRun, sels []confi
 			fmt.Fprintf(&run.reply, "%s: this command was carried out before (delivery %s): the rollback is generation %d.\n", t.resource(), run.d.ID, done.Generation)
 			continue
 		}
-		fmt.Fprintf(&run.reply, "Rolled %s back to %s at generation %d, ahead of everything pending. %s is frozen: newer commits are recorded and wait until `/latestwins unfreeze %s`.\n",
-			t.resource(), report.ShortSha(done.Sha), done.Generation, t.resource(), unfreezeArg(run.cmd, t))
+		fmt.Fprintf(&run.reply, "Rolled %s back to %s at generation %d, ahead of everything pending. %s is frozen (freeze %d): newer commits are recorded and wait until `/latestwins unfreeze %s %d`.\n",
+			t.resource(), report.ShortSha(done.Sha), done.Generation, t.resource(), done.Generation, unfreezeArg(run.cmd, t), done.Generation)
 		for _, dr := range done.Dispatched {
 			fmt.Fprintf(&run.reply, "Dispatched %s on %s in %s (scopes %s, generation %s).\n", dr.Workflow, dr.Ref, dr.Repo, dr.Inputs["scopes"], dr.Inputs["generation"])
 		}
@@ -562,16 +562,32 @@ func unfreezeArg(cmd Command, t rollbackTarget) string {
 	return t.scope().Name
 }
 
-// commandUnfreeze lifts the freeze of the named scope in each selected environment: the commit held
-// meanwhile goes next, its workflow started at once (startHeld).
+// commandUnfreeze lifts, in each selected environment, the freeze of the named scope that the
+// command names: the commit held meanwhile goes next, its workflow started at once (startHeld).
+// Another freeze (a newer rollback's), or none named, is refused with a reply that names the
+// current freeze and the command that lifts it.
 func (a *App) commandUnfreeze(ctx context.Context, run *commentRun, sels []config.Selection) error {
 	run.res.Outcome = OutcomeUnfrozen
 	scope := run.cmd.Scopes[0]
 	reason := fmt.Sprintf("/latestwins unfreeze on %s#%d (delivery %s)", run.at.Repo, run.number, run.d.ID)
 	for _, sel := range sels {
 		resource := sel.Environment + "/" + scope
-		f, err := a.auth.Unfreeze(ctx, authority.UnfreezeRequest{Environment: sel.Environment, Scope: scope, Actor: run.actor, Reason: reason, Request: run.d.ID})
+		f, err := a.auth.Unfreeze(ctx, authority.UnfreezeRequest{Environment: sel.Environment, Scope: scope, Freeze: run.cmd.Freeze,
+			Actor: run.actor, Reason: reason, Request: run.d.ID})
+		var mismatch *authority.FreezeMismatchError
 		switch {
+		case errors.As(err, &mismatch) && mismatch.Current != nil:
+			run.log.InfoContext(ctx, "unfreeze refused: not the current freeze", "resource", resource, "named", mismatch.Named, "current", mismatch.Current.Generation)
+			cur := mismatch.Current
+			if mismatch.Named != 0 {
+				fmt.Fprintf(&run.reply, "%s: freeze %d is not the current freeze (%s). ", resource, mismatch.Named, mismatch.Why())
+			}
+			arg := scope
+			if run.cmd.Environment != "" {
+				arg = resource
+			}
+			fmt.Fprintf(&run.reply, "%s is frozen by freeze %d: the rollback to %s by %s (%s). Nothing was unfrozen. To lift freeze %d, comment `/latestwins unfreeze %s %d`.\n",
+				resource, cur.Generation, report.ShortSha(cur.Sha), quote(cur.Actor), quote(cur.Reason), cur.Generation, arg, cur.Generation)
 		case errors.Is(err, authority.ErrRepeated):
 			fmt.Fprintf(&run.reply, "%s: this command was carried out before (delivery %s); nothing more to unfreeze.\n", resource, run.d.ID)
 		case errors.Is(err, authority.ErrNotFrozen):
@@ -582,7 +598,7 @@ func (a *App) commandUnfreeze(ctx context.Context, run *commentRun, sels []confi
 			return fmt.Errorf("unfreeze %s: %w", resource, err)
 		default:
 			run.log.InfoContext(ctx, "scope unfrozen", "resource", resource, "generation", f.Generation, "sha", f.Sha)
-			fmt.Fprintf(&run.reply, "Unfroze %s (frozen by the rollback to %s by %s, generation %d). The commit held meanwhile, if any, goes next: "+
+			fmt.Fprintf(&run.reply, "Unfroze %s: lifted the freeze of the rollback to %s by %s (freeze %d). The commit held meanwhile, if any, goes next: "+
 				"its workflow is started now (or by the recovery sweep, for work the App did not start).\n", resource, report.ShortSha(f.Sha), quote(f.Actor), f.Generation)
 			a.startHeld(ctx, run.log, sel.Environment, scope)
 		}

@@ -94,7 +94,7 @@ func TestRollbackCommand(t *testing.T) {
 			seed:       func(t *testing.T, h *harness) { liveThenPending(t, h, "preview/pr-1", "api", "refs/heads/changes") },
 			permission: "write", dispatch: "preview.yml", outcome: OutcomeRolledBack,
 			calls: []string{react, perm, preview, reply},
-			reply: []string{"Rolled preview/pr-1/api back to aaaaaaa at generation 4, ahead of everything pending. preview/pr-1/api is frozen: newer commits are recorded and wait until `/latestwins unfreeze api`.",
+			reply: []string{"Rolled preview/pr-1/api back to aaaaaaa at generation 4, ahead of everything pending. preview/pr-1/api is frozen (freeze 4): newer commits are recorded and wait until `/latestwins unfreeze api 4`.",
 				"Dispatched preview.yml on changes in Codertocat/Hello-World (scopes api, generation 4)."},
 			dispatched: []DispatchRequest{{Installation: fixtureInstallID, Repo: repo, Workflow: "preview.yml", Ref: "changes",
 				Inputs: map[string]string{"environment": "preview/pr-1", "generation": "4", "scopes": "api"}}},
@@ -106,7 +106,7 @@ func TestRollbackCommand(t *testing.T) {
 			seed:       func(t *testing.T, h *harness) { liveThenPending(t, h, "staging", "api", "refs/heads/master") },
 			permission: "maintain", dispatch: "deploy.yml", outcome: OutcomeRolledBack,
 			calls: []string{react, perm, deploy, reply},
-			reply: []string{"Rolled staging/api back to aaaaaaa at generation 4", "`/latestwins unfreeze staging/api`",
+			reply: []string{"Rolled staging/api back to aaaaaaa at generation 4", "`/latestwins unfreeze staging/api 4`",
 				"Dispatched deploy.yml on master in Codertocat/Hello-World (scopes api, generation 4)."},
 			dispatched: []DispatchRequest{{Installation: fixtureInstallID, Repo: repo, Workflow: "deploy.yml", Ref: "master",
 				Inputs: map[string]string{"environment": "staging", "generation": "4", "scopes": "api"}}},
@@ -268,7 +268,7 @@ func TestUnfreezeCommand(t *testing.T) {
 		}
 		return decodeResult(t, w)
 	}
-	if res := post("d-not-frozen", "/latestwins unfreeze staging/api"); !strings.Contains(res.Reply, "staging/api is not frozen; nothing to unfreeze.") {
+	if res := post("d-not-frozen", "/latestwins unfreeze staging/api 4"); !strings.Contains(res.Reply, "staging/api is not frozen; nothing to unfreeze.") {
 		t.Errorf("unfreeze before a rollback: %q", res.Reply)
 	}
 	post("d-rb", "/latestwins rollback staging/api")
@@ -279,19 +279,19 @@ func TestUnfreezeCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := len(h.disp.requests())
-	res := post("d-unfreeze", "/latestwins unfreeze staging/api")
+	res := post("d-unfreeze", "/latestwins unfreeze staging/api 4")
 	// The held commit's workflow is started at once, not on the sweep's next round.
 	if reqs := h.disp.requests(); len(reqs) != before+1 || reqs[len(reqs)-1].Inputs["generation"] != fmt.Sprint(held.Generation) {
 		t.Errorf("dispatches after unfreeze: %+v; want one more, for generation %d", reqs[before:], held.Generation)
 	}
-	if res.Outcome != OutcomeUnfrozen || !strings.Contains(res.Reply, "Unfroze staging/api (frozen by the rollback to aaaaaaa by `\"Codertocat\"`, generation 4).") {
+	if res.Outcome != OutcomeUnfrozen || !strings.Contains(res.Reply, "Unfroze staging/api: lifted the freeze of the rollback to aaaaaaa by `\"Codertocat\"` (freeze 4).") {
 		t.Errorf("unfreeze: %s %q", res.Outcome, res.Reply)
 	}
 	sc := scopeState(t, h, "staging", "api")
 	if sc.Freeze != nil || sc.Mailbox == nil || sc.Mailbox.Sha != headSha {
 		t.Errorf("after unfreeze: freeze %+v, pending %+v; want none, and %s next", sc.Freeze, sc.Mailbox, headSha)
 	}
-	if res := post("d-unfreeze", "/latestwins unfreeze staging/api"); !strings.Contains(res.Reply, "this command was carried out before (delivery d-unfreeze)") {
+	if res := post("d-unfreeze", "/latestwins unfreeze staging/api 4"); !strings.Contains(res.Reply, "this command was carried out before (delivery d-unfreeze)") {
 		t.Errorf("re-delivered unfreeze: %q", res.Reply)
 	}
 	e, _ := h.auth.Status(context.Background(), "staging")
@@ -301,6 +301,56 @@ func TestUnfreezeCommand(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no unfreeze event by the commenter in %+v", e.Events)
+	}
+}
+
+// Rollback 1 deployed, then rollback 2 froze staging/api again: `/latestwins unfreeze staging/api 4`,
+// written for incident 1, is refused with a reply that names rollback 2's freeze and the comment
+// that lifts it, and starts nothing; so is an unfreeze that names no freeze; naming freeze 5 lifts
+// it.
+func TestUnfreezeCommandNamesTheFreeze(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, rollbackConfig, func(o *Options) { o.Conversation = allowAll{} })
+	liveThenPending(t, h, "staging", "api", "refs/heads/master")
+	post := func(id, body string) Result {
+		t.Helper()
+		w := h.post(t, "issue_comment", id, commentFixture(t, withBody(body)))
+		if w.Code != http.StatusOK {
+			t.Fatalf("%s: %d %s", body, w.Code, w.Body)
+		}
+		return decodeResult(t, w)
+	}
+	post("d-rb1", "/latestwins rollback staging/api")
+	deployHead(t, h, "staging", "api") // rollback 1's run deploys A
+	if res := post("d-rb2", "/latestwins rollback staging/api bbbbbbb"); !strings.Contains(res.Reply, "staging/api is frozen (freeze 5)") {
+		t.Fatalf("rollback 2: %q", res.Reply)
+	}
+	before := len(h.disp.requests())
+
+	res := post("d-unfreeze-1", "/latestwins unfreeze staging/api 4")
+	for _, want := range []string{"staging/api: freeze 4 is not the current freeze (a newer rollback has frozen the scope since).",
+		"staging/api is frozen by freeze 5: the rollback to bbbbbbb by `\"Codertocat\"`", "Nothing was unfrozen.", "comment `/latestwins unfreeze staging/api 5`"} {
+		if !strings.Contains(res.Reply, want) {
+			t.Errorf("unfreeze naming rollback 1's freeze: reply %q does not say %q", res.Reply, want)
+		}
+	}
+	res = post("d-unfreeze-none", "/latestwins unfreeze staging/api")
+	if want := "staging/api is frozen by freeze 5: the rollback to bbbbbbb by `\"Codertocat\"`"; !strings.Contains(res.Reply, want) ||
+		!strings.Contains(res.Reply, "comment `/latestwins unfreeze staging/api 5`") || strings.Contains(res.Reply, "is not the current freeze") {
+		t.Errorf("unfreeze naming no freeze: reply %q; want it to name freeze 5 and the comment that lifts it", res.Reply)
+	}
+	if sc := scopeState(t, h, "staging", "api"); sc.Freeze == nil || sc.Freeze.Generation != 5 {
+		t.Fatalf("after the refused unfreezes: freeze %+v; want rollback 2's", sc.Freeze)
+	}
+	if n := len(h.disp.requests()); n != before {
+		t.Errorf("the refused unfreezes dispatched %d workflows", n-before)
+	}
+
+	if res := post("d-unfreeze-2", "/latestwins unfreeze staging/api 5"); !strings.Contains(res.Reply, "Unfroze staging/api: lifted the freeze of the rollback to bbbbbbb") {
+		t.Errorf("unfreeze naming rollback 2's freeze: %q", res.Reply)
+	}
+	if sc := scopeState(t, h, "staging", "api"); sc.Freeze != nil {
+		t.Errorf("after the unfreeze: freeze %+v; want none", sc.Freeze)
 	}
 }
 

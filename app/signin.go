@@ -517,16 +517,29 @@ func (a *App) serveRollback(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveUnfreeze is the Unfreeze button of a frozen scope: the newest commit held by the freeze goes
-// next, as with `/latestwins unfreeze ENV/SCOPE`.
+// next, as with `/latestwins unfreeze ENV/SCOPE FREEZE`. The form names the freeze the page showed
+// (freeze, its rollback's generation); when another rollback froze the scope since, the form is
+// refused with the current freeze named, and nothing is unfrozen.
 func (a *App) serveUnfreeze(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	pa := a.checkAction(w, r, "unfreeze")
 	if pa == nil {
 		return
 	}
-	_, err := a.auth.Unfreeze(ctx, authority.UnfreezeRequest{Environment: pa.env, Scope: pa.scope, Actor: pa.sess.Login,
+	freeze, err := strconv.ParseInt(formValue(r, "freeze"), 10, 64)
+	if err != nil || freeze < 1 {
+		a.refuse(w, r, http.StatusBadRequest, "unfreeze refused: the form does not name the freeze it lifts (reload the page and try again)", nil)
+		return
+	}
+	_, err = a.auth.Unfreeze(ctx, authority.UnfreezeRequest{Environment: pa.env, Scope: pa.scope, Freeze: freeze, Actor: pa.sess.Login,
 		Reason: "Unfreeze on the status page", Request: "status-page:" + pa.request})
+	var mismatch *authority.FreezeMismatchError
 	switch {
+	case errors.As(err, &mismatch) && mismatch.Current != nil:
+		pa.log.InfoContext(ctx, "status page: unfreeze refused, not the current freeze", "named", freeze, "current", mismatch.Current.Generation)
+		a.refuse(w, r, http.StatusConflict, fmt.Sprintf("unfreeze refused: %s/%s is frozen by %s, not by freeze %d, which the page you used showed; nothing was unfrozen. "+
+			"Reload the page to see freeze %d, and unfreeze it there if it may go.", pa.env, pa.scope, mismatch.Current.Describe(), freeze, mismatch.Current.Generation), nil)
+		return
 	case err == nil:
 		a.startHeld(ctx, a.log, pa.env, pa.scope)
 	case errors.Is(err, authority.ErrRepeated), errors.Is(err, authority.ErrNotFrozen):

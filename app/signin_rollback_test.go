@@ -3,14 +3,18 @@ package app
 import (
 	"context"
 	"fmt"
+	"html"
+	"io"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/latestwins/latestwins/internal/authority"
 )
 
-var formInput = regexp.MustCompile(`name="(csrf|environment|scope|request|to)" value="([^"]*)"`)
+var formInput = regexp.MustCompile(`name="(csrf|environment|scope|request|to|freeze)" value="([^"]*)"`)
 
 // buttonForm reads the form of the button with the id from the page.
 func buttonForm(t *testing.T, pg, id string) url.Values {
@@ -116,4 +120,74 @@ func TestRollbackAndUnfreezeButtons(t *testing.T) {
 	if pg = getPage(t, mona, w.url+"/"); strings.Contains(pg, `id="unfreeze-staging/api"`) {
 		t.Errorf("an Unfreeze button on a scope no longer frozen")
 	}
+}
+
+// The Unfreeze form names the freeze its page showed. Rollback 1 froze staging/api and mona's page
+// shows its Unfreeze button; then rollback 2 froze the scope again. The form of the page shown
+// before rollback 2 is refused 409 with rollback 2's freeze named, and lifts nothing; a form
+// without the freeze is incomplete; the reloaded page's form, which names freeze 2, lifts it.
+func TestUnfreezeButtonNamesTheFreeze(t *testing.T) {
+	t.Parallel()
+	w := newSignInWorld(t)
+	ctx := context.Background()
+	deployLive(t, w.h.auth, "staging", "api", shaB, "run-3")
+	first, err := w.h.auth.Rollback(ctx, authority.RollbackRequest{Environment: "staging", Scope: "api", Actor: "oncall", Reason: "incident 1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mona := w.signIn(t, "mona", map[string]map[string]bool{"Codertocat/Hello-World": pushPerm, "acme/web": readPerm})
+	pg := getPage(t, mona, w.url+"/")
+	stale := buttonForm(t, pg, "unfreeze-staging/api")
+	if stale.Get("freeze") != fmt.Sprint(first.Generation) || !strings.Contains(pg, fmt.Sprintf("until unfreeze (freeze %d)", first.Generation)) {
+		t.Fatalf("the page names freeze %q, want %d:\n%s", stale.Get("freeze"), first.Generation, pg)
+	}
+	second, err := w.h.auth.Rollback(ctx, authority.RollbackRequest{Environment: "staging", Scope: "api", To: shaB, Actor: "night-shift", Reason: "incident 2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	code, body := postPage(t, mona, w.url+"/unfreeze", stale)
+	if code != http.StatusConflict || !strings.Contains(body, fmt.Sprintf("frozen by freeze %d (the rollback to %s by night-shift: incident 2), not by freeze %d", second.Generation, shaB[:7], first.Generation)) ||
+		!strings.Contains(body, "nothing was unfrozen") {
+		t.Errorf("the form of the page shown before rollback 2: %d, want 409 naming freeze %d:\n%s", code, second.Generation, body)
+	}
+	incomplete := url.Values{}
+	for k, v := range stale {
+		incomplete[k] = v
+	}
+	incomplete.Del("freeze")
+	if code, body := postPage(t, mona, w.url+"/unfreeze", incomplete); code != http.StatusBadRequest {
+		t.Errorf("a form without the freeze: %d, want 400:\n%s", code, body)
+	}
+	if sc := scopeState(t, w.h, "staging", "api"); sc.Freeze == nil || sc.Freeze.Generation != second.Generation {
+		t.Fatalf("after the refused forms: freeze %+v; want rollback 2's", sc.Freeze)
+	}
+
+	fresh := buttonForm(t, getPage(t, mona, w.url+"/"), "unfreeze-staging/api")
+	if fresh.Get("freeze") != fmt.Sprint(second.Generation) {
+		t.Fatalf("the reloaded page's form names freeze %q, want %d", fresh.Get("freeze"), second.Generation)
+	}
+	if code, body := postPage(t, mona, w.url+"/unfreeze", fresh); code != http.StatusSeeOther {
+		t.Fatalf("the reloaded page's Unfreeze form: %d, want 303:\n%s", code, body)
+	}
+	if sc := scopeState(t, w.h, "staging", "api"); sc.Freeze != nil {
+		t.Errorf("after the Unfreeze: freeze %+v; want none", sc.Freeze)
+	}
+}
+
+// postPage posts form to url, not following a redirect, and returns the status and the body.
+func postPage(t *testing.T, c *http.Client, url string, form url.Values) (int, string) {
+	t.Helper()
+	noFollow := *c
+	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := noFollow.PostForm(url, form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, html.UnescapeString(string(b))
 }

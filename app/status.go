@@ -47,8 +47,10 @@ type scopeView struct {
 	Rollback   string
 	RollbackTo string
 	// Unfreeze is set when the scope is frozen and the viewer may unfreeze it: the form's one-time
-	// request id.
+	// request id. Freeze is the freeze the form names (its rollback's generation): the one shown,
+	// so that a page shown before a newer rollback cannot lift the newer freeze.
 	Unfreeze string
+	Freeze   int64
 	// Promote is set when the environment requires another (PromoteFrom, the first it requires),
 	// something is live in the scope there, and the viewer may promote the scope: the form's
 	// one-time request id.
@@ -163,8 +165,8 @@ td ol { margin: .25em 0 0; padding-left: 1.5em; }
 <button type="submit" id="rollback-{{$env.Name}}/{{.Scope}}">Roll back to {{.ShortTo}}</button></form>{{end}}
 {{- if .Unfreeze}}<form method="post" action="/unfreeze">
 <input type="hidden" name="csrf" value="{{$.Viewer.CSRF}}"><input type="hidden" name="environment" value="{{$env.Name}}">
-<input type="hidden" name="scope" value="{{.Scope}}"><input type="hidden" name="request" value="{{.Unfreeze}}">
-<button type="submit" id="unfreeze-{{$env.Name}}/{{.Scope}}">Unfreeze</button></form>{{end}}
+<input type="hidden" name="scope" value="{{.Scope}}"><input type="hidden" name="request" value="{{.Unfreeze}}"><input type="hidden" name="freeze" value="{{.Freeze}}">
+<button type="submit" id="unfreeze-{{$env.Name}}/{{.Scope}}">Unfreeze (freeze {{.Freeze}})</button></form>{{end}}
 {{- if .Promote}}<form method="post" action="/promote">
 <input type="hidden" name="csrf" value="{{$.Viewer.CSRF}}"><input type="hidden" name="environment" value="{{$env.Name}}">
 <input type="hidden" name="scope" value="{{.Scope}}"><input type="hidden" name="request" value="{{.Promote}}">
@@ -266,6 +268,9 @@ func (a *App) statusData(ctx context.Context, v *viewer) (*pageData, error) {
 			}
 			if sc.Prev != nil {
 				sv.RollbackTo = sc.Prev.Sha
+			}
+			if sc.Freeze != nil {
+				sv.Freeze = sc.Freeze.Generation
 			}
 			if sv.Promote != "" {
 				sv.PromoteFrom = env.Requires.Environments[0]

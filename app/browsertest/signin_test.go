@@ -370,9 +370,10 @@ func TestSignInAndRedeployInChromium(t *testing.T) {
 }
 
 // The Rollback button in Chromium: mona types why and clicks it; staging/api goes back to the
-// commit live before, frozen, its workflow dispatched; the Unfreeze button then shows on the row
-// and lifts the freeze. Another site's Rollback form, sent with mona's cookie, is refused for its
-// missing CSRF token.
+// commit live before, frozen, its workflow dispatched; the Unfreeze button then shows on the row.
+// Before she clicks it, a second rollback freezes the scope again: her page's Unfreeze, which
+// names the first freeze, is refused with the second one named; the reloaded page's lifts it.
+// Another site's Rollback form, sent with mona's cookie, is refused for its missing CSRF token.
 func TestRollbackAndUnfreezeInChromium(t *testing.T) {
 	bin := chromiumPath(t)
 	w := newSigninWorld(t)
@@ -398,7 +399,8 @@ func TestRollbackAndUnfreezeInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var signedIn, frozen, unfrozen, forged string
+	var signedIn, frozen, stale, unfrozen, forged string
+	var second *authority.AcceptResult
 	drive(t, bin, func(b *browser) error {
 		if err := b.open(w.appURL + "/"); err != nil {
 			return err
@@ -417,6 +419,18 @@ func TestRollbackAndUnfreezeInChromium(t *testing.T) {
 			return err
 		}
 		if frozen, err = b.dom(); err != nil {
+			return err
+		}
+		if second, err = w.auth.Rollback(ctx, authority.RollbackRequest{Environment: "staging", Scope: "api", To: apiSha, Actor: "night-shift", Reason: "incident 2"}); err != nil {
+			return err
+		}
+		if err := b.click("unfreeze-staging/api"); err != nil {
+			return err
+		}
+		if stale, err = b.dom(); err != nil {
+			return err
+		}
+		if err := b.open(w.appURL + "/"); err != nil {
 			return err
 		}
 		if err := b.click("unfreeze-staging/api"); err != nil {
@@ -444,6 +458,13 @@ func TestRollbackAndUnfreezeInChromium(t *testing.T) {
 	if d := w.disp.all(); len(d) != 1 || d[0].Workflow != "deploy.yml" || d[0].Ref != "main" || d[0].Inputs["generation"] != fmt.Sprint(before.Desired+1) {
 		t.Errorf("dispatches: %+v; want deploy.yml on main for generation %d", d, before.Desired+1)
 	}
+	if first := before.Desired + 1; !strings.Contains(frozen, fmt.Sprintf("until unfreeze (freeze %d)", first)) || !strings.Contains(frozen, fmt.Sprintf("Unfreeze (freeze %d)", first)) {
+		t.Errorf("the page after the click does not name freeze %d:\n%s", first, frozen)
+	}
+	if second == nil || !strings.Contains(stale, "unfreeze refused: staging/api is frozen by freeze "+fmt.Sprint(second.Generation)) ||
+		!strings.Contains(stale, fmt.Sprintf("not by freeze %d", before.Desired+1)) {
+		t.Errorf("the Unfreeze of the page shown before the second rollback was not refused with the second freeze named:\n%s", stale)
+	}
 	if strings.Contains(unfrozen, `id="unfreeze-staging/api"`) || strings.Contains(unfrozen, "frozen by the rollback") {
 		t.Errorf("the page after Unfreeze still shows the freeze:\n%s", unfrozen)
 	}
@@ -455,9 +476,9 @@ func TestRollbackAndUnfreezeInChromium(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if after.Desired != before.Desired+1 || after.Scopes["api"].Freeze != nil || len(w.disp.all()) != 1 {
-			t.Errorf("the forged POST changed state: desired %d (want %d), freeze %+v, %d dispatches (want 1)",
-				after.Desired, before.Desired+1, after.Scopes["api"].Freeze, len(w.disp.all()))
+		if after.Desired != before.Desired+2 || after.Scopes["api"].Freeze != nil || len(w.disp.all()) != 1 {
+			t.Errorf("the forged POST changed state: desired %d (want %d: the two rollbacks), freeze %+v, %d dispatches (want 1)",
+				after.Desired, before.Desired+2, after.Scopes["api"].Freeze, len(w.disp.all()))
 		}
 	})
 }

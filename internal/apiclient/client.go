@@ -180,11 +180,11 @@ func (c *Client) Promote(ctx context.Context, r authority.PromoteRequest) (*Prom
 	return &res, nil
 }
 
-// Unfreeze lifts a rollback's freeze; errors match authority.ErrNotFrozen and ErrRepeated as the
-// authority's do.
+// Unfreeze lifts the rollback's freeze r names; errors match authority.ErrNotFrozen,
+// ErrRepeated and ErrFreezeMismatch (a *authority.FreezeMismatchError) as the authority's do.
 func (c *Client) Unfreeze(ctx context.Context, r authority.UnfreezeRequest) (*authority.Freeze, error) {
 	var res UnfreezeResponse
-	req := UnfreezeRequest{Scope: r.Scope, Reason: r.Reason, Request: r.Request}
+	req := UnfreezeRequest{Scope: r.Scope, Freeze: r.Freeze, Reason: r.Reason, Request: r.Request}
 	if err := c.do(ctx, http.MethodPost, r.Environment, "unfreeze", nil, req, &res); err != nil {
 		return nil, fmt.Errorf("unfreeze %s/%s: %w", r.Environment, r.Scope, err)
 	}
@@ -297,6 +297,11 @@ func refusal(env string, resp *http.Response, b []byte) error {
 		return fmt.Errorf("%s: %w", e.Message, authority.ErrNotFrozen)
 	case CodeRepeated:
 		return fmt.Errorf("%s: %w", e.Message, authority.ErrRepeated)
+	case CodeFreezeMismatch:
+		if e.Frozen == nil {
+			break
+		}
+		return &authority.FreezeMismatchError{Environment: env, Scope: e.Scope, Named: e.Generation, Current: e.Frozen}
 	case CodeQueueFull:
 		return &authority.QueueFullError{Environment: env, Scope: e.Scope, Pending: e.Pending, Limit: e.Limit, Bytes: e.Bytes}
 	case CodeSuperseded:

@@ -103,7 +103,7 @@ func TestRefusalsComeBackTyped(t *testing.T) {
 	if !errors.As(err, &held) {
 		t.Fatalf("gate of b: %v, want *HeldError", err)
 	}
-	want := &authority.HeldError{Resource: "staging/api", Holder: "gha:Codertocat/Hello-World/101/1/a", Purpose: "deploy", Generation: 1, ExpiresAt: held.ExpiresAt, RetryAfter: 65 * time.Second}
+	want := &authority.HeldError{Reason: authority.ReasonLocked, Resource: "staging/api", Holder: "gha:Codertocat/Hello-World/101/1/a", Purpose: "deploy", Generation: 1, ExpiresAt: held.ExpiresAt, RetryAfter: 65 * time.Second}
 	if diff := cmp.Diff(want, held); diff != "" || !held.ExpiresAt.Equal(clock.Now().Add(time.Minute)) {
 		t.Errorf("held (-want +got):\n%s (expires %s)", diff, held.ExpiresAt)
 	}

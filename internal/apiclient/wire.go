@@ -30,6 +30,10 @@ const (
 	CodeUnavailable  = "unavailable"  // 503: the store or a key fetch failed; retryable
 	CodeNotFrozen    = "not_frozen"   // 409: unfreeze of a scope that no rollback froze; nothing changed
 	CodeRepeated     = "repeated"     // 409: the request id was carried out before; nothing was done again
+	// CodeFreezeMismatch, 409: an unfreeze that did not name the scope's current freeze (it named
+	// an older one, or none); nothing changed. frozen is the current freeze (its generation is the
+	// name to give), generation the one named, scope the scope.
+	CodeFreezeMismatch = "freeze_mismatch"
 )
 
 // ClaimRequest accepts the pass's intent and claims its scopes (POST .../claim). The environment
@@ -117,9 +121,11 @@ type PromoteResponse struct {
 	DispatchFailed string     `json:"dispatch_failed,omitempty"`
 }
 
-// UnfreezeRequest lifts the freeze of one scope (POST .../unfreeze).
+// UnfreezeRequest lifts the freeze of one scope (POST .../unfreeze). Freeze names the freeze, by
+// its rollback's generation: only that freeze is lifted.
 type UnfreezeRequest struct {
 	Scope   string `json:"scope"`
+	Freeze  int64  `json:"freeze,omitempty"`
 	Reason  string `json:"reason"`
 	Request string `json:"request,omitempty"`
 }
@@ -170,7 +176,7 @@ type ErrorBody struct {
 	Barrier string `json:"barrier,omitempty"`
 	Blocked bool   `json:"blocked,omitempty"`
 	// Frozen: a rollback froze the scope (who, which commit, why); nothing else deploys until
-	// someone unfreezes it.
+	// someone unfreezes it. Also freeze_mismatch's: the scope's current freeze.
 	Frozen *authority.Freeze `json:"frozen,omitempty"`
 	// Promotion: the pass's commit is not live yet in an environment this one requires (which
 	// environment, which commit waits, what is live there instead).
@@ -185,7 +191,8 @@ type ErrorBody struct {
 	Scope string `json:"scope,omitempty"`
 	By    int64  `json:"by,omitempty"`
 	BySha string `json:"by_sha,omitempty"`
-	// Generation is, when locked, the holder's generation; when superseded, the refused pass's.
+	// Generation is, when locked, the holder's generation; when superseded, the refused pass's;
+	// when freeze_mismatch, the freeze the unfreeze named (absent: none).
 	Generation int64 `json:"generation,omitempty"`
 
 	// lease_lost

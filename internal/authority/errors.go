@@ -29,6 +29,9 @@ var (
 	ErrOutboxFull = errors.New("outbox full")
 	// ErrRepeated: the request (a webhook delivery) was carried out before; nothing was done again.
 	ErrRepeated = errors.New("already carried out")
+	// ErrFreezeMismatch: an unfreeze did not name the scope's current freeze (it named an older
+	// one, or none); nothing was unfrozen.
+	ErrFreezeMismatch = errors.New("not the current freeze")
 )
 
 // InputError is a bad name, flag or value. It is terminal: retrying cannot help.
@@ -46,6 +49,43 @@ func (e *InputError) Error() string {
 }
 
 func (e *InputError) Is(target error) bool { return target == ErrInvalidInput }
+
+// FreezeMismatchError refuses an unfreeze that did not name the scope's current freeze: the one
+// it named (by its rollback's generation) was lifted already and another rollback froze the scope
+// again, or it named none. Nothing was unfrozen; Current is the freeze to name.
+type FreezeMismatchError struct {
+	Environment string
+	Scope       string
+	Named       int64 // the generation named; 0: none
+	Current     *Freeze
+}
+
+func (e *FreezeMismatchError) Error() string {
+	resource := resourceName(e.Environment, e.Scope)
+	switch {
+	case e.Current == nil:
+		return fmt.Sprintf("freeze %d is not the current freeze of %s; nothing was unfrozen", e.Named, resource)
+	case e.Named == 0:
+		return fmt.Sprintf("no freeze was named, and %s is frozen by %s: name it (%d) to lift it; nothing was unfrozen",
+			resource, e.Current.Describe(), e.Current.Generation)
+	}
+	return fmt.Sprintf("freeze %d is not the current freeze of %s (%s): it is frozen by %s; name that one (%d) to lift it; nothing was unfrozen",
+		e.Named, resource, e.Why(), e.Current.Describe(), e.Current.Generation)
+}
+
+// Why says what is wrong with the freeze named: none was, a newer rollback has frozen the scope
+// since (the one named was replaced, or lifted first), or no rollback ever set it.
+func (e *FreezeMismatchError) Why() string {
+	switch {
+	case e.Named == 0:
+		return "no freeze was named"
+	case e.Current == nil || e.Named < e.Current.Generation:
+		return "a newer rollback has frozen the scope since"
+	}
+	return "no rollback set it"
+}
+
+func (e *FreezeMismatchError) Is(target error) bool { return target == ErrFreezeMismatch }
 
 // SupersededError says that a pass lost authority over a scope, and to whom.
 type SupersededError struct {
@@ -104,8 +144,8 @@ func (e *HeldError) Error() string {
 		return fmt.Sprintf("%s: %s; it deploys here once it is live there; retry after %ds",
 			e.Resource, e.Promotion.text(), int64(e.RetryAfter/time.Second))
 	case ReasonFrozen:
-		return fmt.Sprintf("%s: held by a freeze: rolled back to %s by %s (%s); nothing newer deploys until someone unfreezes it (latestwins unfreeze %s); retry after %ds",
-			e.Resource, shortSha(e.Frozen.Sha), orUnknown(e.Frozen.Actor), e.Frozen.Reason, e.Resource, int64(e.RetryAfter/time.Second))
+		return fmt.Sprintf("%s: held by a freeze: rolled back to %s by %s (%s); nothing newer deploys until someone unfreezes it (latestwins unfreeze %s --freeze %d); retry after %ds",
+			e.Resource, shortSha(e.Frozen.Sha), orUnknown(e.Frozen.Actor), e.Frozen.Reason, e.Resource, e.Frozen.Generation, int64(e.RetryAfter/time.Second))
 	case ReasonBlocked:
 		return fmt.Sprintf("%s: blocked: generation %d (%s) failed terminally; nothing behind it deploys until someone decides (latestwins skip or retry %s); retry after %ds",
 			e.Resource, e.Generation, shortSha(e.HeadSha), e.Resource, int64(e.RetryAfter/time.Second))

@@ -23,8 +23,15 @@ func TestErrorCategories(t *testing.T) {
 			[]string{"staging/api", "token 3", "taken over", "run-13/1", "token 4"}},
 		{&InputError{Field: "environment", Value: "a//b", Fix: "use a valid name"}, ErrInvalidInput, []string{"environment", `"a//b"`, "use a valid name"}},
 		{&InputError{Field: "reason", Fix: "say why"}, ErrInvalidInput, []string{"invalid reason: say why"}},
+		{&FreezeMismatchError{Environment: "prod", Scope: "api", Named: 3, Current: &Freeze{Generation: 5, Sha: "abcdef0123456789", Actor: "oncall", Reason: "B breaks checkout"}},
+			ErrFreezeMismatch, []string{"freeze 3 is not the current freeze of prod/api (a newer rollback has frozen the scope since): it is frozen by freeze 5 (the rollback to abcdef0 by oncall: B breaks checkout)",
+				"name that one (5)", "nothing was unfrozen"}},
+		{&FreezeMismatchError{Environment: "prod", Scope: "api", Named: 8, Current: &Freeze{Generation: 5, Sha: "abcdef0123456789", Reason: "r"}},
+			ErrFreezeMismatch, []string{"freeze 8 is not the current freeze of prod/api (no rollback set it)", "frozen by freeze 5"}},
+		{&FreezeMismatchError{Environment: "prod", Scope: "api", Current: &Freeze{Generation: 5, Sha: "abcdef0123456789", Reason: "r"}},
+			ErrFreezeMismatch, []string{"no freeze was named, and prod/api is frozen by freeze 5 (the rollback to abcdef0 by unknown: r): name it (5) to lift it"}},
 	}
-	all := []error{ErrSuperseded, ErrLeaseHeld, ErrLeaseLost, ErrInvalidInput, ErrNotFound, ErrConflict}
+	all := []error{ErrSuperseded, ErrLeaseHeld, ErrLeaseLost, ErrInvalidInput, ErrNotFound, ErrConflict, ErrFreezeMismatch}
 	for _, c := range cases {
 		wrapped := fmt.Errorf("gate deploy in staging: %w", c.err)
 		for _, cat := range all {

@@ -156,16 +156,21 @@ func (e *Env) rollback(r RollbackRequest, id string, now time.Time) (*AcceptResu
 type UnfreezeRequest struct {
 	Environment string
 	Scope       string
-	Actor       string
-	Reason      string
+	// Freeze names the freeze to lift: the generation of the rollback that set it (Freeze.Generation,
+	// as status shows it); required. Another rollback's freeze is never lifted in its place.
+	Freeze int64
+	Actor  string
+	Reason string
 	// Request identifies the request: a repeat changes nothing (ErrRepeated).
 	Request string
 }
 
 // Unfreeze lifts the freeze a rollback set on a scope, recording who and why: the newest intent held
 // meanwhile goes next (once the rollback itself has its outcome), and the recovery sweep starts it
-// on its next round. A scope that is not frozen is an error matching ErrNotFrozen; a repeated
-// request one matching ErrRepeated. It returns the freeze it lifted.
+// on its next round. It lifts only the freeze r names: when another rollback froze the scope since
+// (the one named was lifted already), or r names none, it is a *FreezeMismatchError naming the
+// current freeze, and nothing changes. A scope that is not frozen is an error matching ErrNotFrozen; a repeated
+// request one matching ErrRepeated, whatever it names. It returns the freeze it lifted.
 func (a *Authority) Unfreeze(ctx context.Context, r UnfreezeRequest) (*Freeze, error) {
 	if err := ValidateEnvironment(r.Environment); err != nil {
 		return nil, err
@@ -175,6 +180,9 @@ func (a *Authority) Unfreeze(ctx context.Context, r UnfreezeRequest) (*Freeze, e
 	}
 	if strings.TrimSpace(r.Reason) == "" {
 		return nil, &InputError{Field: "reason", Fix: "say why the scope is unfrozen (--reason TEXT); it goes in the timeline"}
+	}
+	if r.Freeze < 0 {
+		return nil, &InputError{Field: "freeze", Value: fmt.Sprint(r.Freeze), Fix: "name the freeze by its rollback's generation, as status shows it"}
 	}
 	id := ""
 	if r.Request != "" {
@@ -197,6 +205,10 @@ func (a *Authority) Unfreeze(ctx context.Context, r UnfreezeRequest) (*Freeze, e
 		sc := doc.Env.Scopes[r.Scope]
 		if sc.Freeze == nil {
 			return false, nil
+		}
+		if sc.Freeze.Generation != r.Freeze {
+			current := *sc.Freeze
+			return false, &FreezeMismatchError{Environment: r.Environment, Scope: r.Scope, Named: r.Freeze, Current: &current}
 		}
 		f := *sc.Freeze
 		lifted = &f

@@ -176,6 +176,12 @@ type Freeze struct {
 	At         time.Time `json:"at"`
 }
 
+// Describe says which freeze f is, for messages: its name (the rollback's generation), the commit
+// rolled back to, who rolled back and why.
+func (f *Freeze) Describe() string {
+	return fmt.Sprintf("freeze %d (the rollback to %s by %s: %s)", f.Generation, shortSha(f.Sha), orUnknown(f.Actor), f.Reason)
+}
+
 // Live is what is deployed in a scope.
 type Live struct {
 	Sha        string    `json:"sha"`

@@ -248,10 +248,14 @@ func TestRollbackThroughAPI(t *testing.T) {
 	if !strings.Contains(held.stderr, "held by a freeze: rolled back to aaaa111 by Codertocat (bbbb222 breaks checkout)") {
 		t.Errorf("a run while frozen said:\n%s", held.stderr)
 	}
-	if o := must(ExitOK, "unfreeze", "staging/api", "--reason", "fixed forward"); !strings.Contains(o.stdout, "unfroze staging/api") {
+	if o := must(ExitUsage, "unfreeze", "staging/api", "--freeze", "2", "--reason", "fixed forward"); !strings.Contains(o.stderr, "latestwins unfreeze staging/api --api ") ||
+		!strings.Contains(o.stderr, "--freeze 3 --reason TEXT") {
+		t.Errorf("unfreeze naming no current freeze said:\n%s", o.stderr)
+	}
+	if o := must(ExitOK, "unfreeze", "staging/api", "--freeze", "3", "--reason", "fixed forward"); !strings.Contains(o.stdout, "unfroze staging/api") {
 		t.Errorf("unfreeze said:\n%s", o.stdout)
 	}
-	if o := must(ExitOK, "unfreeze", "staging/api", "--reason", "again"); !strings.Contains(o.stdout, "is not frozen") {
+	if o := must(ExitOK, "unfreeze", "staging/api", "--freeze", "3", "--reason", "again"); !strings.Contains(o.stdout, "is not frozen") {
 		t.Errorf("a second unfreeze said:\n%s", o.stdout)
 	}
 	must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "cccc333", "--intent-id", "c", "--", "true")

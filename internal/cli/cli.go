@@ -65,7 +65,7 @@ func commands() []command {
 		{"retry", "unblock a scope whose queue head or barrier failed: try it again: retry ENV/SCOPE --reason TEXT", runRetry},
 		{"policy", "set an environment's policy, recorded: policy ENV latest|queue", runPolicy},
 		{"rollback", "deploy an older commit ahead of everything pending, and freeze the scope: rollback ENV/SCOPE [--to SHA] --reason TEXT", runRollback},
-		{"unfreeze", "let the newest intent held by a rollback's freeze go: unfreeze ENV/SCOPE --reason TEXT", runUnfreeze},
+		{"unfreeze", "let the newest intent held by a rollback's freeze go: unfreeze ENV/SCOPE --freeze G --reason TEXT", runUnfreeze},
 		{"migrate", "create or upgrade the store (DynamoDB table, bolt file); idempotent", runMigrate},
 		{"sweep", "re-drive stalled work once: sweep [--stall 10m] [-- CMD]; without CMD a dry run", runSweep},
 		{"action", "the GitHub Action's step: reads INPUT_* variables (see action.yml)", runAction},
@@ -163,7 +163,7 @@ func ExitCode(err error) int {
 		return ec.code
 	case errors.Is(err, flag.ErrHelp):
 		return ExitOK
-	case errors.Is(err, authority.ErrInvalidInput), errors.Is(err, errUsage),
+	case errors.Is(err, authority.ErrInvalidInput), errors.Is(err, errUsage), errors.Is(err, authority.ErrFreezeMismatch),
 		errors.Is(err, bolt.ErrUnusable), errors.Is(err, bolt.ErrNoStore):
 		return ExitUsage
 	case errors.Is(err, authority.ErrSuperseded):

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/latestwins/latestwins/internal/apiclient"
@@ -58,10 +59,25 @@ func runRollback(ctx context.Context, c *cmdEnv, args []string) error {
 		return nil
 	}
 	c.printf("rolled %s back to %s at generation %d, ahead of everything pending; deploy it with\n"+
-		"  latestwins run --environment %s --scopes %s --generation %d -- CMD\n"+
-		"%s is frozen: newer intents are recorded and wait until `latestwins unfreeze %s --reason TEXT`\n",
-		c.positional[0], report.ShortSha(sha), res.Generation, env, scope, res.Generation, c.positional[0], c.positional[0])
+		"  latestwins run --environment %s --scopes %s --generation %d -- CMD\n",
+		c.positional[0], report.ShortSha(sha), res.Generation, env, scope, res.Generation)
+	c.printFrozen(res.Generation)
 	return nil
+}
+
+// printFrozen says that the scope rolled back is frozen, by the freeze named gen (the rollback's
+// generation), and how to lift that freeze.
+func (c *cmdEnv) printFrozen(gen int64) {
+	c.printf("%s is frozen (freeze %d): newer intents are recorded and wait until `%s`\n", c.positional[0], gen, c.unfreezeCommand(gen))
+}
+
+// unfreezeCommand is the command line that lifts the freeze named gen of the scope named.
+func (c *cmdEnv) unfreezeCommand(gen int64) string {
+	api := ""
+	if c.s.api != "" {
+		api = " --api " + c.s.api
+	}
+	return fmt.Sprintf("latestwins unfreeze %s%s --freeze %d --reason TEXT", c.positional[0], api, gen)
 }
 
 // rollbackRemote rolls back through the App's API: the App records the rollback with the token's
@@ -90,7 +106,7 @@ func (c *cmdEnv) rollbackRemote(ctx context.Context, client *apiclient.Client, r
 		c.printf("the App dispatched no workflow (none is configured for the scope, or the App has no credentials): deploy it with\n"+
 			"  latestwins run --api %s --environment %s --scopes %s --generation %d -- CMD\n", c.s.api, r.Environment, r.Scope, res.Generation)
 	}
-	c.printf("%s is frozen: newer intents are recorded and wait until `latestwins unfreeze %s --reason TEXT`\n", c.positional[0], c.positional[0])
+	c.printFrozen(res.Generation)
 	return nil
 }
 
@@ -104,11 +120,15 @@ var (
 	_ unfreezer = (*apiclient.Client)(nil)
 )
 
-// runUnfreeze lifts a rollback's freeze: the newest intent held meanwhile goes next.
+// runUnfreeze lifts the rollback's freeze that --freeze names: the newest intent held meanwhile
+// goes next. Another freeze (a newer rollback's) is refused, and the refusal says which freeze is
+// current and the command that lifts it.
 func runUnfreeze(ctx context.Context, c *cmdEnv, args []string) error {
 	var request string
+	var freeze int64
 	c.newFlags("unfreeze")
 	c.interspersed = true
+	c.int64Var(&freeze, "freeze", 0, 0, "the freeze to lift: its rollback's generation, as status and the rollback show it (required)")
 	c.str(&c.s.reason, "reason", "", "why, for the timeline (required)")
 	c.str(&c.s.actor, "actor", "", "who unfreezes (default $GITHUB_ACTOR or $USER)")
 	c.str(&request, "request", "", "an id for this request: a repeat unfreezes once")
@@ -129,8 +149,11 @@ func runUnfreeze(ctx context.Context, c *cmdEnv, args []string) error {
 	if client, ok := c.view.(*apiclient.Client); ok {
 		u = client
 	}
-	f, err := u.Unfreeze(ctx, authority.UnfreezeRequest{Environment: env, Scope: scope, Actor: c.s.actor, Reason: c.s.reason, Request: request})
+	f, err := u.Unfreeze(ctx, authority.UnfreezeRequest{Environment: env, Scope: scope, Freeze: freeze, Actor: c.s.actor, Reason: c.s.reason, Request: request})
+	var mismatch *authority.FreezeMismatchError
 	switch {
+	case errors.As(err, &mismatch) && mismatch.Current != nil:
+		return c.freezeMismatch(mismatch)
 	case errors.Is(err, authority.ErrNotFrozen):
 		c.printf("%s is not frozen; nothing to do\n", c.positional[0])
 		return nil
@@ -143,9 +166,23 @@ func runUnfreeze(ctx context.Context, c *cmdEnv, args []string) error {
 	if c.s.jsonOut {
 		return c.printJSON(map[string]any{"unfrozen": c.positional[0], "freeze": f})
 	}
-	c.printf("unfroze %s (held since the rollback to %s, generation %d): the newest intent held meanwhile goes next\n",
-		c.positional[0], report.ShortSha(f.Sha), f.Generation)
+	c.printf("unfroze %s: lifted %s; the newest intent held meanwhile goes next\n", c.positional[0], report.Escape(f.Describe()))
 	return nil
+}
+
+// freezeMismatch is the refusal of an unfreeze that did not name the current freeze: which freeze
+// is current, and the command that lifts it, for the operator to run once they have read it.
+func (c *cmdEnv) freezeMismatch(m *authority.FreezeMismatchError) error {
+	cur := m.Current
+	var b strings.Builder
+	if m.Named == 0 {
+		fmt.Fprintf(&b, "%s is frozen by %s; nothing was unfrozen: name the freeze to lift (--freeze), so that an unfreeze never lifts a freeze its author has not seen",
+			c.positional[0], cur.Describe())
+	} else {
+		fmt.Fprintf(&b, "freeze %d is not the current freeze of %s (%s): it is frozen by %s; nothing was unfrozen", m.Named, c.positional[0], m.Why(), cur.Describe())
+	}
+	fmt.Fprintf(&b, "; to lift freeze %d: %s", cur.Generation, c.unfreezeCommand(cur.Generation))
+	return &exitError{code: ExitUsage, msg: b.String()}
 }
 
 // scopeAndReason reads the one ENV/SCOPE argument, the required --reason and the actor of verb.

@@ -24,7 +24,8 @@ func TestRollbackFreezesUntilUnfreeze(t *testing.T) {
 	}
 
 	o := h.must(ExitOK, "rollback", "prod/api", "--reason", "bbbb222 breaks checkout", "--actor", "oncall", "--request", "r1")
-	if !strings.Contains(o.stdout, "rolled prod/api back to aaaa111 at generation 3") || !strings.Contains(o.stdout, "--generation 3") {
+	if !strings.Contains(o.stdout, "rolled prod/api back to aaaa111 at generation 3") || !strings.Contains(o.stdout, "--generation 3") ||
+		!strings.Contains(o.stdout, "prod/api is frozen (freeze 3)") || !strings.Contains(o.stdout, "latestwins unfreeze prod/api --freeze 3 --reason TEXT") {
 		t.Fatalf("rollback said:\n%s", o.stdout)
 	}
 	if again := h.must(ExitOK, "rollback", "prod/api", "--reason", "again", "--request", "r1"); !strings.Contains(again.stdout, "already answered") {
@@ -36,13 +37,13 @@ func TestRollbackFreezesUntilUnfreeze(t *testing.T) {
 	}
 
 	held := h.must(ExitLocked, "run", "--environment", "prod", "--scopes", "api", "--sha", "cccc333", "--intent-id", "c", "--wait", "0s", "--", "true")
-	if !strings.Contains(held.stderr, "held by a freeze: rolled back to aaaa111 by oncall") {
+	if !strings.Contains(held.stderr, "held by a freeze: rolled back to aaaa111 by oncall") || !strings.Contains(held.stderr, "latestwins unfreeze prod/api --freeze 3") {
 		t.Fatalf("a run while frozen said:\n%s", held.stderr)
 	}
-	if o := h.must(ExitOK, "unfreeze", "prod/api", "--reason", "fixed forward"); !strings.Contains(o.stdout, "unfroze prod/api") {
+	if o := h.must(ExitOK, "unfreeze", "prod/api", "--freeze", "3", "--reason", "fixed forward"); !strings.Contains(o.stdout, "unfroze prod/api: lifted freeze 3") {
 		t.Fatalf("unfreeze said:\n%s", o.stdout)
 	}
-	if o := h.must(ExitOK, "unfreeze", "prod/api", "--reason", "again"); !strings.Contains(o.stdout, "is not frozen") {
+	if o := h.must(ExitOK, "unfreeze", "prod/api", "--freeze", "3", "--reason", "again"); !strings.Contains(o.stdout, "is not frozen") {
 		t.Fatalf("a second unfreeze said:\n%s", o.stdout)
 	}
 	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", "cccc333", "--intent-id", "c", "--", "true")
@@ -55,6 +56,48 @@ func TestRollbackFreezesUntilUnfreeze(t *testing.T) {
 		if !strings.Contains(hist.stdout, want) {
 			t.Errorf("history does not say %q:\n%s", want, hist.stdout)
 		}
+	}
+}
+
+// Rollback 1 deployed, then rollback 2 froze prod/api again: an unfreeze naming rollback 1's freeze
+// ("incident 1 fixed", written before rollback 2), or none, is refused with the bad-input exit
+// code, says which freeze is current and the command that lifts it, and lifts nothing; naming
+// rollback 2's freeze lifts it.
+func TestUnfreezeNamesTheFreeze(t *testing.T) {
+	h := newHarness(t)
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "a", "--", "true")
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", "bbbb222", "--intent-id", "b", "--", "true")
+	h.must(ExitOK, "rollback", "prod/api", "--reason", "incident 1", "--actor", "oncall")
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--generation", "3", "--", "true")
+	if o := h.must(ExitOK, "rollback", "prod/api", "--to", "bbbb222", "--reason", "incident 2", "--actor", "night-shift"); !strings.Contains(o.stdout, "prod/api is frozen (freeze 4)") {
+		t.Fatalf("rollback 2 said:\n%s", o.stdout)
+	}
+
+	o := h.must(ExitUsage, "unfreeze", "prod/api", "--freeze", "3", "--reason", "incident 1 fixed")
+	for _, want := range []string{"freeze 3 is not the current freeze of prod/api (a newer rollback has frozen the scope since): it is frozen by freeze 4 (the rollback to bbbb222 by night-shift: incident 2)",
+		"nothing was unfrozen", "latestwins unfreeze prod/api --freeze 4 --reason TEXT"} {
+		if !strings.Contains(o.stderr, want) {
+			t.Errorf("unfreeze naming rollback 1's freeze did not say %q:\n%s", want, o.stderr)
+		}
+	}
+	o = h.must(ExitUsage, "unfreeze", "prod/api", "--reason", "incident 1 fixed")
+	for _, want := range []string{"prod/api is frozen by freeze 4 (the rollback to bbbb222 by night-shift: incident 2)", "nothing was unfrozen: name the freeze to lift (--freeze)",
+		"latestwins unfreeze prod/api --freeze 4 --reason TEXT"} {
+		if !strings.Contains(o.stderr, want) {
+			t.Errorf("unfreeze naming no freeze did not say %q:\n%s", want, o.stderr)
+		}
+	}
+	if f, _ := scopeField(h.status("prod"), "api", "freeze").(map[string]any); f == nil || f["generation"] != float64(4) {
+		t.Fatalf("after the refused unfreezes: freeze %v; want rollback 2's, still", f)
+	}
+	if st := h.must(ExitOK, "status", "prod"); !strings.Contains(st.stdout, "until unfreeze (freeze 4)") {
+		t.Errorf("status does not name the freeze:\n%s", st.stdout)
+	}
+	if o := h.must(ExitOK, "unfreeze", "prod/api", "--freeze", "4", "--reason", "incident 2 fixed"); !strings.Contains(o.stdout, "lifted freeze 4") {
+		t.Fatalf("unfreeze naming rollback 2's freeze said:\n%s", o.stdout)
+	}
+	if f := scopeField(h.status("prod"), "api", "freeze"); f != nil {
+		t.Fatalf("after the unfreeze: freeze %v; want none", f)
 	}
 }
 

@@ -511,13 +511,14 @@ func (c *cmdEnv) readEnv(ctx context.Context, args []string) (*authority.Env, er
 	return c.view.Status(ctx, c.s.environment)
 }
 
-// statusJSON is the --json shape of status: the state without the timeline and intent records.
+// statusJSON is the --json shape of status: the state without the timeline and intent records. A
+// frozen scope's freeze carries its name, the generation an unfreeze gives.
 func statusJSON(e *authority.Env, now time.Time) map[string]any {
 	scopes := map[string]any{}
 	for name, s := range e.Scopes {
 		scopes[name] = map[string]any{"live": s.Live, "pending": s.Mailbox, "queue": s.Queue, "owner": s.Owner, "lease": s.Lease,
 			"lease_held": s.Lease.Holder != "" && now.Before(s.Lease.ExpiresAt), "failure": s.Failure,
-			"blocked": s.Mailbox != nil && s.Mailbox.Failed}
+			"blocked": s.Mailbox != nil && s.Mailbox.Failed, "freeze": s.Freeze}
 	}
 	return map[string]any{"environment": e.Name, "policy": e.PolicyOrDefault(), "desired_generation": e.Desired, "observed_generation": e.Observed,
 		"settled": e.Observed == e.Desired, "scopes": scopes}

@@ -135,11 +135,11 @@ func RunRollback(ctx context.Context, a *authority.Authority, w io.Writer, o Opt
 	if sc := mustScope(ctx, a, o, violate); sc != nil && (sc.Live == nil || sc.Live.Sha != A.sha) {
 		violate("while frozen, live is not A")
 	}
-	f, err := a.Unfreeze(ctx, authority.UnfreezeRequest{Environment: o.Environment, Scope: o.Scope, Actor: "oncall", Reason: "fixed forward in C"})
+	f, err := a.Unfreeze(ctx, authority.UnfreezeRequest{Environment: o.Environment, Scope: o.Scope, Freeze: rb.Generation, Actor: "oncall", Reason: "fixed forward in C"})
 	if err != nil {
 		return nil, err
 	}
-	say("oncall unfreezes %s (frozen since the rollback to %s): C goes", o.Scope, f.Sha[:7])
+	say("oncall unfreezes %s, naming freeze %d (the rollback to %s): C goes", o.Scope, f.Generation, f.Sha[:7])
 	if err := <-done; err != nil {
 		violate("C after unfreeze: %v", err)
 	}

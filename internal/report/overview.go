@@ -100,7 +100,7 @@ func newPlacement(e *authority.Env, name string, sc *authority.Scope, envs map[s
 		p.Age = Ago(now, p.Since)
 	}
 	if f := sc.Freeze; f != nil {
-		p.Frozen = fmt.Sprintf("frozen by the rollback to %s (%s: %s) until unfreeze", ShortSha(f.Sha), orUnknown(f.Actor), f.Reason)
+		p.Frozen = FrozenText(f)
 	}
 	p.Promotion, p.Waiting = promotionWait(e.View(name, envs), now)
 	return p

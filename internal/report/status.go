@@ -195,7 +195,7 @@ func newRow(v authority.View, now time.Time) Row {
 		r.Blocked = authority.Verdict{Reason: authority.ReasonBlocked, HeadGeneration: h.Generation, HeadSha: h.Sha}.Text()
 	}
 	if f := s.Freeze; f != nil {
-		r.Frozen = fmt.Sprintf("frozen by the rollback to %s (%s: %s) until unfreeze", ShortSha(f.Sha), orUnknown(f.Actor), f.Reason)
+		r.Frozen = FrozenText(f)
 	}
 	r.PromotionWait, r.Promotion = promotionWait(v, now)
 	if u := s.Unapproved; u != nil {

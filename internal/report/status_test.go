@@ -378,7 +378,7 @@ func TestStatusShowsAFreeze(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, out := range map[string]string{"text": text.String(), "markdown": md.String()} {
-		for _, want := range []string{"rollback", "frozen by the rollback to", "held by a freeze"} {
+		for _, want := range []string{"rollback", "frozen by the rollback to", "until unfreeze (freeze 3)", "held by a freeze"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s does not say %q:\n%s", name, want, out)
 			}

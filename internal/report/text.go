@@ -126,3 +126,9 @@ func Waiting(held *authority.HeldError) string {
 	}
 	return Escape(authority.WaitText(held))
 }
+
+// FrozenText is the words for a rollback's freeze on a scope's row: the commit rolled back to, who
+// and why, and the freeze's name (its rollback's generation), which an unfreeze must give.
+func FrozenText(f *authority.Freeze) string {
+	return fmt.Sprintf("frozen by the rollback to %s (%s: %s) until unfreeze (freeze %d)", ShortSha(f.Sha), orUnknown(f.Actor), f.Reason, f.Generation)
+}

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ func rollbackCases() []testCase {
 		{"DefaultsToThePreviousLive", testRollbackDefault},
 		{"RepeatedRequestOnce", testRollbackRepeat},
 		{"HeadNotTakenOver", testRollbackHeadKept},
+		{"UnfreezeLiftsOnlyTheFreezeItNames", testUnfreezeNamesTheFreeze},
 	}
 }
 
@@ -97,7 +99,7 @@ func testRollbackFreezes(t *testing.T, h *harness) {
 		t.Fatalf("stalled work while frozen: %+v, %v; want none: nothing may deploy", work, err)
 	}
 
-	f, err := ops.Unfreeze(h.ctx, authority.UnfreezeRequest{Environment: env, Scope: "api", Actor: "oncall", Reason: "fixed forward in C", Request: "u1"})
+	f, err := ops.Unfreeze(h.ctx, authority.UnfreezeRequest{Environment: env, Scope: "api", Freeze: res.Generation, Actor: "oncall", Reason: "fixed forward in C", Request: "u1"})
 	if err != nil || f.Sha != sha("a", 1) {
 		t.Fatalf("unfreeze: %+v, %v", f, err)
 	}
@@ -196,3 +198,72 @@ func testRollbackHeadKept(t *testing.T, h *harness) {
 		t.Fatalf("the rollback's own pass: held %v, %v; want it deployed", held, err)
 	}
 }
+
+// Rollback 1 deployed, then a second incident: rollback 2 froze the scope again. An unfreeze that
+// names rollback 1's freeze ("incident 1 fixed", written before rollback 2), or none, is refused,
+// names rollback 2's freeze, and changes nothing; naming rollback 2's lifts it, and a repeat of
+// that request is a repeat whatever it names.
+func testUnfreezeNamesTheFreeze(t *testing.T, h *harness) {
+	const env = "rb-named"
+	a := h.process()
+	h.accept(a, push(env, "push-a", sha("a", 5), "api"), true)
+	h.deploy(a, env, 1, "run-a", "run-a", "api")
+	h.accept(a, push(env, "push-b", sha("b", 5), "api"), true)
+	h.deploy(a, env, 2, "run-b", "run-b", "api")
+	ops := h.process()
+	first, err := ops.Rollback(h.ctx, authority.RollbackRequest{Environment: env, Scope: "api", Actor: "oncall", Reason: "incident 1", Request: "r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, err := h.tryDeploy(ops, env, first.Generation, "rollback-1", "api"); err != nil || held != nil {
+		t.Fatalf("rollback 1's deploy: held %v, %v; want it deployed", held, err)
+	}
+	h.clock.Advance(time.Minute)
+	second, err := h.process().Rollback(h.ctx, authority.RollbackRequest{Environment: env, Scope: "api", To: sha("z", 5), Actor: "night-shift", Reason: "incident 2", Request: "r2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Generation <= first.Generation {
+		t.Fatalf("rollback 2 at generation %d, rollback 1 at %d; want it newer", second.Generation, first.Generation)
+	}
+	before := h.env(env)
+
+	_, err = ops.Unfreeze(h.ctx, authority.UnfreezeRequest{Environment: env, Scope: "api", Freeze: first.Generation, Actor: "oncall", Reason: "incident 1 fixed", Request: "u1"})
+	var mismatch *authority.FreezeMismatchError
+	if !errors.As(err, &mismatch) || !errors.Is(err, authority.ErrFreezeMismatch) {
+		t.Fatalf("unfreeze naming rollback 1's freeze: %v; want a FreezeMismatchError", err)
+	}
+	if mismatch.Named != first.Generation || mismatch.Current == nil || mismatch.Current.Generation != second.Generation || mismatch.Current.Sha != sha("z", 5) {
+		t.Fatalf("the refusal: %+v; want it to name rollback 2's freeze (generation %d)", mismatch, second.Generation)
+	}
+	for _, want := range []string{fmt.Sprintf("freeze %d", second.Generation), shortSha(sha("z", 5)), "night-shift", "incident 2"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal %q does not say %q", err, want)
+		}
+	}
+	// Naming no freeze is refused the same way: an unfreeze never lifts a freeze it does not name.
+	_, err = ops.Unfreeze(h.ctx, authority.UnfreezeRequest{Environment: env, Scope: "api", Actor: "oncall", Reason: "incident 1 fixed", Request: "u1"})
+	if !errors.As(err, &mismatch) || mismatch.Named != 0 || mismatch.Current == nil || mismatch.Current.Generation != second.Generation {
+		t.Fatalf("unfreeze naming no freeze: %v; want a FreezeMismatchError naming rollback 2's freeze", err)
+	}
+	after := h.env(env)
+	if f := after.Scopes["api"].Freeze; f == nil || f.Generation != second.Generation {
+		t.Fatalf("after the refused unfreezes: freeze %+v; want rollback 2's, still", f)
+	}
+	if n := len(eventsOf(after, authority.EventUnfrozen)); n != 0 || after.Desired != before.Desired {
+		t.Fatalf("the refused unfreezes recorded %d unfreeze events, desired %d -> %d; want nothing", n, before.Desired, after.Desired)
+	}
+
+	f, err := ops.Unfreeze(h.ctx, authority.UnfreezeRequest{Environment: env, Scope: "api", Freeze: second.Generation, Actor: "oncall", Reason: "incident 2 fixed", Request: "u2"})
+	if err != nil || f.Generation != second.Generation {
+		t.Fatalf("unfreeze naming rollback 2's freeze: %+v, %v; want it lifted", f, err)
+	}
+	if f := h.env(env).Scopes["api"].Freeze; f != nil {
+		t.Fatalf("after the unfreeze: freeze %+v; want none", f)
+	}
+	if _, err := ops.Unfreeze(h.ctx, authority.UnfreezeRequest{Environment: env, Scope: "api", Freeze: first.Generation, Actor: "oncall", Reason: "again", Request: "u2"}); !errors.Is(err, authority.ErrRepeated) {
+		t.Fatalf("a repeat of the unfreeze request: %v; want ErrRepeated", err)
+	}
+}
+
+func shortSha(s string) string { return s[:7] }
