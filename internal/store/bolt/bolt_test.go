@@ -54,7 +54,7 @@ func envDoc(name string, desired int64) *authority.Doc {
 					Owner:   desired,
 					Lease:   authority.Lease{Holder: "run-9", Purpose: "deploy", Generation: desired, Token: 4, AcquiredAt: t0, ExpiresAt: t0.Add(2 * time.Minute)},
 				},
-				"web": {Live: &authority.Live{Sha: "b0b", Generation: desired - 1, Token: 3, At: t0}},
+				"web": {Live: &authority.Live{Sha: "b0b", Generation: max(desired-1, 1), Token: 3, At: t0}},
 			},
 			Accepts: []authority.IntentRecord{{ID: "d-1", Generation: desired, Sha: "c0ffee", Scopes: []string{"api"}, At: t0}},
 			Outbox: []authority.Event{
