@@ -466,6 +466,27 @@ func TestDamagedDocument(t *testing.T) {
 	}
 }
 
+// TestHandEditedDocumentIsRefused: an environment edited in the file to observed 50, desired 1
+// is refused when read, and a claim after it hands out no generation.
+func TestHandEditedDocumentIsRefused(t *testing.T) {
+	t.Parallel()
+	path := dbPath(t)
+	s := open(t, path)
+	key := []byte(authority.EnvKey("staging"))
+	storetest.SeedForHandEdit(t, s, "staging")
+	raw := func() []byte {
+		var b []byte
+		rawUpdate(t, path, func(tx *bbolt.Tx) error {
+			b = slices.Clone(tx.Bucket([]byte("docs")).Get(key))
+			return nil
+		})
+		return b
+	}
+	edited := storetest.HandEdit(t, raw())
+	rawUpdate(t, path, func(tx *bbolt.Tx) error { return tx.Bucket([]byte("docs")).Put(key, edited) })
+	storetest.CheckHandEditRefused(t, s, "staging", raw)
+}
+
 func TestFileRemovedAfterOpen(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
