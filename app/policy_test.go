@@ -492,11 +492,7 @@ func TestDeployCommandOnFullQueueReplies(t *testing.T) {
 	stubReaction(t, gh)
 	stubPermission(gh, "Codertocat", "write")
 	st := stubReply(t, gh)
-	ctx := context.Background()
-	if _, err := h.auth.SetPolicy(ctx, "preview/pr-1", authority.PolicyQueue, "test"); err != nil {
-		t.Fatal(err)
-	}
-	queueBehind(t, h, "preview/pr-1", "api", "other", olderSha)
+	queueBehind(t, h, "preview/pr-1", "api", "other", olderSha)    // its intent makes the environment, under policy queue
 	deployed(t, h, "preview/pr-1", "pr-opened", headSha, "worker") // the pull request's head, newest
 
 	w := h.post(t, "issue_comment", "d-deploy", commentFixture(t, withBody("/latestwins deploy")))

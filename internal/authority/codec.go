@@ -3,6 +3,7 @@ package authority
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -266,8 +267,21 @@ func EncodeEnv(e *Env) ([]byte, error) {
 	return json.Marshal(&s)
 }
 
-// DecodeEnv reads an environment's stored form, in this layout or the first one.
+// DecodeEnv reads an environment's stored form, in this layout or the first one, and checks the
+// invariants every transition keeps: a document that breaks one is refused with a *CorruptError
+// (matching ErrCorrupt), so that nothing is decided from it.
 func DecodeEnv(b []byte) (*Env, error) {
+	e, err := decodeEnv(b)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.checkInvariants(); err != nil {
+		return nil, fmt.Errorf("decode environment: %w", err)
+	}
+	return e, nil
+}
+
+func decodeEnv(b []byte) (*Env, error) {
 	var probe struct {
 		V int `json:"v"`
 	}
@@ -412,6 +426,9 @@ func DecodeDoc(b []byte) (*Doc, error) {
 	if len(s.Env) > 0 && !bytes.Equal(s.Env, []byte("null")) {
 		e, err := DecodeEnv(s.Env)
 		if err != nil {
+			if ce, ok := errors.AsType[*CorruptError](err); ok && s.Key != "" {
+				ce.Key = s.Key // the key it is stored under, whatever name it holds
+			}
 			return nil, fmt.Errorf("decode document %s: %w", s.Key, err)
 		}
 		d.Env = e

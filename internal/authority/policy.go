@@ -209,8 +209,10 @@ func (e *Env) setPolicy(p Policy, actor string, now time.Time) {
 // lease that says when it frees.
 const queueRetry = 5 * time.Second
 
-// SetPolicy sets an environment's policy and records the switch in its timeline (see setPolicy);
-// the environment is made if nothing was accepted for it yet. It reports whether the policy changed.
+// SetPolicy sets an environment's policy and records the switch in its timeline (see setPolicy).
+// It reports whether the policy changed. An environment nothing was ever accepted for is bad input,
+// as for every other verb, and nothing is written: a typo must not make an environment. A new
+// environment gets its policy with its first intent (Intent.Policy).
 func (a *Authority) SetPolicy(ctx context.Context, env string, p Policy, actor string) (bool, error) {
 	if err := ValidateEnvironment(env); err != nil {
 		return false, err
@@ -221,7 +223,7 @@ func (a *Authority) SetPolicy(ctx context.Context, env string, p Policy, actor s
 	changed := false
 	_, err := a.update(ctx, EnvKey(env), func(d *Doc, now time.Time) (bool, error) {
 		if d.Env == nil {
-			d.Env = newEnv(env)
+			return false, &InputError{Field: "environment", Value: env, Fix: "unknown environment: nothing was ever accepted for it; check the name"}
 		}
 		changed = d.Env.policy() != p
 		d.Env.setPolicy(p, actor, now)

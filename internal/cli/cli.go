@@ -21,7 +21,7 @@ import (
 // Exit codes. They are part of the contract: workflows branch on them.
 const (
 	ExitOK          = 0 // done
-	ExitError       = 1 // unexpected error (store unreachable, ...): retryable
+	ExitError       = 1 // unexpected error (store unreachable, ...): retryable; a damaged store file or corrupt stored state once repaired
 	ExitUsage       = 2 // bad input or configuration: terminal, the message says what to fix
 	ExitSuperseded  = 3 // a newer generation owns the scope: stop cleanly, nothing was deployed
 	ExitLocked      = 4 // the lease stayed held by another pass for longer than --wait
@@ -143,12 +143,15 @@ func (c *cmdEnv) explain(ctx context.Context, err error) error {
 	return err
 }
 
-// message is what the command line says about err: a damaged store file is said plainly, without
-// the operations that ran into it.
+// message is what the command line says about err: a damaged store file and a stored environment
+// that breaks an invariant are said plainly, without the operations that ran into them.
 func message(err error) string {
 	var d *bolt.DamagedError
 	if errors.As(err, &d) {
 		return d.Error()
+	}
+	if c, ok := errors.AsType[*authority.CorruptError](err); ok {
+		return c.Error()
 	}
 	return err.Error()
 }

@@ -709,7 +709,9 @@ func runPolicy(ctx context.Context, c *cmdEnv, args []string) error {
 	if c.s.actor = strings.TrimSpace(c.s.actor); c.s.actor == "" {
 		c.s.actor = firstNonEmpty(c.io.Getenv("GITHUB_ACTOR"), c.io.Getenv("USER"))
 	}
-	c.mode = storeCreate
+	// Only an environment something was accepted for has a policy to set: a store that was never
+	// created holds none, and is not made for the refusal.
+	c.mode = storeMustExist
 	if err := c.open(ctx); err != nil {
 		return err
 	}

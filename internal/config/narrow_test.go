@@ -138,6 +138,31 @@ environments:
 	}
 }
 
+// TestNarrowPathsNeverWiden: a repository's own file with paths: ["**"] does not widen the trusted
+// services/**: a change that only its ** matches feeds no scope, one under services/ still does.
+func TestNarrowPathsNeverWiden(t *testing.T) {
+	t.Parallel()
+	base := mustParse(t, trusted)
+	got, err := base.Narrow("acme/api", []byte("environments:\n  staging:\n    scopes:\n      api:\n        paths: [\"**\"]\n"), trustedName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		changed []string
+		want    bool
+	}{
+		{[]string{"README.md"}, false},
+		{[]string{"docs/api/index.md", "go.mod"}, false},
+		{[]string{"services/api/main.go"}, true},
+		{[]string{"README.md", "services/api/main.go"}, true},
+	} {
+		sel := got.ScopesFor("acme/api", "main", tt.changed)
+		if (len(sel) == 1) != tt.want {
+			t.Errorf("ScopesFor(%v) with the repository's paths [\"**\"] = %v; want selected=%v (the trusted paths are [services/**])", tt.changed, sel, tt.want)
+		}
+	}
+}
+
 func TestNarrowEmptyFileChangesNothing(t *testing.T) {
 	t.Parallel()
 	base := mustParse(t, trusted)

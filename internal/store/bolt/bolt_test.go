@@ -54,7 +54,7 @@ func envDoc(name string, desired int64) *authority.Doc {
 					Owner:   desired,
 					Lease:   authority.Lease{Holder: "run-9", Purpose: "deploy", Generation: desired, Token: 4, AcquiredAt: t0, ExpiresAt: t0.Add(2 * time.Minute)},
 				},
-				"web": {Live: &authority.Live{Sha: "b0b", Generation: desired - 1, Token: 3, At: t0}},
+				"web": {Live: &authority.Live{Sha: "b0b", Generation: max(desired-1, 1), Token: 3, At: t0}},
 			},
 			Accepts: []authority.IntentRecord{{ID: "d-1", Generation: desired, Sha: "c0ffee", Scopes: []string{"api"}, At: t0}},
 			Outbox: []authority.Event{
@@ -464,6 +464,27 @@ func TestDamagedDocument(t *testing.T) {
 	if _, err := s.Get(ctx, "env#garbage"); err == nil || errors.Is(err, authority.ErrNotFound) {
 		t.Errorf("Get of a damaged document: err = %v, want a decode error", err)
 	}
+}
+
+// TestHandEditedDocumentIsRefused: an environment edited in the file to observed 50, desired 1
+// is refused when read, and a claim after it hands out no generation.
+func TestHandEditedDocumentIsRefused(t *testing.T) {
+	t.Parallel()
+	path := dbPath(t)
+	s := open(t, path)
+	key := []byte(authority.EnvKey("staging"))
+	storetest.SeedForHandEdit(t, s, "staging")
+	raw := func() []byte {
+		var b []byte
+		rawUpdate(t, path, func(tx *bbolt.Tx) error {
+			b = slices.Clone(tx.Bucket([]byte("docs")).Get(key))
+			return nil
+		})
+		return b
+	}
+	edited := storetest.HandEdit(t, raw())
+	rawUpdate(t, path, func(tx *bbolt.Tx) error { return tx.Bucket([]byte("docs")).Put(key, edited) })
+	storetest.CheckHandEditRefused(t, s, "staging", raw)
 }
 
 func TestFileRemovedAfterOpen(t *testing.T) {

@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -72,6 +73,9 @@ func decodeItem(item map[string]types.AttributeValue) (*authority.Doc, history, 
 	case *types.AttributeValueMemberS:
 		e, err := authority.DecodeEnv([]byte(av.Value))
 		if err != nil {
+			if ce, ok := errors.AsType[*authority.CorruptError](err); ok {
+				ce.Key = pk.Value // the key it is stored under, whatever name it holds
+			}
 			return nil, history{}, fmt.Errorf("decode environment of %s: %w", pk.Value, err)
 		}
 		doc.Env = e

@@ -81,6 +81,10 @@ func testInputErrors(t *testing.T, h *harness) {
 		{"unknown environment in claim", "environment", "accepted", func() error { _, err := a.Claim(h.ctx, "prod", 1, []string{"api"}); return err }},
 		{"unknown environment in gate", "environment", "accepted", func() error { r := okGate; r.Environment = "prod"; return gate(r) }},
 		{"unknown environment in status", "environment", "prod", func() error { _, err := a.Status(h.ctx, "prod"); return err }},
+		{"unknown environment in policy", "environment", "accepted", func() error {
+			_, err := a.SetPolicy(h.ctx, "prod", authority.PolicyQueue, "octocat")
+			return err
+		}},
 		{"generation 0", "generation", "1 to 2", func() error { r := okGate; r.Generation = 0; return gate(r) }},
 		{"negative generation", "generation", "1 to 2", func() error { _, err := a.Claim(h.ctx, "staging", -1, nil); return err }},
 		{"generation beyond desired", "generation", "1 to 2", func() error { _, err := a.Claim(h.ctx, "staging", desired+1, nil); return err }},
