@@ -331,9 +331,10 @@ func (a *Authority) Report(ctx context.Context, r Report) (*CompleteResult, erro
 	return res, nil
 }
 
-// reportUnapproved records, once per delivery, the outcome of a deployment nobody approved as each
-// scope's warning, unless the commit is live there already or a pass deploys it under its lease
-// (whose own completion records it): it never makes anything live nor counts an attempt.
+// reportUnapproved records, once per delivery, the outcome of a deployment nobody approved as the
+// warning of each scope where its commit goes next, unless a pass deploys it under its lease (whose
+// own completion records it): it never makes anything live nor counts an attempt. A commit that is
+// live already, or not what goes next, is reported as before and warned of nowhere.
 func (e *Env) reportUnapproved(r *Report, repeat bool, res *CompleteResult, now time.Time) {
 	for _, name := range r.Scopes {
 		sc := e.Scopes[name]
@@ -346,6 +347,9 @@ func (e *Env) reportUnapproved(r *Report, repeat bool, res *CompleteResult, now 
 			continue
 		case liveLease(&sc.Lease, now, 0) && sc.Lease.Sha == r.Sha:
 			res.Results[name] = ResultRetry // the pass deploying it under its lease records its outcome
+			continue
+		case sc.Mailbox == nil || sc.Mailbox.Sha != r.Sha:
+			res.Results[name] = ResultSuperseded // not what goes next: it could change nothing anyway
 			continue
 		}
 		res.Results[name] = ResultUnapproved

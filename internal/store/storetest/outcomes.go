@@ -192,15 +192,24 @@ func testTerminalWithoutMessage(t *testing.T, h *harness) {
 func testReported(t *testing.T, h *harness) {
 	a := h.process()
 	x := h.accept(a, push("staging", "push-x", sha("x", 1), "api", "web"), false)
+	// Deployment 1 of x and 2 of y are approved by the protection rule; 3 of z is not.
+	deployment := map[string]int64{sha("x", 1): 1, sha("y", 2): 2, sha("w", 0): 1, sha("z", 3): 3}
+	approve := func(commit string, scopes ...string) {
+		t.Helper()
+		if err := h.process().Approve(h.ctx, authority.Approval{Environment: "staging", Scopes: scopes, Sha: commit, Deployment: deployment[commit], Run: 7}); err != nil {
+			t.Fatalf("approve %s: %v", commit, err)
+		}
+	}
 	report := func(id, commit string, ok bool, scopes ...string) *authority.CompleteResult {
 		t.Helper()
-		res, err := h.process().Report(h.ctx, authority.Report{ID: id, Environment: "staging", Scopes: scopes, Sha: commit, Success: ok,
-			Run: "https://github.com/example/app/actions/runs/7", Message: "job failed"})
+		res, err := h.process().Report(h.ctx, authority.Report{ID: id, Environment: "staging", Scopes: scopes, Sha: commit, Deployment: deployment[commit],
+			Success: ok, Run: "https://github.com/example/app/actions/runs/7", Message: "job failed"})
 		if err != nil {
 			t.Fatalf("report %s: %v", id, err)
 		}
 		return res
 	}
+	approve(sha("x", 1), "api", "web")
 	if res := report("status-1", sha("x", 1), true, "api"); res.Results["api"] != authority.ResultDeployed {
 		t.Fatalf("reported success: %+v", res)
 	}
@@ -215,6 +224,7 @@ func testReported(t *testing.T, h *harness) {
 		t.Fatalf("the same report again: %+v", res)
 	}
 	y := h.accept(a, push("staging", "push-y", sha("y", 2), "api"), false)
+	approve(sha("y", 2), "api")
 	// A late success of an older commit changes nothing.
 	mid := h.doc(authority.EnvKey("staging"))
 	if res := report("status-old", sha("w", 0), true, "api"); res.Results["api"] != authority.ResultSuperseded {
@@ -238,5 +248,13 @@ func testReported(t *testing.T, h *harness) {
 	}
 	if l := e.Scopes["api"].Live; l == nil || l.Sha != sha("x", 1) {
 		t.Fatalf("a failure changed live: %+v", l)
+	}
+	// A success of a deployment nobody approved makes nothing live: it is the scope's warning.
+	h.accept(a, push("staging", "push-z", sha("z", 3), "api"), false)
+	if res := report("status-z", sha("z", 3), true, "api"); res.Results["api"] != authority.ResultUnapproved {
+		t.Fatalf("report of an unapproved deployment: %+v", res)
+	}
+	if sc := h.env("staging").Scopes["api"]; sc.Live != nil && sc.Live.Sha == sha("z", 3) || sc.Mailbox == nil || sc.Unapproved == nil || sc.Unapproved.Deployment != 3 {
+		t.Fatalf("api after an unapproved success: live %+v, pending %+v, warning %+v", sc.Live, sc.Mailbox, sc.Unapproved)
 	}
 }
