@@ -16,7 +16,7 @@ import (
 func runAction(ctx context.Context, c *cmdEnv, args []string) error {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 		fmt.Fprintln(c.io.Stdout, "latestwins action: the GitHub Action's step. It reads the step's inputs from INPUT_* variables and")
-		fmt.Fprintln(c.io.Stdout, "the run from GITHUB_* variables; see action.yml and the README section \"The GitHub Action\".")
+		fmt.Fprintln(c.io.Stdout, "the run from GITHUB_* variables; see action.yml and docs/action.md.")
 		return nil
 	}
 	if len(args) > 0 {

@@ -25,34 +25,76 @@ import (
 // TestSnapshotMatchesSetup checks; scripts/check-release builds one and sets it.
 const snapshotEnv = "LATESTWINS_RELEASE_SNAPSHOT"
 
+// platformsEnv names the platforms (GOOS_GOARCH, comma-separated) the snapshot was built for:
+// scripts/check-release builds only the host's unless LATESTWINS_RELEASE_ALL is set, and says which.
+// Unset, the snapshot must hold every platform, as a release does.
+const platformsEnv = "LATESTWINS_RELEASE_PLATFORMS"
+
+// runnerPlatforms are the platforms a release serves, as the Action's runners name them.
+var runnerPlatforms = []struct{ runnerOS, runnerArch, goos, goarch string }{
+	{"Linux", "X64", "linux", "amd64"},
+	{"Linux", "ARM64", "linux", "arm64"},
+	{"macOS", "X64", "darwin", "amd64"},
+	{"macOS", "ARM64", "darwin", "arm64"},
+}
+
 // releaseFiles is what a release publishes besides SBOMs: the names the Action's setup downloads,
-// the Lambda zips infra/ and docs/deploy.md name, and the checksums.
-var releaseFiles = []string{
-	"checksums.txt",
-	"latestwins-lambda-amd64.zip",
-	"latestwins-lambda-arm64.zip",
-	"latestwins_darwin_amd64",
-	"latestwins_darwin_arm64",
-	"latestwins_linux_amd64",
-	"latestwins_linux_arm64",
+// the Lambda zips infra/ and docs/deploy.md name, and the checksums. A snapshot of some platforms
+// holds the command line of each, and the Lambda zip (always linux) of each one's architecture.
+func releaseFiles(platforms []string) []string {
+	files := []string{"checksums.txt"}
+	for _, p := range platforms {
+		_, arch, _ := strings.Cut(p, "_")
+		files = append(files, "latestwins_"+p)
+		if zip := "latestwins-lambda-" + arch + ".zip"; !slices.Contains(files, zip) {
+			files = append(files, zip)
+		}
+	}
+	slices.Sort(files)
+	return files
+}
+
+// snapshotPlatforms returns the platforms the snapshot holds: LATESTWINS_RELEASE_PLATFORMS, or all
+// of a release's. A platform no release serves fails the test.
+func snapshotPlatforms(t *testing.T) []string {
+	t.Helper()
+	var all []string
+	for _, p := range runnerPlatforms {
+		all = append(all, p.goos+"_"+p.goarch)
+	}
+	v := strings.TrimSpace(os.Getenv(platformsEnv))
+	if v == "" {
+		return all
+	}
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		p = strings.TrimSpace(p)
+		if !slices.Contains(all, p) {
+			t.Fatalf("%s=%s: %q is no platform of a release (%s)", platformsEnv, v, p, strings.Join(all, ", "))
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // TestSnapshotMatchesSetup checks a goreleaser snapshot (.goreleaser.yaml as it is) against the
 // Action's setup script: it serves the snapshot's files as a release on 127.0.0.1 and runs the real
-// setup for each runner platform, which must find its binary under the name it asks for and verify
-// it with the snapshot's checksums.txt. It also checks the binaries' platforms and the Lambda zip.
+// setup for each runner platform the snapshot holds (every one, unless LATESTWINS_RELEASE_PLATFORMS
+// names some), which must find its binary under the name it asks for and verify it with the
+// snapshot's checksums.txt. It also checks the binaries' platforms and the Lambda zips.
 func TestSnapshotMatchesSetup(t *testing.T) {
 	dir := os.Getenv(snapshotEnv)
 	if dir == "" {
 		t.Skipf("%s is not set: scripts/check-release builds a snapshot and runs this test", snapshotEnv)
 	}
+	platforms := snapshotPlatforms(t)
 	files := snapshotFiles(t, dir)
 	var names []string
 	for n := range files {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	if d := cmp.Diff(releaseFiles, names); d != "" {
+	if d := cmp.Diff(releaseFiles(platforms), names); d != "" {
 		t.Fatalf("the snapshot's files differ from what the setup, infra/ and the docs expect (-want +got):\n%s", d)
 	}
 
@@ -62,12 +104,10 @@ func TestSnapshotMatchesSetup(t *testing.T) {
 		served["/"+version+"/"+n] = b
 	}
 	rs := newReleaseServer(t, served)
-	for _, p := range []struct{ runnerOS, runnerArch, goos, goarch string }{
-		{"Linux", "X64", "linux", "amd64"},
-		{"Linux", "ARM64", "linux", "arm64"},
-		{"macOS", "X64", "darwin", "amd64"},
-		{"macOS", "ARM64", "darwin", "arm64"},
-	} {
+	for _, p := range runnerPlatforms {
+		if !slices.Contains(platforms, p.goos+"_"+p.goarch) {
+			continue
+		}
 		t.Run(p.goos+"_"+p.goarch, func(t *testing.T) {
 			s := newSetup(t)
 			s.env["ACTION_REF"] = version
@@ -97,6 +137,9 @@ func TestSnapshotMatchesSetup(t *testing.T) {
 
 	for _, arch := range []string{"arm64", "amd64"} {
 		name := "latestwins-lambda-" + arch + ".zip"
+		if _, ok := files[name]; !ok {
+			continue // a snapshot of some platforms: the file list above says which zips it holds
+		}
 		zr, err := zip.NewReader(bytes.NewReader(files[name]), int64(len(files[name])))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
