@@ -45,6 +45,17 @@ func policyRace(ctx context.Context, newAuth func() *authority.Authority, env st
 	errs := make([]error, len(names))
 	start := time.Now()
 	var wg sync.WaitGroup
+	// A build ends only once all three are accepted: the race is about passes still building when
+	// a newer commit arrives, which a loaded machine must not turn into another race by stretching
+	// the arrivals past the builds.
+	accepted := make(chan struct{})
+	defer func() {
+		select {
+		case <-accepted:
+		default:
+			close(accepted)
+		}
+	}()
 	for i, name := range names {
 		if i > 0 {
 			if err := pause(ctx, gap); err != nil {
@@ -69,6 +80,12 @@ func policyRace(ctx context.Context, newAuth func() *authority.Authority, env st
 			defer wg.Done()
 			if err := pause(ctx, build); err != nil {
 				errs[i] = err
+				return
+			}
+			select {
+			case <-accepted:
+			case <-ctx.Done():
+				errs[i] = ctx.Err()
 				return
 			}
 			var g *authority.Grant
@@ -109,6 +126,7 @@ func policyRace(ctx context.Context, newAuth func() *authority.Authority, env st
 			mu.Unlock()
 		}()
 	}
+	close(accepted)
 	wg.Wait()
 	total := time.Since(start)
 	if err := errors.Join(errs...); err != nil {
