@@ -87,13 +87,13 @@ func (v Viewer) Status(st *Status) *Status {
 	return st
 }
 
-// Env is a copy of e with its timeline (Events) as the viewer may read it, for renderings of the
-// whole state (the API's status, a publication).
+// Env is a copy of e with its timeline (Events, and the Outbox of events not yet stored as records)
+// as the viewer may read it, for renderings of the whole state (the API's status, a publication).
 func (v Viewer) Env(e *authority.Env) *authority.Env {
 	if v == nil || e == nil {
 		return e
 	}
 	c := *e
-	c.Events = v.Events(e.Events)
+	c.Events, c.Outbox = v.Events(e.Events), v.Events(e.Outbox)
 	return &c
 }

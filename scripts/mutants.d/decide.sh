@@ -9,3 +9,13 @@ mutant "the protection rule records no approval" app/protection.go \
 mutant "the status rows leave an unapproved deployment out" internal/report/status.go \
   's/\t\tr\.Warning = u\.Text\(\)\n//' \
   TestStatusShowsAnUnapprovedDeployment ./internal/report/
+# No text crosses visibility: the API words a refusal for the token's repository.
+mutant "the API tells a token what is live where its repository feeds nothing" app/api.go \
+  's/return ok && e\.FedBy\(wl\.Repository\)/return true/' \
+  TestAPIHidesWhatIsLiveWhereTheTokenDoesNotFeed ./app/
+mutant "a stored message naming another environment's commits is shown to anyone" internal/report/viewer.go \
+  's/\t\tif !v\.Sees\(m\[1\]\) \{/\t\tif false {/' \
+  TestViewerHidesAnotherEnvironmentsCommits ./internal/report/
+mutant "the API's status shows the outbox's events as stored" internal/report/viewer.go \
+  's/c\.Events, c\.Outbox = v\.Events\(e\.Events\), v\.Events\(e\.Outbox\)/c.Events = v.Events(e.Events)/' \
+  TestAPIHidesWhatIsLiveWhereTheTokenDoesNotFeed ./app/
