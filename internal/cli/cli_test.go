@@ -413,3 +413,19 @@ func TestUnlockOfAMistypedLeaseIsBadInput(t *testing.T) {
 		t.Fatalf("stdout %q", o.stdout)
 	}
 }
+
+// A secret given by its variable never shows in help or usage: -h prints flag defaults, and a
+// default read from the environment would print the secret itself.
+func TestHelpNeverShowsSecrets(t *testing.T) {
+	const secret = "s3cr3t-value-that-must-not-leak"
+	h := newHarness(t)
+	for _, v := range []string{"LATESTWINS_API_TOKEN", "LATESTWINS_WEBHOOK_SECRET", "LATESTWINS_APP_PRIVATE_KEY", "LATESTWINS_APP_CLIENT_SECRET", "LATESTWINS_SESSION_KEY"} {
+		h.vars[v] = secret
+	}
+	for _, args := range [][]string{{"status", "-h"}, {"serve", "-h"}, {"status", "--no-such-flag"}, {"claim", "-h"}} {
+		o := h.run(t.Context(), args...)
+		if strings.Contains(o.stdout+o.stderr, secret) {
+			t.Errorf("latestwins %s printed a secret:\n%s%s", strings.Join(args, " "), o.stdout, o.stderr)
+		}
+	}
+}

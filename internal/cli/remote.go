@@ -27,7 +27,7 @@ var (
 // commands may go through instead of a store (spec section 4: --api URL).
 func (c *cmdEnv) apiFlags() {
 	c.str(&c.s.api, "api", "", "the App's URL: go through its HTTP API instead of a store (https, or http on loopback)")
-	c.str(&c.s.apiToken, "api-token", "", "token for --api outside a GitHub Actions job with id-token: write (prefer the variable: flags show in process lists)")
+	c.secret(&c.s.apiToken, "api-token", "token for --api outside a GitHub Actions job with id-token: write (prefer the variable: flags show in process lists)")
 	c.str(&c.s.apiAudience, "api-audience", apiclient.Audience, "audience of the OIDC token asked of the Actions runner for --api (the App's --oidc-audience)")
 }
 

@@ -109,9 +109,9 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	c.str(&ss.addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; :0 picks a free port)")
 	c.str(&ss.config, "config", "", "the trusted configuration file: environments, scopes and the repositories that feed them (see docs/config.md)")
 	c.str(&ss.configRepo, "config-repo", "", "OWNER/REPO whose .github/latestwins.yml is the trusted configuration (default, with App credentials and no --config: the App owner's .github repository)")
-	c.str(&ss.webhookSecret, "webhook-secret", "", "the App's webhook secret (prefer the variable: flags show in process lists)")
+	c.secret(&ss.webhookSecret, "webhook-secret", "the App's webhook secret (prefer the variable: flags show in process lists)")
 	c.str(&ss.appID, "app-id", "", "the GitHub App's id")
-	c.str(&ss.appKey, "app-private-key", "", "the GitHub App's private key: PEM, or a path to a PEM file")
+	c.secret(&ss.appKey, "app-private-key", "the GitHub App's private key: PEM, or a path to a PEM file")
 	c.str(&ss.apiURL, "github-api-url", "https://api.github.com/", "GitHub's REST API (GitHub Enterprise: https://HOST/api/v3/)")
 	c.str(&ss.oidcIssuer, "oidc-issuer", app.DefaultOIDCIssuer, "issuer of the workflow OIDC tokens the /v1 API accepts (GitHub Enterprise Server: https://HOST/_services/token)")
 	c.str(&ss.oidcAudience, "oidc-audience", apiclient.Audience, "audience the /v1 API requires in those tokens (what the Action and --api ask for)")
@@ -124,8 +124,8 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 		"open (anyone who can reach the address: actors, lease holders and failure messages included) or github (sign in with GitHub)")
 	c.str(&ss.publicURL, "public-url", "", "the App's address as browsers reach it, for --status-page github (the callback URL to register on the App is this plus /signin/callback)")
 	c.str(&ss.clientID, "app-client-id", "", "the GitHub App's client id, for --status-page github")
-	c.str(&ss.clientSecret, "app-client-secret", "", "the GitHub App's client secret, for --status-page github (prefer the variable)")
-	c.str(&ss.sessionKey, "session-key", "", "at least 32 random bytes sealing the status page's sign-in cookies, for --status-page github (prefer the variable)")
+	c.secret(&ss.clientSecret, "app-client-secret", "the GitHub App's client secret, for --status-page github (prefer the variable)")
+	c.secret(&ss.sessionKey, "session-key", "at least 32 random bytes sealing the status page's sign-in cookies, for --status-page github (prefer the variable)")
 	c.str(&ss.githubURL, "github-url", githubapp.DefaultWebURL, "where users sign in to GitHub (GitHub Enterprise Server: https://HOST)")
 	if err := c.parse(args); err != nil {
 		return nil, nil, err

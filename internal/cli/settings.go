@@ -119,6 +119,13 @@ func (c *cmdEnv) str(p *string, name, def, usage string) {
 	c.fs.StringVar(p, name, def, usage+" ($"+envName(name)+")")
 }
 
+// secret is a string flag whose variable is read after the command line, like a typed flag's, so
+// that its value never shows as the flag's default in usage or help.
+func (c *cmdEnv) secret(p *string, name, usage string) {
+	c.fs.StringVar(p, name, "", usage+" ($"+envName(name)+"; its value is never shown)")
+	c.typedVar(name, "", nil)
+}
+
 // typedFlag is a flag whose variable is parsed like the flag itself, after the command line, so
 // that a malformed variable is an error that names it rather than a silent default; check bounds
 // its value.
