@@ -31,7 +31,11 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 		return nil, err
 	}
 	promote := &app.PromotionCompare{Log: log} // asks GitHub once the adapter exists, below
-	auth := authority.New(st, authority.WithLogger(log), authority.WithPromotionComparer(promote))
+	opts := []authority.Option{authority.WithLogger(log), authority.WithPromotionComparer(promote)}
+	if s.Retention > 0 {
+		opts = append(opts, authority.WithRetention(s.Retention))
+	}
+	auth := authority.New(st, opts...)
 	tokens, err := app.NewOIDCVerifier(app.OIDCOptions{Issuer: s.OIDCIssuer, Audience: s.OIDCAudience})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", EnvOIDCIssuer, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/latestwins/latestwins/app"
+	"github.com/latestwins/latestwins/internal/authority"
 )
 
 // The variables the function reads at cold start.
@@ -31,6 +32,7 @@ const (
 	EnvSweepStall        = "LATESTWINS_SWEEP_STALL"
 	EnvMaxAttempts       = "LATESTWINS_MAX_ATTEMPTS"
 	EnvOIDCIssuer        = "LATESTWINS_OIDC_ISSUER"
+	EnvRetention         = "LATESTWINS_RETENTION"
 	EnvOIDCAudience      = "LATESTWINS_OIDC_AUDIENCE"
 	EnvStatusPage        = "LATESTWINS_STATUS_PAGE"
 	EnvPublicURL         = "LATESTWINS_PUBLIC_URL"
@@ -64,8 +66,9 @@ type Settings struct {
 	MaxBodyBytes  int64
 	Stall         time.Duration
 	MaxAttempts   int
-	OIDCIssuer    string // issuer of the tokens the /v1 API accepts ("": GitHub's)
-	OIDCAudience  string // audience they must carry ("": latestwins)
+	Retention     time.Duration // how long events and intent ids are kept (0: authority.DefaultRetention)
+	OIDCIssuer    string        // issuer of the tokens the /v1 API accepts ("": GitHub's)
+	OIDCAudience  string        // audience they must carry ("": latestwins)
 	// StatusPage is who sees the status page: off unless LATESTWINS_STATUS_PAGE says open or github
 	// (auto is off: a Function URL is public).
 	StatusPage app.StatusPage
@@ -138,6 +141,13 @@ func LoadSettings(ctx context.Context, getenv func(string) string, params Parame
 			errs = append(errs, fmt.Errorf("%s=%q: give a positive duration such as 10m", EnvSweepStall, v))
 		} else {
 			s.Stall = d
+		}
+	}
+	if v := getenv(EnvRetention); v != "" {
+		if d, err := authority.ParseRetention(v); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: give how long events and intent ids are kept, in days such as 90d, at least 1d", EnvRetention, v))
+		} else {
+			s.Retention = d
 		}
 	}
 	if v := getenv(EnvMaxAttempts); v != "" {

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -65,7 +66,27 @@ func WithClock(c Clock) Option { return func(a *Authority) { a.clock = c } }
 // WithSkew sets the margin past a lease's expiry before another holder may take it over.
 func WithSkew(d time.Duration) Option { return func(a *Authority) { a.skew = d } }
 
-// WithRetention sets how long events and intent ids are kept (default DefaultRetention).
+// MinRetention is the shortest retention ParseRetention takes: intent ids kept for less than a day
+// would let a webhook re-delivered the next day be accepted a second time.
+const MinRetention = 24 * time.Hour
+
+// ParseRetention reads a retention, in days ("90d") or as a Go duration ("2160h"), of at least
+// MinRetention.
+func ParseRetention(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		var n int64
+		n, err = strconv.ParseInt(days, 10, 64)
+		d = time.Duration(n) * 24 * time.Hour
+	}
+	if err != nil || d < MinRetention {
+		return 0, &InputError{Field: "retention", Value: s, Fix: "give how long events and intent ids are kept, in days (90d) or as a duration (2160h), at least a day"}
+	}
+	return d, nil
+}
+
+// WithRetention sets how long events and intent ids are kept (default DefaultRetention); both the
+// command line and the Lambda take it from LATESTWINS_RETENTION.
 func WithRetention(d time.Duration) Option { return func(a *Authority) { a.retention = d } }
 
 // WithLogger sets the logger.

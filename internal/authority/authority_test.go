@@ -282,3 +282,16 @@ func TestUnlock(t *testing.T) {
 		t.Fatalf("newest event %+v; want the unlock, by whom and why", ev)
 	}
 }
+
+func TestParseRetention(t *testing.T) {
+	for in, want := range map[string]time.Duration{"90d": 90 * 24 * time.Hour, "2160h": 2160 * time.Hour, "1d": 24 * time.Hour} {
+		if got, err := ParseRetention(in); err != nil || got != want {
+			t.Errorf("ParseRetention(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "0d", "23h", "-5d", "ninety", "90"} {
+		if _, err := ParseRetention(in); !errors.Is(err, ErrInvalidInput) {
+			t.Errorf("ParseRetention(%q): %v; want an input error", in, err)
+		}
+	}
+}

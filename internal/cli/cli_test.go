@@ -429,3 +429,19 @@ func TestHelpNeverShowsSecrets(t *testing.T) {
 		}
 	}
 }
+
+// LATESTWINS_RETENTION sets how long events and intent ids are kept; one too short to keep a
+// re-delivery from being accepted twice is refused before any store is opened.
+func TestRetentionSetting(t *testing.T) {
+	h := newHarness(t)
+	h.vars["LATESTWINS_RETENTION"] = "5m"
+	o := h.must(2, "claim", "--environment", "staging", "--scopes", "api", "--sha", strings.Repeat("a", 40), "--intent-id", "i-1")
+	if !strings.Contains(o.stderr, "LATESTWINS_RETENTION") || !strings.Contains(o.stderr, "at least a day") {
+		t.Errorf("a retention of 5m: %q; want it refused, naming the variable", o.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(h.dir, "lw.db")); !os.IsNotExist(err) {
+		t.Errorf("the store was created for a refused setting: %v", err)
+	}
+	h.vars["LATESTWINS_RETENTION"] = "30d"
+	h.must(0, "claim", "--environment", "staging", "--scopes", "api", "--sha", strings.Repeat("a", 40), "--intent-id", "i-1")
+}

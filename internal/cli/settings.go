@@ -270,11 +270,18 @@ func (c *cmdEnv) command() ([]string, error) {
 }
 
 func (c *cmdEnv) open(ctx context.Context) error {
+	opts := []authority.Option{authority.WithLogger(c.log)}
+	if v := c.io.Getenv("LATESTWINS_RETENTION"); v != "" {
+		d, err := authority.ParseRetention(v)
+		if err != nil {
+			return fmt.Errorf("LATESTWINS_RETENTION: %w", err)
+		}
+		opts = append(opts, authority.WithRetention(d))
+	}
 	st, closeFn, err := openStore(ctx, c.s.store, c.mode)
 	if err != nil {
 		return err
 	}
-	opts := []authority.Option{authority.WithLogger(c.log)}
 	if c.fs != nil && c.fs.Lookup("lease-skew") != nil {
 		opts = append(opts, authority.WithSkew(c.s.skew))
 	}
