@@ -41,11 +41,9 @@ func InFlightBytes(maxBody int64) int64 { return 2 * maxBody }
 // errBusy: the intake is full (503 with Retry-After).
 var errBusy = errors.New("too many webhook deliveries in flight")
 
-// mutant, set at link time (-X github.com/latestwins/latestwins/app.mutant=readall), rebuilds the
-// old intake so that the serve memory test can show it catches it: each body read whole before its
-// signature is checked, and nothing capping the bodies in flight.
-var mutant string
-
+// mutantReadAll rebuilds the old intake so that the serve memory test can show it catches it: each
+// body read whole before its signature is checked, and nothing capping the bodies in flight. Only
+// a binary built with the latestwins_mutants tag can be told to (mutant_on.go); a release cannot.
 const mutantReadAll = "readall"
 
 // intake holds the bounds of the webhook deliveries in flight. Bodies are kept in pages of

@@ -27,7 +27,7 @@ import (
 func mutantBinary(t *testing.T, name string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "latestwins-"+name)
-	build := exec.Command("go", "build", "-ldflags", "-X github.com/latestwins/latestwins/internal/pass.mutant="+name, "-o", path, ".")
+	build := exec.Command("go", "build", "-tags", "latestwins_mutants", "-ldflags", "-X github.com/latestwins/latestwins/internal/pass.mutant="+name, "-o", path, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build the %s mutant: %v\n%s", name, err, out)
 	}

@@ -8,11 +8,8 @@ import (
 	"time"
 )
 
-// mutant rebuilds an old behaviour so that the process tests can show they catch it. Only those
-// tests set it, at link time (-ldflags -X); a release never does.
-var mutant string
-
-// Old behaviours the process tests rebuild.
+// Old behaviours the process tests rebuild, in a binary built with the latestwins_mutants tag and
+// told which at link time (mutant_on.go); a release, built without the tag, carries none.
 const (
 	mutantDirect      = "direct"      // the command started directly, without a parent-death signal
 	mutantPdeathsig   = "pdeathsig"   // started directly with a parent-death signal: its children outlive a killed supervisor

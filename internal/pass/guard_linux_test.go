@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -98,22 +97,6 @@ func survivors(t *testing.T) []string {
 func TestRunLeavesNoProcessBehind(t *testing.T) {
 	if left := survivors(t); len(left) > 0 {
 		t.Fatalf("still alive after Run returned: %v", left)
-	}
-}
-
-// TestRunLeavesNoProcessBehindCatchesOldStarts runs the same command as the old ways of starting
-// it, without the guard: each leaves the sleeper in its own session alive. (A guard that is not a
-// subreaper is a mutant of the guard's process, which only a binary built with it can be: the
-// process tests of cmd/latestwins show that one.)
-func TestRunLeavesNoProcessBehindCatchesOldStarts(t *testing.T) {
-	for _, m := range []string{mutantDirect, mutantPdeathsig} {
-		t.Run(m, func(t *testing.T) {
-			mutant = m
-			t.Cleanup(func() { mutant = "" })
-			if left := survivors(t); !slices.Contains(left, "own-session") {
-				t.Fatalf("alive after Run returned: %v; want the sleeper in its own session, which only the guard kills", left)
-			}
-		})
 	}
 }
 

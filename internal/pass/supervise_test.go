@@ -297,27 +297,6 @@ func TestSupervisorKillsBeforeTheLeaseCanEnd(t *testing.T) {
 	}
 }
 
-// TestSupervisorKillsBeforeTheLeaseCanEndCatchesTheOldRule runs the cases above against the old
-// rule (deadline from the supervisor's start, grace uncapped): some must fail.
-func TestSupervisorKillsBeforeTheLeaseCanEndCatchesTheOldRule(t *testing.T) {
-	mutant = mutantOldStop
-	t.Cleanup(func() { mutant = "" })
-	failed, pastEnd := 0, 0
-	for _, c := range killCases {
-		term, kill := stopTimes(t, c.grace, t0.Add(-c.requested))
-		if len(checkKillTimes(c.grace, c.requested, term, kill)) > 0 {
-			failed++
-		}
-		if kill >= ttl30-c.requested {
-			pastEnd++ // not a matter of the margin: the command could outlive the lease
-		}
-	}
-	if failed == 0 || pastEnd == 0 {
-		t.Fatalf("%d cases failed, %d with SIGKILL past the lease's end: the test cannot tell the old rule from the new one", failed, pastEnd)
-	}
-	t.Logf("under the old rule %d of %d cases fail, %d with SIGKILL at or past the lease's end", failed, len(killCases), pastEnd)
-}
-
 // TestSupervisorStopsWhenTheStoreSaysLost: a renewal refused because the lease is no longer ours
 // stops the command at once; a command that stops on SIGTERM gets nothing more.
 func TestSupervisorStopsWhenTheStoreSaysLost(t *testing.T) {
