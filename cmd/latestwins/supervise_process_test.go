@@ -134,7 +134,9 @@ func killedRunLeftovers(t *testing.T, bin string) []string {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		_ = syscall.Kill(session, syscall.SIGKILL)
 	})
-	if n := len(liveInGroup(pgid)); n < 3 || !alive(session) || pgrpOf(t, session) == pgid {
+	// The command's shell and its writer's loop are in the group; the writer's sleep and date come
+	// and go, so they are not counted on.
+	if n := len(liveInGroup(pgid)); n < 2 || !alive(session) || pgrpOf(t, session) == pgid {
 		t.Fatalf("before the kill: %d processes in the command's group, the other writer alive %v: the command did not start as meant", n, alive(session))
 	}
 

@@ -339,6 +339,7 @@ var clientCalls = map[string]needs{
 	"UpsertCheckRun":         {"checks:write"},
 	"FileContent":            {"contents:read"},
 	"CompareCommits":         {"contents:read"},
+	"Compare":                {"contents:read"},
 	"CreateDeployment":       {"deployments:write"},
 	"CreateDeploymentStatus": {"deployments:write"},
 	"Permission":             {"metadata:read"},
