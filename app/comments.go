@@ -271,7 +271,12 @@ func (a *App) commandStatus(ctx context.Context, run *commentRun, sels []config.
 			fmt.Fprintf(&run.reply, ", policy **%s**", p)
 		}
 		run.reply.WriteString("\n\n")
-		if err := report.StatusMarkdown(&run.reply, env, a.now(), required); err != nil {
+		// The reply is read by whoever reads the pull request: what is live in an environment the
+		// repository does not feed is not said.
+		fed := report.Viewer(func(name string) bool {
+			return slices.ContainsFunc(sels, func(s config.Selection) bool { return s.Environment == name })
+		})
+		if err := report.StatusMarkdownFor(&run.reply, env, a.now(), required, fed); err != nil {
 			return fmt.Errorf("render status of %s: %w", sel.Environment, err)
 		}
 	}

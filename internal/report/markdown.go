@@ -56,8 +56,14 @@ func JobSummary(w io.Writer, s Summary) error {
 // commit, pending work with each intent's place (and, given the states of the environments e
 // requires, what the head waits for there), owner and lease. required nil: not known.
 func StatusMarkdown(w io.Writer, e *authority.Env, now time.Time, required map[string]*authority.Env) error {
+	return StatusMarkdownFor(w, e, now, required, nil)
+}
+
+// StatusMarkdownFor is StatusMarkdown for a reader: what the rows say of the environments e
+// requires is worded as the viewer may read it (Viewer.Status).
+func StatusMarkdownFor(w io.Writer, e *authority.Env, now time.Time, required map[string]*authority.Env, v Viewer) error {
 	var b strings.Builder
-	writeStatusTable(&b, NewStatusWith(e, now, required))
+	writeStatusTable(&b, v.Status(NewStatusWith(e, now, required)))
 	_, err := io.WriteString(w, b.String())
 	return err
 }
