@@ -25,6 +25,7 @@ func TestMain(m *testing.M) { dynalitetest.Main(m) }
 
 type template struct {
 	Parameters map[string]map[string]any `yaml:"Parameters"`
+	Conditions map[string]any            `yaml:"Conditions"`
 	Resources  map[string]resource       `yaml:"Resources"`
 	Outputs    map[string]map[string]any `yaml:"Outputs"`
 }
@@ -32,15 +33,26 @@ type template struct {
 type resource struct {
 	Type           string         `yaml:"Type"`
 	DeletionPolicy string         `yaml:"DeletionPolicy"`
+	Condition      string         `yaml:"Condition"`
 	Properties     map[string]any `yaml:"Properties"`
 }
 
 func load(t *testing.T) *template {
 	t.Helper()
+	return parseTemplate(t, []byte(readTemplate(t)))
+}
+
+func readTemplate(t *testing.T) string {
+	t.Helper()
 	b, err := os.ReadFile("latestwins.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return string(b)
+}
+
+func parseTemplate(t *testing.T, b []byte) *template {
+	t.Helper()
 	var tpl template
 	if err := yaml.Unmarshal(b, &tpl); err != nil {
 		t.Fatalf("latestwins.yaml: %v", err)
@@ -146,18 +158,32 @@ type statement struct {
 	Actions   []string
 	Resources []any
 	Condition any
+	If        string // the template condition under which the statement exists, if any
 }
 
-func statements(t *testing.T, tpl *template) []statement {
+func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
+
+// roleStatements returns the statements of a role's inline policies. A statement written as
+// Fn::If [CONDITION, STATEMENT, Ref AWS::NoValue] is returned with If set to CONDITION.
+func roleStatements(t *testing.T, tpl *template, name string) []statement {
 	t.Helper()
+	r, ok := tpl.Resources[name]
+	if !ok || r.Type != "AWS::IAM::Role" {
+		t.Fatalf("no role %s", name)
+	}
 	var out []statement
-	for name, r := range tpl.Resources {
-		if r.Type != "AWS::IAM::Role" {
-			continue
-		}
-		for _, pol := range r.Properties["Policies"].([]any) {
-			for _, s := range at(t, pol, "PolicyDocument", "Statement").([]any) {
-				st := statement{Sid: fmt.Sprint(at(t, s, "Sid")), Condition: at(t, s, "Condition")}
+	for _, pol := range r.Properties["Policies"].([]any) {
+		for _, s := range at(t, pol, "PolicyDocument", "Statement").([]any) {
+			cond := ""
+			if f := at(t, s, "Fn::If"); f != nil {
+				branches := asList(f)
+				if len(branches) != 3 || !reflect.DeepEqual(branches[2], map[string]any{"Ref": "AWS::NoValue"}) {
+					t.Fatalf("role %s: a conditional statement is Fn::If [CONDITION, STATEMENT, Ref AWS::NoValue], not %v", name, f)
+				}
+				cond, s = fmt.Sprint(branches[0]), branches[1]
+			}
+			{
+				st := statement{Sid: fmt.Sprint(at(t, s, "Sid")), Condition: at(t, s, "Condition"), If: cond}
 				if at(t, s, "Effect") != "Allow" {
 					t.Errorf("role %s statement %s: only Allow statements are expected", name, st.Sid)
 				}
@@ -174,6 +200,9 @@ func statements(t *testing.T, tpl *template) []statement {
 	}
 	return out
 }
+
+// statements are the function role's.
+func statements(t *testing.T, tpl *template) []statement { return roleStatements(t, tpl, "Role") }
 
 func asList(v any) []any {
 	if l, ok := v.([]any); ok {
@@ -213,7 +242,7 @@ func TestLeastPrivilege(t *testing.T) {
 	for i := range api.NumMethod() {
 		wantDynamo = append(wantDynamo, "dynamodb:"+api.Method(i).Name)
 	}
-	want := append(wantDynamo, "kms:Decrypt", "logs:CreateLogStream", "logs:PutLogEvents", "ssm:GetParameter")
+	want := append(wantDynamo, "kms:Decrypt", "logs:CreateLogStream", "logs:PutLogEvents", "ssm:GetParameter", "ssm:GetParameter")
 	sort.Strings(all)
 	sort.Strings(want)
 	if d := cmp.Diff(want, all); d != "" {
@@ -225,18 +254,32 @@ func TestLeastPrivilege(t *testing.T) {
 	if d := cmp.Diff(wantTable, bySid["Table"].Resources); d != "" {
 		t.Errorf("DynamoDB resources: the table and its pending index only (-want +got):\n%s", d)
 	}
-	var params []string
-	for _, r := range bySid["Secrets"].Resources {
-		s := at(t, r, "Fn::Sub").(string)
-		m := regexp.MustCompile(`:parameter\$\{(\w+)\}$`).FindStringSubmatch(s)
-		if m == nil {
-			t.Errorf("SSM resource %q is not one named parameter", s)
-			continue
+	for sid, want := range map[string][]string{"Secrets": {"WebhookSecretParameter", "AppPrivateKeyParameter"}, "SignInSecrets": {"AppClientSecretParameter", "SessionKeyParameter"}} {
+		var params []string
+		for _, r := range bySid[sid].Resources {
+			s := at(t, r, "Fn::Sub").(string)
+			m := regexp.MustCompile(`:parameter\$\{(\w+)\}$`).FindStringSubmatch(s)
+			if m == nil {
+				t.Errorf("SSM resource %q is not one named parameter", s)
+				continue
+			}
+			params = append(params, m[1])
 		}
-		params = append(params, m[1])
+		if d := cmp.Diff(want, params); d != "" {
+			t.Errorf("statement %s: ssm:GetParameter resources (-want +got):\n%s", sid, d)
+		}
 	}
-	if d := cmp.Diff([]string{"WebhookSecretParameter", "AppPrivateKeyParameter"}, params); d != "" {
-		t.Errorf("ssm:GetParameter resources (-want +got):\n%s", d)
+	// The sign-in's secrets are readable only when the status page signs users in.
+	if c := bySid["SignInSecrets"].If; c != "StatusPageSignIn" {
+		t.Errorf("statement SignInSecrets exists under condition %q, want StatusPageSignIn", c)
+	}
+	if d := cmp.Diff(map[string]any{"Fn::Equals": []any{map[string]any{"Ref": "StatusPage"}, "github"}}, tpl.Conditions["StatusPageSignIn"]); d != "" {
+		t.Errorf("condition StatusPageSignIn (-want +got):\n%s", d)
+	}
+	for _, s := range sts {
+		if s.If != "" && s.Sid != "SignInSecrets" {
+			t.Errorf("statement %s is conditional (%s): only the sign-in's is expected to be", s.Sid, s.If)
+		}
 	}
 	if via := at(t, bySid["DecryptSecretsThroughSSM"].Condition, "StringEquals", "kms:ViaService", "Fn::Sub"); via != "ssm.${AWS::Region}.amazonaws.com" {
 		t.Errorf("kms:Decrypt condition kms:ViaService is %v, want SSM of the region", via)
@@ -262,14 +305,16 @@ func TestFunction(t *testing.T) {
 
 	// Every variable is one the function reads; the store URL is one it accepts.
 	known := []string{lambda.EnvStore, lambda.EnvConfig, lambda.EnvWebhookSecret, lambda.EnvWebhookSecretSSM, lambda.EnvAppID,
-		lambda.EnvAppPrivateKey, lambda.EnvAppPrivateKeySSM, lambda.EnvGitHubAPIURL, lambda.EnvMaxBody, lambda.EnvSweepStall, lambda.EnvMaxAttempts, lambda.EnvConfigRepo}
+		lambda.EnvAppPrivateKey, lambda.EnvAppPrivateKeySSM, lambda.EnvGitHubAPIURL, lambda.EnvMaxBody, lambda.EnvSweepStall, lambda.EnvMaxAttempts, lambda.EnvConfigRepo,
+		lambda.EnvStatusPage, lambda.EnvPublicURL, lambda.EnvClientID, lambda.EnvClientSecretSSM, lambda.EnvSessionKeySSM, lambda.EnvGitHubURL}
 	vars := at(t, p, "Environment", "Variables").(map[string]any)
 	for k := range vars {
 		if !slices.Contains(known, k) {
 			t.Errorf("variable %s is not read by the function", k)
 		}
 	}
-	for _, k := range []string{lambda.EnvWebhookSecretSSM, lambda.EnvAppPrivateKeySSM, lambda.EnvStore} {
+	for _, k := range []string{lambda.EnvWebhookSecretSSM, lambda.EnvAppPrivateKeySSM, lambda.EnvStore, lambda.EnvStatusPage,
+		lambda.EnvPublicURL, lambda.EnvClientID, lambda.EnvClientSecretSSM, lambda.EnvSessionKeySSM, lambda.EnvGitHubURL} {
 		if vars[k] == nil {
 			t.Errorf("variable %s is not set", k)
 		}

@@ -248,12 +248,47 @@ func tfProblems(t *testing.T, cfg tfConfig) []string {
 			problem("the parameters the role may read (-want +got):\n%s", d)
 		}
 	}
-	if pol, ok := cfg.one(&p, "resource", "aws_iam_role_policy"); ok && pol.expr("policy") != "data.aws_iam_policy_document.function.json" {
+	if pol, ok := cfg.one(&p, "resource", "aws_iam_role_policy", "function"); ok && pol.expr("policy") != "data.aws_iam_policy_document.function.json" {
 		problem("the role's policy is %s, not the checked document", pol.expr("policy"))
 	}
 	if len(cfg.find("resource", "aws_iam_role_policy_attachment")) > 0 || len(cfg.find("resource", "aws_iam_policy")) > 0 {
 		problem("the role gets policies besides the checked document")
 	}
+
+	// The sign-in's secrets: readable only when the status page signs users in.
+	if doc.body != nil {
+		var signIn []tfBlock
+		for _, b := range doc.body.Blocks {
+			if b.Type == "dynamic" && slices.Equal(b.Labels, []string{"statement"}) {
+				signIn = append(signIn, tfBlock{typ: b.Type, labels: b.Labels, body: b.Body, src: doc.src})
+			}
+		}
+		if len(signIn) != 1 || signIn[0].expr("for_each") != `var.status_page == "github" ? [1] : []` {
+			problem(`want one dynamic statement for the sign-in's secrets, for_each = var.status_page == "github" ? [1] : []`)
+		} else if c := signIn[0].nested("content"); len(c) != 1 || !slices.Equal(c[0].list("actions"), []string{q("ssm:GetParameter")}) ||
+			c[0].expr("resources") != "local.sign_in_parameter_arns" || c[0].expr("effect") != q("Allow") {
+			problem("the sign-in statement must allow only ssm:GetParameter on local.sign_in_parameter_arns")
+		}
+	}
+	if locals, ok := cfg.one(&p, "locals"); ok {
+		want := []string{
+			q("arn:${local.partition}:ssm:${local.region}:${local.account}:parameter${var.app_client_secret_parameter}"),
+			q("arn:${local.partition}:ssm:${local.region}:${local.account}:parameter${var.session_key_parameter}"),
+		}
+		if d := cmp.Diff(want, locals.list("sign_in_parameter_arns")); d != "" {
+			problem("the sign-in parameters the role may read (-want +got):\n%s", d)
+		}
+		for name, want := range map[string]string{
+			"workflow_role":        "length(var.github_subjects) > 0",
+			"create_oidc_provider": `local.workflow_role && var.github_oidc_provider_arn == ""`,
+			"oidc_provider_arn":    "local.create_oidc_provider ? aws_iam_openid_connect_provider.github[0].arn : var.github_oidc_provider_arn",
+		} {
+			if got := locals.expr(name); got != want {
+				problem("local %s = %s, want %s", name, got, want)
+			}
+		}
+	}
+	p = append(p, tfWorkflowProblems(cfg)...)
 
 	// The function.
 	if fn, ok := cfg.one(&p, "resource", "aws_lambda_function"); ok {
@@ -263,7 +298,8 @@ func tfProblems(t *testing.T, cfg tfConfig) []string {
 			}
 		}
 		known := []string{lambda.EnvStore, lambda.EnvConfig, lambda.EnvWebhookSecret, lambda.EnvWebhookSecretSSM, lambda.EnvAppID,
-			lambda.EnvAppPrivateKey, lambda.EnvAppPrivateKeySSM, lambda.EnvGitHubAPIURL, lambda.EnvMaxBody, lambda.EnvSweepStall, lambda.EnvMaxAttempts, lambda.EnvConfigRepo}
+			lambda.EnvAppPrivateKey, lambda.EnvAppPrivateKeySSM, lambda.EnvGitHubAPIURL, lambda.EnvMaxBody, lambda.EnvSweepStall, lambda.EnvMaxAttempts, lambda.EnvConfigRepo,
+			lambda.EnvStatusPage, lambda.EnvPublicURL, lambda.EnvClientID, lambda.EnvClientSecretSSM, lambda.EnvSessionKeySSM, lambda.EnvGitHubURL}
 		var vars map[string]string
 		if env := fn.nested("environment"); len(env) == 1 {
 			vars = env[0].object("variables")
@@ -273,7 +309,8 @@ func tfProblems(t *testing.T, cfg tfConfig) []string {
 				problem("variable %s is not read by the function", k)
 			}
 		}
-		for _, k := range []string{lambda.EnvWebhookSecretSSM, lambda.EnvAppPrivateKeySSM, lambda.EnvStore, lambda.EnvAppID} {
+		for _, k := range []string{lambda.EnvWebhookSecretSSM, lambda.EnvAppPrivateKeySSM, lambda.EnvStore, lambda.EnvAppID, lambda.EnvStatusPage,
+			lambda.EnvPublicURL, lambda.EnvClientID, lambda.EnvClientSecretSSM, lambda.EnvSessionKeySSM, lambda.EnvGitHubURL} {
 			if vars[k] == "" {
 				problem("variable %s is not set", k)
 			}
@@ -312,6 +349,84 @@ func tfProblems(t *testing.T, cfg tfConfig) []string {
 	return p
 }
 
+// tfWorkflowProblems checks the workflow role: trusted only by GitHub's OIDC tokens with the audience
+// sts.amazonaws.com and a sub matching the given patterns, allowed exactly the store's calls on the
+// table and its index, and created only when patterns are given.
+func tfWorkflowProblems(cfg tfConfig) []string {
+	var p []string
+	problem := func(format string, args ...any) { p = append(p, fmt.Sprintf(format, args...)) }
+	if prov, ok := cfg.one(&p, "resource", "aws_iam_openid_connect_provider"); ok {
+		if prov.expr("url") != q(githubIssuer) || !slices.Equal(prov.list("client_id_list"), []string{q(stsAudience)}) {
+			problem("the identity provider must be %s with the client id %s", githubIssuer, stsAudience)
+		}
+		if prov.expr("count") != "local.create_oidc_provider ? 1 : 0" {
+			problem("the identity provider's count is %s, want local.create_oidc_provider ? 1 : 0", prov.expr("count"))
+		}
+	}
+	if role, ok := cfg.one(&p, "resource", "aws_iam_role", "workflow"); ok {
+		if role.expr("count") != "local.workflow_role ? 1 : 0" {
+			problem("the workflow role's count is %s, want local.workflow_role ? 1 : 0", role.expr("count"))
+		}
+		if role.expr("assume_role_policy") != "data.aws_iam_policy_document.workflow_assume[0].json" {
+			problem("the workflow role's trust policy is %s, not the checked document", role.expr("assume_role_policy"))
+		}
+	}
+	if pol, ok := cfg.one(&p, "resource", "aws_iam_role_policy", "workflow"); ok {
+		if pol.expr("policy") != "data.aws_iam_policy_document.workflow.json" || pol.expr("role") != "aws_iam_role.workflow[0].id" {
+			problem("the workflow role's policy is %s on %s, not the checked document on the workflow role", pol.expr("policy"), pol.expr("role"))
+		}
+	}
+	if trust, ok := cfg.one(&p, "data", "aws_iam_policy_document", "workflow_assume"); ok {
+		sts := trust.nested("statement")
+		if len(sts) != 1 {
+			problem("the workflow role's trust policy has %d statements, want 1", len(sts))
+		} else {
+			st := sts[0]
+			if st.expr("effect") != q("Allow") || !slices.Equal(st.list("actions"), []string{q("sts:AssumeRoleWithWebIdentity")}) {
+				problem("the trust statement must allow sts:AssumeRoleWithWebIdentity only")
+			}
+			pr := st.nested("principals")
+			if len(pr) != 1 || pr[0].expr("type") != q("Federated") || !slices.Equal(pr[0].list("identifiers"), []string{"local.oidc_provider_arn"}) {
+				problem("the trust statement's principal must be the GitHub identity provider only (local.oidc_provider_arn)")
+			}
+			conds := map[string]string{}
+			for _, c := range st.nested("condition") {
+				conds[strings.Trim(c.expr("variable"), `"`)] = strings.Trim(c.expr("test"), `"`) + " " + c.expr("values")
+			}
+			want := map[string]string{
+				tokenClaim("aud"): "StringEquals " + `["` + stsAudience + `"]`,
+				tokenClaim("sub"): "StringLike var.github_subjects",
+			}
+			if d := cmp.Diff(want, conds); d != "" {
+				problem("the trust statement's conditions (-want +got):\n%s", d)
+			}
+		}
+	}
+	if doc, ok := cfg.one(&p, "data", "aws_iam_policy_document", "workflow"); ok {
+		sts := doc.nested("statement")
+		if len(sts) != 1 || len(doc.body.Blocks) != 1 {
+			problem("the workflow policy has %d blocks, want the one Table statement", len(doc.body.Blocks))
+		} else {
+			var actions []string
+			for _, a := range sts[0].list("actions") {
+				actions = append(actions, strings.Trim(a, `"`))
+			}
+			sort.Strings(actions)
+			if d := cmp.Diff(storeActions(), actions); d != "" || sts[0].expr("effect") != q("Allow") {
+				problem("the workflow role's actions (-store calls +policy):\n%s", d)
+			}
+			wantTable := []string{"aws_dynamodb_table.state.arn", q("${aws_dynamodb_table.state.arn}/index/" + dynamo.PendingIndex)}
+			if d := cmp.Diff(wantTable, sts[0].list("resources")); d != "" {
+				problem("the workflow role's resources: the table and its pending index only (-want +got):\n%s", d)
+			}
+		}
+	}
+	if out, ok := cfg.one(&p, "output", "latestwins_role_arn"); ok && out.expr("value") != "local.workflow_role ? aws_iam_role.workflow[0].arn : null" {
+		problem("output latestwins_role_arn is %s, want the workflow role's ARN", out.expr("value"))
+	}
+	return p
+}
+
 func TestTerraformModule(t *testing.T) {
 	t.Parallel()
 	for _, p := range tfProblems(t, parseTF(t, tfFiles(t, tfModule))) {
@@ -321,17 +436,39 @@ func TestTerraformModule(t *testing.T) {
 
 // tfMutants are broken modules TestTerraformModule must refuse: each replaces text of one file.
 var tfMutants = map[string]struct{ file, from, to string }{
-	"a Scan allowed":              {"main.tf", `"dynamodb:Query"]`, `"dynamodb:Query", "dynamodb:Scan"]`},
-	"a wildcard action":           {"main.tf", `actions   = ["ssm:GetParameter"]`, `actions   = ["ssm:*"]`},
-	"every table's index":         {"main.tf", `"${aws_dynamodb_table.state.arn}/index/pending",`, `"${aws_dynamodb_table.state.arn}/index/*",`},
-	"KMS not through SSM":         {"main.tf", `variable = "kms:ViaService"`, `variable = "kms:CallerAccount"`},
-	"any parameter readable":      {"main.tf", `parameter${var.app_private_key_parameter}"`, `parameter/*"`},
-	"TTL on another attribute":    {"main.tf", `attribute_name = "expires_at_epoch"`, `attribute_name = "ttl"`},
-	"no point-in-time recovery":   {"main.tf", "point_in_time_recovery {\n    enabled = true", "point_in_time_recovery {\n    enabled = false"},
-	"an x86 function":             {"main.tf", `architectures = ["arm64"]`, `architectures = ["x86_64"]`},
-	"direct invocation for all":   {"main.tf", "invoked_via_function_url = true", "invoked_via_function_url = false"},
-	"a table that may be lost":    {"main.tf", "prevent_destroy = true", "prevent_destroy = false"},
-	"a variable the code ignores": {"main.tf", `LATESTWINS_SWEEP_STALL                   = var.sweep_stall`, `LATESTWINS_SWEEP_STAL = var.sweep_stall`},
+	"a Scan allowed":            {"main.tf", `"dynamodb:Query"]`, `"dynamodb:Query", "dynamodb:Scan"]`},
+	"a wildcard action":         {"main.tf", `actions   = ["ssm:GetParameter"]`, `actions   = ["ssm:*"]`},
+	"every table's index":       {"main.tf", `"${aws_dynamodb_table.state.arn}/index/pending",`, `"${aws_dynamodb_table.state.arn}/index/*",`},
+	"KMS not through SSM":       {"main.tf", `variable = "kms:ViaService"`, `variable = "kms:CallerAccount"`},
+	"any parameter readable":    {"main.tf", `parameter${var.app_private_key_parameter}"`, `parameter/*"`},
+	"TTL on another attribute":  {"main.tf", `attribute_name = "expires_at_epoch"`, `attribute_name = "ttl"`},
+	"no point-in-time recovery": {"main.tf", "point_in_time_recovery {\n    enabled = true", "point_in_time_recovery {\n    enabled = false"},
+	"an x86 function":           {"main.tf", `architectures = ["arm64"]`, `architectures = ["x86_64"]`},
+	"direct invocation for all": {"main.tf", "invoked_via_function_url = true", "invoked_via_function_url = false"},
+	"a table that may be lost":  {"main.tf", "prevent_destroy = true", "prevent_destroy = false"},
+	"a workflow may Scan": {"main.tf", `"dynamodb:Query"]
+    resources = [
+      aws_dynamodb_table.state.arn,
+      "${aws_dynamodb_table.state.arn}/index/pending",
+    ]
+  }
+}
+
+# The role a workflow`, `"dynamodb:Query", "dynamodb:Scan"]
+    resources = [
+      aws_dynamodb_table.state.arn,
+      "${aws_dynamodb_table.state.arn}/index/pending",
+    ]
+  }
+}
+
+# The role a workflow`},
+	"any audience":                {"main.tf", `values   = ["sts.amazonaws.com"]`, `values   = ["*"]`},
+	"any subject":                 {"main.tf", `values   = var.github_subjects`, `values   = ["*"]`},
+	"sub matched exactly":         {"main.tf", `test     = "StringLike"`, `test     = "ForAnyValue:StringLike"`},
+	"a role without patterns":     {"main.tf", `workflow_role        = length(var.github_subjects) > 0`, `workflow_role        = true`},
+	"sign-in secrets always":      {"main.tf", `for_each = var.status_page == "github" ? [1] : []`, `for_each = [1]`},
+	"a variable the code ignores": {"main.tf", `LATESTWINS_SWEEP_STALL                     = var.sweep_stall`, `LATESTWINS_SWEEP_STAL = var.sweep_stall`},
 }
 
 func TestTerraformMutantsAreCaught(t *testing.T) {
@@ -434,6 +571,9 @@ func TestTerraformMatchesCloudFormation(t *testing.T) {
 		"WebhookSecretParameter": "webhook_secret_parameter", "AppPrivateKeyParameter": "app_private_key_parameter",
 		"AppId": "app_id", "GitHubApiUrl": "github_api_url", "SweepScheduleExpression": "sweep_schedule_expression",
 		"SweepStall": "sweep_stall", "LogRetentionDays": "log_retention_days", "ConfigRepo": "config_repo",
+		"GitHubSubjects": "github_subjects", "GitHubOidcProviderArn": "github_oidc_provider_arn", "StatusPage": "status_page",
+		"PublicUrl": "public_url", "AppClientId": "app_client_id", "AppClientSecretParameter": "app_client_secret_parameter",
+		"SessionKeyParameter": "session_key_parameter", "GitHubUrl": "github_url",
 	}
 	for param, def := range tpl.Parameters {
 		name, ok := variable[param]
@@ -448,6 +588,9 @@ func TestTerraformMatchesCloudFormation(t *testing.T) {
 		}
 		want, hasDefault := def["Default"]
 		got := vs[0].expr("default")
+		if def["Type"] == "CommaDelimitedList" && got == "[]" {
+			got = `""` // an empty list
+		}
 		switch {
 		case !hasDefault && got != "" && got != "null":
 			t.Errorf("variable %s defaults to %s; the template's %s has no default", name, got, param)

@@ -14,6 +14,14 @@ locals {
     "arn:${local.partition}:ssm:${local.region}:${local.account}:parameter${var.webhook_secret_parameter}",
     "arn:${local.partition}:ssm:${local.region}:${local.account}:parameter${var.app_private_key_parameter}",
   ]
+  # The sign-in's secrets, read only when the status page signs users in.
+  sign_in_parameter_arns = [
+    "arn:${local.partition}:ssm:${local.region}:${local.account}:parameter${var.app_client_secret_parameter}",
+    "arn:${local.partition}:ssm:${local.region}:${local.account}:parameter${var.session_key_parameter}",
+  ]
+  workflow_role        = length(var.github_subjects) > 0
+  create_oidc_provider = local.workflow_role && var.github_oidc_provider_arn == ""
+  oidc_provider_arn    = local.create_oidc_provider ? aws_iam_openid_connect_provider.github[0].arn : var.github_oidc_provider_arn
 }
 
 # The table exactly as `latestwins migrate` (internal/store/dynamo.Migrate) creates it.
@@ -118,6 +126,16 @@ data "aws_iam_policy_document" "function" {
     resources = local.parameter_arns
   }
 
+  dynamic "statement" {
+    for_each = var.status_page == "github" ? [1] : []
+    content {
+      sid       = "SignInSecrets"
+      effect    = "Allow"
+      actions   = ["ssm:GetParameter"]
+      resources = local.sign_in_parameter_arns
+    }
+  }
+
   # SecureString values are decrypted by SSM on the function's behalf, and only that way.
   statement {
     sid       = "DecryptSecretsThroughSSM"
@@ -176,13 +194,19 @@ resource "aws_lambda_function" "app" {
 
   environment {
     variables = {
-      LATESTWINS_STORE                         = "dynamodb://${aws_dynamodb_table.state.name}?region=${local.region}"
-      LATESTWINS_WEBHOOK_SECRET_SSM_PARAMETER  = var.webhook_secret_parameter
-      LATESTWINS_APP_PRIVATE_KEY_SSM_PARAMETER = var.app_private_key_parameter
-      LATESTWINS_APP_ID                        = var.app_id
-      LATESTWINS_GITHUB_API_URL                = var.github_api_url
-      LATESTWINS_SWEEP_STALL                   = var.sweep_stall
-      LATESTWINS_CONFIG_REPO                   = var.config_repo
+      LATESTWINS_STORE                           = "dynamodb://${aws_dynamodb_table.state.name}?region=${local.region}"
+      LATESTWINS_WEBHOOK_SECRET_SSM_PARAMETER    = var.webhook_secret_parameter
+      LATESTWINS_APP_PRIVATE_KEY_SSM_PARAMETER   = var.app_private_key_parameter
+      LATESTWINS_APP_ID                          = var.app_id
+      LATESTWINS_GITHUB_API_URL                  = var.github_api_url
+      LATESTWINS_SWEEP_STALL                     = var.sweep_stall
+      LATESTWINS_CONFIG_REPO                     = var.config_repo
+      LATESTWINS_STATUS_PAGE                     = var.status_page
+      LATESTWINS_PUBLIC_URL                      = var.public_url
+      LATESTWINS_APP_CLIENT_ID                   = var.app_client_id
+      LATESTWINS_APP_CLIENT_SECRET_SSM_PARAMETER = var.app_client_secret_parameter
+      LATESTWINS_SESSION_KEY_SSM_PARAMETER       = var.session_key_parameter
+      LATESTWINS_GITHUB_URL                      = var.github_url
     }
   }
 
@@ -249,4 +273,72 @@ resource "aws_lambda_function_event_invoke_config" "sweep" {
   function_name          = aws_lambda_function.app.function_name
   qualifier              = "$LATEST"
   maximum_retry_attempts = 0
+}
+
+# GitHub's identity provider, for the workflow role. AWS no longer checks the thumbprints of
+# token.actions.githubusercontent.com; the list is left to the provider's default.
+resource "aws_iam_openid_connect_provider" "github" {
+  count          = local.create_oidc_provider ? 1 : 0
+  url            = "https://token.actions.githubusercontent.com"
+  client_id_list = ["sts.amazonaws.com"]
+  tags           = var.tags
+}
+
+data "aws_iam_policy_document" "workflow_assume" {
+  count = local.workflow_role ? 1 : 0
+
+  statement {
+    effect  = "Allow"
+    actions = ["sts:AssumeRoleWithWebIdentity"]
+
+    principals {
+      type        = "Federated"
+      identifiers = [local.oidc_provider_arn]
+    }
+
+    condition {
+      test     = "StringEquals"
+      variable = "token.actions.githubusercontent.com:aud"
+      values   = ["sts.amazonaws.com"]
+    }
+
+    condition {
+      test     = "StringLike"
+      variable = "token.actions.githubusercontent.com:sub"
+      values   = var.github_subjects
+    }
+  }
+}
+
+data "aws_iam_policy_document" "workflow" {
+  # The calls the store makes, as for the function; no Scan (latestwins migrate needs it, and is run
+  # by an operator, not a workflow), no DeleteItem, no table admin.
+  statement {
+    sid     = "Table"
+    effect  = "Allow"
+    actions = ["dynamodb:BatchGetItem", "dynamodb:BatchWriteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"]
+    resources = [
+      aws_dynamodb_table.state.arn,
+      "${aws_dynamodb_table.state.arn}/index/pending",
+    ]
+  }
+}
+
+# The role a workflow assumes (aws-actions/configure-aws-credentials) to use the table directly, with
+# the Action's store: dynamodb:// input. Direct access bypasses the App's checks: any job that can
+# assume it may write any environment's state. The sub patterns say which jobs can.
+resource "aws_iam_role" "workflow" {
+  count                = local.workflow_role ? 1 : 0
+  name                 = "${var.name}-workflow"
+  description          = "latestwins: GitHub Actions workflows that use the state table directly (store: dynamodb://)"
+  max_session_duration = 3600
+  assume_role_policy   = data.aws_iam_policy_document.workflow_assume[0].json
+  tags                 = var.tags
+}
+
+resource "aws_iam_role_policy" "workflow" {
+  count  = local.workflow_role ? 1 : 0
+  name   = "latestwins-store"
+  role   = aws_iam_role.workflow[0].id
+  policy = data.aws_iam_policy_document.workflow.json
 }

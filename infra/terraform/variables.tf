@@ -129,3 +129,81 @@ variable "tags" {
   type        = map(string)
   default     = {}
 }
+
+variable "github_subjects" {
+  description = "The sub claims of the GitHub Actions OIDC tokens that may assume the workflow role (which reads and writes the table directly, for the Action's store: dynamodb:// input), as IAM StringLike patterns, e.g. [\"repo:acme/api:ref:refs/heads/main\", \"repo:acme/*:environment:production\"]. Empty: no workflow role and no identity provider are created."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for s in var.github_subjects : can(regex("^repo:[^:]+/[^:]+(:.+)?$", s))])
+    error_message = "Each subject pattern starts with repo:OWNER/REPO, e.g. repo:acme/api:ref:refs/heads/main or repo:acme/*:environment:production."
+  }
+}
+
+variable "github_oidc_provider_arn" {
+  description = "The ARN of the account's existing identity provider for token.actions.githubusercontent.com (an account has one per URL, so a second stack reuses the first's). Empty: the module creates it when github_subjects is set."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = can(regex("^(arn:[a-z-]+:iam::[0-9]{12}:oidc-provider/token\\.actions\\.githubusercontent\\.com)?$", var.github_oidc_provider_arn))
+    error_message = "The ARN of an IAM OIDC provider for token.actions.githubusercontent.com, or empty."
+  }
+}
+
+variable "status_page" {
+  description = "Who sees the status page on the Function URL (LATESTWINS_STATUS_PAGE): off (404; auto means the same on Lambda), open (anyone who can reach the URL) or github (sign in with GitHub, which needs public_url, app_client_id and the two parameters below)."
+  type        = string
+  default     = "off"
+
+  validation {
+    condition     = contains(["auto", "off", "open", "github"], var.status_page)
+    error_message = "One of auto, off, open or github."
+  }
+}
+
+variable "public_url" {
+  description = "For status_page github: the Function URL (the status_url output, https://ID.lambda-url.REGION.on.aws) or your domain in front of it. Known only after the first apply, so give it on the second."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = can(regex("^(https://[^/]+/?)?$", var.public_url))
+    error_message = "An https:// URL with no path, or empty."
+  }
+}
+
+variable "app_client_id" {
+  description = "For status_page github: the App's client id (the App's settings page, General)."
+  type        = string
+  default     = ""
+}
+
+variable "app_client_secret_parameter" {
+  description = "For status_page github: name of the SecureString SSM parameter holding a client secret of the App (starts with /)."
+  type        = string
+  default     = "/latestwins/app-client-secret"
+
+  validation {
+    condition     = can(regex("^/[A-Za-z0-9_.\\-/]+$", var.app_client_secret_parameter))
+    error_message = "An SSM parameter name here starts with / and holds letters, digits, '_', '.', '-' and '/'."
+  }
+}
+
+variable "session_key_parameter" {
+  description = "For status_page github: name of the SecureString SSM parameter holding at least 32 random bytes that seal the sign-in cookies (starts with /)."
+  type        = string
+  default     = "/latestwins/session-key"
+
+  validation {
+    condition     = can(regex("^/[A-Za-z0-9_.\\-/]+$", var.session_key_parameter))
+    error_message = "An SSM parameter name here starts with / and holds letters, digits, '_', '.', '-' and '/'."
+  }
+}
+
+variable "github_url" {
+  description = "For status_page github: where users sign in (GitHub Enterprise Server: https://HOST)."
+  type        = string
+  default     = "https://github.com"
+}
