@@ -363,6 +363,12 @@ func tfWorkflowProblems(cfg tfConfig) []string {
 			problem("the identity provider's count is %s, want local.create_oidc_provider ? 1 : 0", prov.expr("count"))
 		}
 	}
+	if v, ok := cfg.one(&p, "variable", "github_subjects"); ok {
+		val := v.nested("validation")
+		if v.expr("default") != "[]" || len(val) != 1 || val[0].expr("condition") != `alltrue([for s in var.github_subjects : can(regex("^[^*?]", s))])` {
+			problem("variable github_subjects must default to [] (no role) and refuse patterns that start with a wildcard")
+		}
+	}
 	if role, ok := cfg.one(&p, "resource", "aws_iam_role", "workflow"); ok {
 		if role.expr("count") != "local.workflow_role ? 1 : 0" {
 			problem("the workflow role's count is %s, want local.workflow_role ? 1 : 0", role.expr("count"))
@@ -466,6 +472,7 @@ var tfMutants = map[string]struct{ file, from, to string }{
 	"any audience":                {"main.tf", `values   = ["sts.amazonaws.com"]`, `values   = ["*"]`},
 	"any subject":                 {"main.tf", `values   = var.github_subjects`, `values   = ["*"]`},
 	"sub matched exactly":         {"main.tf", `test     = "StringLike"`, `test     = "ForAnyValue:StringLike"`},
+	"any pattern allowed":         {"variables.tf", `can(regex("^[^*?]", s))`, `true`},
 	"a role without patterns":     {"main.tf", `workflow_role        = length(var.github_subjects) > 0`, `workflow_role        = true`},
 	"sign-in secrets always":      {"main.tf", `for_each = var.status_page == "github" ? [1] : []`, `for_each = [1]`},
 	"a variable the code ignores": {"main.tf", `LATESTWINS_SWEEP_STALL                     = var.sweep_stall`, `LATESTWINS_SWEEP_STAL = var.sweep_stall`},

@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -139,6 +140,22 @@ func templateWorkflowProblems(t *testing.T, tpl *template) []string {
 		problem("GitHubSubjects must be a CommaDelimitedList that defaults to empty (no role)")
 	}
 
+	if pat, ok := tpl.Parameters["GitHubSubjects"]["AllowedPattern"].(string); !ok {
+		problem("GitHubSubjects has no AllowedPattern: a pattern * would let any repository's workflow assume the role")
+	} else {
+		re := regexp.MustCompile(pat)
+		for _, s := range []string{"", "repo:acme/api:ref:refs/heads/main", "repo:acme/*:environment:production"} {
+			if !re.MatchString(s) {
+				problem("GitHubSubjects' AllowedPattern refuses %q", s)
+			}
+		}
+		for _, s := range []string{"*", "*:ref:refs/heads/main", "?epo:acme/api"} {
+			if re.MatchString(s) {
+				problem("GitHubSubjects' AllowedPattern accepts %q, which any repository's workflow matches", s)
+			}
+		}
+	}
+
 	prov, ok := tpl.Resources["GitHubOidcProvider"]
 	if !ok || prov.Type != "AWS::IAM::OIDCProvider" || prov.Condition != "CreateOidcProvider" {
 		problem("want GitHubOidcProvider, an AWS::IAM::OIDCProvider with the condition CreateOidcProvider")
@@ -199,6 +216,7 @@ var templateMutants = map[string]struct{ from, to string }{
 	"any subject":  {"token.actions.githubusercontent.com:sub:\n                  Ref: GitHubSubjects", "token.actions.githubusercontent.com:sub: \"*\""},
 	"a workflow may Scan": {"                  - dynamodb:Query\n                Resource:\n                  - Fn::GetAtt: [Table, Arn]\n                  - Fn::Sub: ${Table.Arn}/index/pending\n\nOutputs:",
 		"                  - dynamodb:Query\n                  - dynamodb:Scan\n                Resource:\n                  - Fn::GetAtt: [Table, Arn]\n                  - Fn::Sub: ${Table.Arn}/index/pending\n\nOutputs:"},
+	"any pattern allowed":     {"    AllowedPattern: \"^([^*?].*)?$\"\n", ""},
 	"a role without patterns": {"    Type: AWS::IAM::Role\n    Condition: GitHubSubjectsGiven\n", "    Type: AWS::IAM::Role\n"},
 }
 

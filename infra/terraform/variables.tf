@@ -136,8 +136,8 @@ variable "github_subjects" {
   default     = []
 
   validation {
-    condition     = alltrue([for s in var.github_subjects : can(regex("^repo:[^:]+/[^:]+(:.+)?$", s))])
-    error_message = "Each subject pattern starts with repo:OWNER/REPO, e.g. repo:acme/api:ref:refs/heads/main or repo:acme/*:environment:production."
+    condition     = alltrue([for s in var.github_subjects : can(regex("^[^*?]", s))])
+    error_message = "A subject pattern starts with a literal claim, e.g. repo:acme/api:ref:refs/heads/main or repo:acme/*:environment:production: one that starts with * or ? (or is empty) would let any repository's workflow assume the role."
   }
 }
 
