@@ -276,12 +276,14 @@ resource "aws_lambda_function_event_invoke_config" "sweep" {
 }
 
 # GitHub's identity provider, for the workflow role. AWS no longer checks the thumbprints of
-# token.actions.githubusercontent.com; the list is left to the provider's default.
+# token.actions.githubusercontent.com (it trusts its certificate authority), but older releases of
+# the AWS provider require the list; these are GitHub's published ones, as in the template.
 resource "aws_iam_openid_connect_provider" "github" {
-  count          = local.create_oidc_provider ? 1 : 0
-  url            = "https://token.actions.githubusercontent.com"
-  client_id_list = ["sts.amazonaws.com"]
-  tags           = var.tags
+  count           = local.create_oidc_provider ? 1 : 0
+  url             = "https://token.actions.githubusercontent.com"
+  client_id_list  = ["sts.amazonaws.com"]
+  thumbprint_list = ["6938fd4d98bab03faadb97b34396831e3780aea1", "1c58a3a8518e8759bf075b76b750d4f2df264fcd"]
+  tags            = var.tags
 }
 
 data "aws_iam_policy_document" "workflow_assume" {
