@@ -214,9 +214,10 @@ func asList(v any) []any {
 	return []any{v}
 }
 
-// TestLeastPrivilege checks the role: no wildcard action, DynamoDB access exactly the calls the store
-// makes (the methods of dynamo.API) on the table and its pending index, the two parameters only,
-// KMS only through SSM, and logs.
+// TestLeastPrivilege checks the function's role: no wildcard action, DynamoDB access exactly the
+// calls the store makes (the methods of dynamo.API) on the table and its pending index, the two
+// parameters (and the sign-in's two, only when the status page signs users in), KMS only through
+// SSM, and logs. The workflow role is TestTemplateWorkflowRole's.
 func TestLeastPrivilege(t *testing.T) {
 	t.Parallel()
 	tpl := load(t)
