@@ -192,8 +192,8 @@ func testTerminalWithoutMessage(t *testing.T, h *harness) {
 func testReported(t *testing.T, h *harness) {
 	a := h.process()
 	x := h.accept(a, push("staging", "push-x", sha("x", 1), "api", "web"), false)
-	// Deployment 1 of x and 2 of y are approved by the protection rule; 3 of z is not.
-	deployment := map[string]int64{sha("x", 1): 1, sha("y", 2): 2, sha("w", 0): 1, sha("z", 3): 3}
+	// Deployments 1 of x, 2 of y and 4 of w are approved by the protection rule; 3 of z is not.
+	deployment := map[string]int64{sha("x", 1): 1, sha("y", 2): 2, sha("w", 0): 4, sha("z", 3): 3}
 	approve := func(commit string, scopes ...string) {
 		t.Helper()
 		if err := h.process().Approve(h.ctx, authority.Approval{Environment: "staging", Scopes: scopes, Sha: commit, Deployment: deployment[commit], Run: 7}); err != nil {
@@ -223,9 +223,11 @@ func testReported(t *testing.T, h *harness) {
 	if res := report("status-1", sha("x", 1), true, "api"); res.Results["api"] != authority.ResultDeployed {
 		t.Fatalf("the same report again: %+v", res)
 	}
+	// w is approved while it goes next, then y supersedes it: w's late success changes nothing.
+	h.accept(a, push("staging", "push-w", sha("w", 0), "api"), false)
+	approve(sha("w", 0), "api")
 	y := h.accept(a, push("staging", "push-y", sha("y", 2), "api"), false)
 	approve(sha("y", 2), "api")
-	// A late success of an older commit changes nothing.
 	mid := h.doc(authority.EnvKey("staging"))
 	if res := report("status-old", sha("w", 0), true, "api"); res.Results["api"] != authority.ResultSuperseded {
 		t.Fatalf("report of a commit that is not pending: %+v", res)
