@@ -45,6 +45,8 @@ type cmdEnv struct {
 	// (--api). Set by connect.
 	pass pass.Authority
 	view stateReader
+	// deploys are the commits run's pass deploys, as claimed: what its command and --json are told.
+	deploys []authority.ClaimedScope
 }
 
 // settings are the flags shared by the verbs. Each has a LATESTWINS_* variable of the same name

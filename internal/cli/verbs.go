@@ -434,7 +434,12 @@ func (c *cmdEnv) complete(ctx context.Context, outcome authority.Outcome, tokens
 
 func (c *cmdEnv) reportCompletion(res *authority.CompleteResult) error {
 	if c.s.jsonOut {
-		if err := c.printJSON(map[string]any{"outcome": res.Overall(), "results": res.Results, "superseded": res.Superseded}); err != nil {
+		out := map[string]any{"outcome": res.Overall(), "results": res.Results, "superseded": res.Superseded}
+		if len(c.deploys) > 0 {
+			sha, ref, shas := deployedCommits(c.deploys, res.Results)
+			out["sha"], out["ref"], out["shas"] = sha, ref, shas
+		}
+		if err := c.printJSON(out); err != nil {
 			return err
 		}
 	} else {
@@ -469,6 +474,30 @@ func (c *cmdEnv) reportCompletion(res *authority.CompleteResult) error {
 		return &exitError{code: ExitFailed}
 	}
 	return nil
+}
+
+// deployedCommits are the commit and ref the scopes of results deploy, as run's command gets them:
+// sha and ref are empty when the scopes deploy different ones; shas has every scope's.
+func deployedCommits[V any](claimed []authority.ClaimedScope, results map[string]V) (sha, ref string, shas map[string]string) {
+	shas = map[string]string{}
+	first := true
+	for _, cl := range claimed {
+		if _, ok := results[cl.Scope]; !ok && len(results) > 0 {
+			continue
+		}
+		shas[cl.Scope] = cl.Sha
+		if first {
+			sha, ref, first = cl.Sha, cl.Ref, false
+			continue
+		}
+		if cl.Sha != sha {
+			sha = ""
+		}
+		if cl.Ref != ref {
+			ref = ""
+		}
+	}
+	return sha, ref, shas
 }
 
 func runStatus(ctx context.Context, c *cmdEnv, args []string) error {

@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const (
+	shaA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	shaB = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	shaC = "cccccccccccccccccccccccccccccccccccccccc"
+)
+
+// commitsSeen runs a deploy command that writes what it was told of its commits.
+func (h *harness) commitsSeen(code int, args ...string) (seen, stdout string) {
+	h.t.Helper()
+	file := filepath.Join(h.dir, "commits.txt")
+	args = append(args, "--", "sh", "-c", `echo "sha=$LATESTWINS_SHA ref=$LATESTWINS_REF shas=$LATESTWINS_SHAS" > "$0"`, file)
+	o := h.must(code, args...)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b)), o.stdout
+}
+
+// run gives its command the commit it deploys, as claimed: the event's commit when it claims a new
+// intent, the rollback's commit for a rollback's generation, and every scope's when they differ.
+func TestRunGivesTheCommandTheCommitItDeploys(t *testing.T) {
+	h := newHarness(t)
+	// An inherited LATESTWINS_SHA never reaches the command as the deployed commit.
+	h.vars["LATESTWINS_SHA"] = shaC
+	seen, out := h.commitsSeen(ExitOK, "run", "--environment", "prod", "--scopes", "api,web", "--sha", shaA, "--ref", "refs/heads/main", "--intent-id", "a", "--json")
+	if want := "sha=" + shaA + " ref=refs/heads/main shas=api=" + shaA + ",web=" + shaA; seen != want {
+		t.Fatalf("command saw %q, want %q", seen, want)
+	}
+	var res struct {
+		Sha  string            `json:"sha"`
+		Ref  string            `json:"ref"`
+		Shas map[string]string `json:"shas"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Sha != shaA || res.Ref != "refs/heads/main" || res.Shas["web"] != shaA {
+		t.Fatalf("run --json: %+v (%v)\n%s", res, err, out)
+	}
+
+	// web moves on to B alone; a pass of both scopes then deploys api at A and web at B.
+	delete(h.vars, "LATESTWINS_SHA")
+	h.must(ExitOK, "claim", "--environment", "prod", "--scopes", "api", "--sha", shaA, "--ref", "refs/heads/main", "--intent-id", "a2", "--redeploy")
+	h.must(ExitOK, "claim", "--environment", "prod", "--scopes", "web", "--sha", shaB, "--ref", "refs/heads/main", "--intent-id", "b")
+	h.vars["LATESTWINS_SHA"] = shaC
+	seen, out = h.commitsSeen(ExitOK, "run", "--environment", "prod", "--scopes", "api,web", "--generation", "3", "--json")
+	if want := "sha= ref=refs/heads/main shas=api=" + shaA + ",web=" + shaB; seen != want {
+		t.Fatalf("command saw %q, want %q", seen, want)
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Sha != "" || res.Shas["api"] != shaA || res.Shas["web"] != shaB {
+		t.Fatalf("run --json of different commits: %+v (%v)\n%s", res, err, out)
+	}
+
+	// A rollback's generation deploys the rollback's commit, not the newest push.
+	delete(h.vars, "LATESTWINS_SHA")
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", shaB, "--intent-id", "b-api", "--", "true")
+	h.must(ExitOK, "rollback", "prod/api", "--to", shaA, "--reason", "B breaks checkout")
+	seen, _ = h.commitsSeen(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--generation", "5")
+	if want := "sha=" + shaA + " ref= shas=api=" + shaA; seen != want { // a rollback names no ref
+		t.Fatalf("the rollback's command saw %q, want %q", seen, want)
+	}
+}
