@@ -68,3 +68,23 @@ func TestRunGivesTheCommandTheCommitItDeploys(t *testing.T) {
 		t.Fatalf("the rollback's command saw %q, want %q", seen, want)
 	}
 }
+
+// unfreeze says what goes next and the command that deploys it.
+func TestUnfreezeSaysWhatGoesNext(t *testing.T) {
+	h := newHarness(t)
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", shaA, "--intent-id", "a", "--", "true")
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", shaB, "--intent-id", "b", "--", "true")
+	h.must(ExitOK, "rollback", "prod/api", "--reason", "B breaks checkout")
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--generation", "3", "--", "true")
+	h.must(ExitOK, "claim", "--environment", "prod", "--scopes", "api", "--sha", shaC, "--intent-id", "c")
+	o := h.must(ExitOK, "unfreeze", "prod/api", "--freeze", "3", "--reason", "fixed forward")
+	if !strings.Contains(o.stdout, "next: ccccccc at generation 4") || !strings.Contains(o.stdout, "latestwins run --environment prod --scopes api --generation 4 -- CMD") {
+		t.Fatalf("unfreeze said:\n%s", o.stdout)
+	}
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--generation", "4", "--", "true")
+	h.must(ExitOK, "rollback", "prod/api", "--reason", "again")
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--generation", "5", "--", "true")
+	if o := h.must(ExitOK, "unfreeze", "prod/api", "--freeze", "5", "--reason", "ok"); !strings.Contains(o.stdout, "nothing is pending in prod/api") {
+		t.Fatalf("unfreeze with nothing held said:\n%s", o.stdout)
+	}
+}
