@@ -69,6 +69,30 @@ func TestRunGivesTheCommandTheCommitItDeploys(t *testing.T) {
 	}
 }
 
+// claim -q prints the bare generation, for G=$(latestwins claim -q ...); --json prints all of the
+// answer; both at once is bad input.
+func TestClaimQuietPrintsTheBareGeneration(t *testing.T) {
+	h := newHarness(t)
+	for i, flag := range []string{"-q", "--quiet"} {
+		o := h.must(ExitOK, "claim", flag, "--environment", "prod", "--scopes", "api", "--sha", shaA, "--intent-id", "a"+flag)
+		if want := []string{"1\n", "2\n"}[i]; o.stdout != want {
+			t.Fatalf("claim %s printed %q, want %q", flag, o.stdout, want)
+		}
+	}
+	o := h.must(ExitOK, "claim", "--json", "--environment", "prod", "--scopes", "api", "--sha", shaB, "--intent-id", "b")
+	var res struct {
+		Generation int64    `json:"generation"`
+		Accepted   []string `json:"accepted"`
+		Claim      struct {
+			Claimed []struct{ Scope, Sha string } `json:"claimed"`
+		} `json:"claim"`
+	}
+	if err := json.Unmarshal([]byte(o.stdout), &res); err != nil || res.Generation != 3 || len(res.Claim.Claimed) != 1 || res.Claim.Claimed[0].Sha != shaB {
+		t.Fatalf("claim --json: %+v (%v)\n%s", res, err, o.stdout)
+	}
+	h.must(ExitUsage, "claim", "-q", "--json", "--environment", "prod", "--scopes", "api", "--sha", shaC)
+}
+
 // unfreeze says what goes next and the command that deploys it.
 func TestUnfreezeSaysWhatGoesNext(t *testing.T) {
 	h := newHarness(t)

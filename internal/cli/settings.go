@@ -86,6 +86,7 @@ type settings struct {
 	requiresAncestor bool
 	lease            bool
 	jsonOut          bool
+	quiet            bool
 	state            string
 	outcome          string
 	message          string

@@ -192,11 +192,16 @@ func runClaim(ctx context.Context, c *cmdEnv, args []string) error {
 	c.str(&c.s.holder, "holder", "", "lease holder id for later steps (default: the GitHub job, or the host)")
 	c.apiFlags()
 	c.attemptVar("attempt number (default $GITHUB_RUN_ATTEMPT)")
+	c.boolean(&c.s.quiet, "quiet", false, "print only the generation, for a script: G=$(latestwins claim -q ...)")
+	c.fs.BoolVar(&c.s.quiet, "q", false, "short for --quiet")
 	if err := c.parse(args); err != nil {
 		return err
 	}
 	if err := c.noArguments(); err != nil {
 		return err
+	}
+	if c.s.quiet && c.s.jsonOut {
+		return usageErrorf("--quiet and --json ask for two different outputs: give one")
 	}
 	in, err := c.intent()
 	if err != nil {
@@ -221,11 +226,14 @@ func runClaim(ctx context.Context, c *cmdEnv, args []string) error {
 	if err := c.saveState(&passState{Environment: c.s.environment, Generation: res.Generation, Scopes: claimed, Holder: c.s.holder}); err != nil {
 		return err
 	}
-	if c.s.jsonOut {
+	switch {
+	case c.s.jsonOut:
 		if err := c.printJSON(res); err != nil {
 			return err
 		}
-	} else {
+	case c.s.quiet:
+		c.printf("%d\n", res.Generation)
+	default:
 		c.printf("generation %d\n", res.Generation)
 		if res.Duplicate {
 			c.printf("already accepted (intent %s): same generation, nothing changed\n", c.s.intentID)
@@ -243,6 +251,9 @@ func runClaim(ctx context.Context, c *cmdEnv, args []string) error {
 		}
 	}
 	if len(claimed) == 0 {
+		if c.s.quiet {
+			c.progress("generation %d claimed nothing: superseded on arrival", res.Generation)
+		}
 		return &exitError{code: ExitSuperseded}
 	}
 	return nil
