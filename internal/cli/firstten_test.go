@@ -93,6 +93,25 @@ func TestClaimQuietPrintsTheBareGeneration(t *testing.T) {
 	h.must(ExitUsage, "claim", "-q", "--json", "--environment", "prod", "--scopes", "api", "--sha", shaC)
 }
 
+// A flag error says the one problem and where the help is, not the usage of every flag; -h still
+// prints every flag.
+func TestFlagErrorSaysTheProblemAndWhereTheHelpIs(t *testing.T) {
+	h := newHarness(t)
+	for _, args := range [][]string{{"claim", "--no-such-flag"}, {"status", "prod", "--limit"}, {"run", "--wait", "soon", "--", "true"}} {
+		o := h.must(ExitUsage, args...)
+		lines := strings.Split(strings.TrimSpace(o.stderr), "\n")
+		if len(lines) != 1 || !strings.Contains(o.stderr, "run 'latestwins "+args[0]+" -h' for help") {
+			t.Errorf("latestwins %s said:\n%s", strings.Join(args, " "), o.stderr)
+		}
+	}
+	o := h.must(ExitOK, "claim", "-h")
+	for _, want := range []string{"Usage of latestwins claim:", "-intent-id", "-quiet"} {
+		if !strings.Contains(o.stderr, want) {
+			t.Errorf("claim -h does not show %q:\n%s", want, o.stderr)
+		}
+	}
+}
+
 // unfreeze says what goes next and the command that deploys it.
 func TestUnfreezeSaysWhatGoesNext(t *testing.T) {
 	h := newHarness(t)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -108,7 +109,6 @@ func (c *cmdEnv) env(flagName string) string { return c.io.Getenv(envName(flagNa
 
 func (c *cmdEnv) newFlags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("latestwins "+name, flag.ContinueOnError)
-	fs.SetOutput(c.io.Stderr)
 	c.fs, c.typed = fs, nil
 	c.str(&c.s.store, "store", "bolt://./latestwins.db", "store URL: bolt://PATH, memory://, dynamodb://TABLE?region=R&endpoint=URL")
 	c.boolean(&c.s.jsonOut, "json", false, "print machine-readable JSON")
@@ -193,12 +193,28 @@ func (c *cmdEnv) durVar(p *time.Duration, name string, def time.Duration, usage 
 
 // parse parses args, reads the variables of typed flags not given on the command line, and checks
 // every typed flag's value: all before the command opens anything.
+// parseFlagSet parses args. -h prints the flag set's whole usage to help; a flag error is returned
+// alone, the one problem and where the help is, without the usage of every flag.
+func parseFlagSet(fs *flag.FlagSet, help io.Writer, args []string) error {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(help)
+		fmt.Fprintf(help, "Usage of %s:\n", fs.Name())
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+		return err
+	case err != nil:
+		return usageErrorf("%w; run '%s -h' for help", err, fs.Name())
+	}
+	return nil
+}
+
 func (c *cmdEnv) parse(args []string) error {
-	if err := c.fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageErrorf("%v", err)
+	if err := parseFlagSet(c.fs, c.io.Stderr, args); err != nil {
+		return err
 	}
 	if c.interspersed {
 		// Flags may follow positional arguments: status staging --json.
@@ -206,11 +222,8 @@ func (c *cmdEnv) parse(args []string) error {
 		for c.fs.NArg() > 0 {
 			rest := c.fs.Args()
 			positional = append(positional, rest[0])
-			if err := c.fs.Parse(rest[1:]); err != nil {
-				if errors.Is(err, flag.ErrHelp) {
-					return err
-				}
-				return usageErrorf("%v", err)
+			if err := parseFlagSet(c.fs, c.io.Stderr, rest[1:]); err != nil {
+				return err
 			}
 		}
 		c.positional = positional
