@@ -131,3 +131,21 @@ func TestUnfreezeSaysWhatGoesNext(t *testing.T) {
 		t.Fatalf("unfreeze with nothing held said:\n%s", o.stdout)
 	}
 }
+
+// A held run's --json says what holds it, by the typed reason, not only a lease holder it has not.
+func TestHeldRunJSONSaysWhatHoldsIt(t *testing.T) {
+	h := newHarness(t)
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", shaA, "--intent-id", "a", "--", "true")
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", shaB, "--intent-id", "b", "--", "true")
+	h.must(ExitOK, "rollback", "prod/api", "--reason", "B breaks checkout")
+	o := h.must(ExitLocked, "run", "--environment", "prod", "--scopes", "api", "--sha", shaC, "--intent-id", "c", "--wait", "0s", "--json", "--", "true")
+	var held struct {
+		Reason  string         `json:"reason"`
+		Message string         `json:"message"`
+		Frozen  map[string]any `json:"frozen"`
+	}
+	if err := json.Unmarshal([]byte(o.stdout), &held); err != nil || held.Reason != "frozen" || held.Frozen["generation"] != float64(3) ||
+		!strings.Contains(held.Message, "held by a freeze") {
+		t.Fatalf("run --json of a held pass: %+v (%v)\n%s", held, err, o.stdout)
+	}
+}

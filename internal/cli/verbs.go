@@ -366,8 +366,22 @@ func (c *cmdEnv) reportRefusal(err error) error {
 		return &exitError{code: ExitSuperseded}
 	case errors.As(err, &held):
 		if c.s.jsonOut {
-			_ = c.printJSON(map[string]any{"error": "locked", "resource": held.Resource, "holder": held.Holder,
-				"purpose": held.Purpose, "generation": held.Generation, "retry_after": int64(held.RetryAfter / time.Second)})
+			// reason says what holds the pass (a lease, a queue, a barrier, a failure, a freeze, a
+			// promotion): holder and purpose are a lease's only.
+			out := map[string]any{"error": "locked", "reason": held.Why(), "message": held.Error(), "resource": held.Resource,
+				"holder": held.Holder, "purpose": held.Purpose, "generation": held.Generation, "retry_after": int64(held.RetryAfter / time.Second)}
+			for k, v := range map[string]any{"ahead": held.Ahead, "head_sha": held.HeadSha, "barrier": held.Barrier, "blocked": held.Blocked} {
+				if v != 0 && v != "" && v != false {
+					out[k] = v
+				}
+			}
+			if held.Frozen != nil {
+				out["frozen"] = held.Frozen
+			}
+			if held.Promotion != nil {
+				out["promotion"] = held.Promotion
+			}
+			_ = c.printJSON(out)
 		}
 		return &exitError{code: ExitLocked, msg: fmt.Sprintf("gave up waiting: %v", held)}
 	}
