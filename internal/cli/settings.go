@@ -191,8 +191,6 @@ func (c *cmdEnv) durVar(p *time.Duration, name string, def time.Duration, usage 
 	})
 }
 
-// parse parses args, reads the variables of typed flags not given on the command line, and checks
-// every typed flag's value: all before the command opens anything.
 // parseFlagSet parses args. -h prints the flag set's whole usage to help; a flag error is returned
 // alone, the one problem and where the help is, without the usage of every flag.
 func parseFlagSet(fs *flag.FlagSet, help io.Writer, args []string) error {
@@ -212,6 +210,8 @@ func parseFlagSet(fs *flag.FlagSet, help io.Writer, args []string) error {
 	return nil
 }
 
+// parse parses args, reads the variables of typed flags not given on the command line, and checks
+// every typed flag's value: all before the command opens anything.
 func (c *cmdEnv) parse(args []string) error {
 	if err := parseFlagSet(c.fs, c.io.Stderr, args); err != nil {
 		return err
