@@ -102,6 +102,11 @@ func TestRefusedDeliveries(t *testing.T) {
 			r.Header.Set("Content-Type", "application/xml")
 			return r
 		}, http.StatusBadRequest, "send application/json"},
+		{"JSON sent as a form (curl --data without a Content-Type)", func() *http.Request {
+			r := newDelivery("push", "d1", body, good)
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			return r
+		}, http.StatusBadRequest, `Content-Type application/x-www-form-urlencoded without a payload field: send the JSON payload as Content-Type: application/json`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -172,6 +172,10 @@ func jsonBody(contentType string, body []byte) ([]byte, error) {
 		if err != nil {
 			return nil, &MalformedError{Reason: fmt.Sprintf("form body: %v", err)}
 		}
+		if !form.Has("payload") {
+			// A JSON body sent without its content type (curl --data sends this one) is no form.
+			return nil, &MalformedError{Reason: fmt.Sprintf("Content-Type %s without a payload field: send the JSON payload as Content-Type: application/json", mt)}
+		}
 		return []byte(form.Get("payload")), nil
 	}
 	return nil, &MalformedError{Reason: fmt.Sprintf("Content-Type %q: send application/json", mt)}

@@ -167,7 +167,7 @@ func docFiles(tb testing.TB, root string) []docFile {
 type cliFlags struct {
 	bin   string
 	verbs map[string]bool
-	flags map[string]map[string]bool // by "verb" or "app create"
+	flags map[string]map[string]bool // by "verb", "app create" or "webhook send"
 }
 
 var (
@@ -239,8 +239,8 @@ func (c *cliFlags) checkUses(t *testing.T, where, text string) {
 				continue
 			}
 			command := verb
-			if verb == "app" && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") && !strings.HasPrefix(rest[0], "[") {
-				command, rest = "app "+rest[0], rest[1:]
+			if (verb == "app" || verb == "webhook") && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") && !strings.HasPrefix(rest[0], "[") {
+				command, rest = verb+" "+rest[0], rest[1:]
 			}
 			flags := c.of(t, command)
 			depth := 0

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -22,8 +21,7 @@ func runApp(ctx context.Context, c *cmdEnv, args []string) error {
 	if len(args) == 0 || args[0] != "create" {
 		return usageErrorf("app takes one subcommand: app create [--org ORG] [--url PUBLIC_URL] [--out FILE | --ssm]")
 	}
-	fs := flag.NewFlagSet("app create", flag.ContinueOnError)
-	fs.SetOutput(c.io.Stderr)
+	fs := flag.NewFlagSet("latestwins app create", flag.ContinueOnError)
 	var opts appmanifest.Options
 	var out, listen, githubURL, apiURL, webhookParam, keyParam, region string
 	var ssm bool
@@ -39,11 +37,8 @@ func runApp(ctx context.Context, c *cmdEnv, args []string) error {
 	fs.StringVar(&listen, "listen", "127.0.0.1:0", "the local page's address (loopback only)")
 	fs.StringVar(&githubURL, "github-url", "https://github.com", "GitHub's web address (GitHub Enterprise Server: https://HOST)")
 	fs.StringVar(&apiURL, "api-url", githubapp.DefaultAPIURL, "GitHub's REST API (GitHub Enterprise Server: https://HOST/api/v3)")
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageErrorf("%v", err)
+	if err := parseFlagSet(fs, c.io.Stderr, args[1:]); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("app create takes no arguments, got %q", fs.Args())

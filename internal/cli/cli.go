@@ -70,6 +70,7 @@ func commands() []command {
 		{"sweep", "re-drive stalled work once: sweep [--stall 10m] [-- CMD]; without CMD a dry run", runSweep},
 		{"action", "the GitHub Action's step: reads INPUT_* variables (see action.yml)", runAction},
 		{"serve", "the GitHub App as an HTTP server: serve [--addr 127.0.0.1:8080] --config PATH", runServe},
+		{"webhook", "sign a payload file as GitHub does and send it to the App: webhook send --event push FILE --url URL", runWebhook},
 		{"app", "register the GitHub App with GitHub's manifest flow: app create [--org ORG] [--url PUBLIC_URL]", runApp},
 	}
 }

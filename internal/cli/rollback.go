@@ -166,8 +166,29 @@ func runUnfreeze(ctx context.Context, c *cmdEnv, args []string) error {
 	if c.s.jsonOut {
 		return c.printJSON(map[string]any{"unfrozen": c.positional[0], "freeze": f})
 	}
-	c.printf("unfroze %s: lifted %s; the newest intent held meanwhile goes next\n", c.positional[0], report.Escape(f.Describe()))
+	c.printf("unfroze %s: lifted %s\n", c.positional[0], report.Escape(f.Describe()))
+	c.printNext(ctx, env, scope)
 	return nil
+}
+
+// printNext says what the scope deploys next, and the command that deploys it.
+func (c *cmdEnv) printNext(ctx context.Context, env, scope string) {
+	st, err := c.view.Status(ctx, env)
+	if err != nil {
+		c.progress("what goes next is unknown: %v", err)
+		return
+	}
+	next := st.Scopes[scope].Mailbox
+	if next == nil {
+		c.printf("nothing is pending in %s: the next intent deploys\n", c.positional[0])
+		return
+	}
+	api := ""
+	if c.s.api != "" {
+		api = " --api " + c.s.api
+	}
+	c.printf("next: %s at generation %d; deploy it with\n  latestwins run%s --environment %s --scopes %s --generation %d -- CMD\n",
+		report.ShortSha(next.Sha), next.Generation, api, env, scope, next.Generation)
 }
 
 // freezeMismatch is the refusal of an unfreeze that did not name the current freeze: which freeze

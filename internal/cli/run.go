@@ -86,14 +86,17 @@ func runRun(ctx context.Context, c *cmdEnv, args []string) error {
 			return &exitError{code: ExitSuperseded}
 		}
 		c.s.scopes = strings.Join(res.Claim.Scopes(), ",")
+		c.deploys = res.Claim.Claimed
 		c.progress("generation %d claimed %s", res.Generation, c.s.scopes)
 	} else {
 		// A generation accepted elsewhere (the App's push, a rollback, a promotion): the pass claims
 		// its scopes first, as the Action's generation input does. Claiming again what this pass
 		// claimed already changes nothing; what became of a pass that may not go, the gate says.
-		if _, err := c.claimGeneration(ctx, c.s.environment, c.s.generation, splitList(c.s.scopes)); err != nil {
+		cr, err := c.claimGeneration(ctx, c.s.environment, c.s.generation, splitList(c.s.scopes))
+		if err != nil {
 			return err
 		}
+		c.deploys = cr.Claimed
 	}
 	g, err := c.gate(ctx)
 	if err != nil {
@@ -112,7 +115,7 @@ func runRun(ctx context.Context, c *cmdEnv, args []string) error {
 	c.progress("generation %d entered deploy; tokens %s", g.Generation, tokenList(g.Tokens))
 
 	sup := &pass.Supervisor{Auth: c.pass, Grant: g, TTL: c.s.leaseTTL, Grace: c.s.grace,
-		Stdin: c.io.Stdin, Stdout: c.io.Stdout, Stderr: c.io.Stderr, Progress: c.progress,
+		Stdin: c.io.Stdin, Stdout: c.io.Stdout, Stderr: c.io.Stderr, Progress: c.progress, Commits: c.deploys,
 		Complete: func(ctx context.Context, o authority.Outcome, msg string) (*authority.CompleteResult, error) {
 			return c.completeWith(ctx, o, g.Tokens, msg)
 		}}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -45,6 +46,8 @@ type cmdEnv struct {
 	// (--api). Set by connect.
 	pass pass.Authority
 	view stateReader
+	// deploys are the commits run's pass deploys, as claimed: what its command and --json are told.
+	deploys []authority.ClaimedScope
 }
 
 // settings are the flags shared by the verbs. Each has a LATESTWINS_* variable of the same name
@@ -84,6 +87,7 @@ type settings struct {
 	requiresAncestor bool
 	lease            bool
 	jsonOut          bool
+	quiet            bool
 	state            string
 	outcome          string
 	message          string
@@ -105,7 +109,6 @@ func (c *cmdEnv) env(flagName string) string { return c.io.Getenv(envName(flagNa
 
 func (c *cmdEnv) newFlags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("latestwins "+name, flag.ContinueOnError)
-	fs.SetOutput(c.io.Stderr)
 	c.fs, c.typed = fs, nil
 	c.str(&c.s.store, "store", "bolt://./latestwins.db", "store URL: bolt://PATH, memory://, dynamodb://TABLE?region=R&endpoint=URL")
 	c.boolean(&c.s.jsonOut, "json", false, "print machine-readable JSON")
@@ -188,14 +191,30 @@ func (c *cmdEnv) durVar(p *time.Duration, name string, def time.Duration, usage 
 	})
 }
 
+// parseFlagSet parses args. -h prints the flag set's whole usage to help; a flag error is returned
+// alone, the one problem and where the help is, without the usage of every flag.
+func parseFlagSet(fs *flag.FlagSet, help io.Writer, args []string) error {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(help)
+		fmt.Fprintf(help, "Usage of %s:\n", fs.Name())
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+		return err
+	case err != nil:
+		return usageErrorf("%w; run '%s -h' for help", err, fs.Name())
+	}
+	return nil
+}
+
 // parse parses args, reads the variables of typed flags not given on the command line, and checks
 // every typed flag's value: all before the command opens anything.
 func (c *cmdEnv) parse(args []string) error {
-	if err := c.fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageErrorf("%v", err)
+	if err := parseFlagSet(c.fs, c.io.Stderr, args); err != nil {
+		return err
 	}
 	if c.interspersed {
 		// Flags may follow positional arguments: status staging --json.
@@ -203,11 +222,8 @@ func (c *cmdEnv) parse(args []string) error {
 		for c.fs.NArg() > 0 {
 			rest := c.fs.Args()
 			positional = append(positional, rest[0])
-			if err := c.fs.Parse(rest[1:]); err != nil {
-				if errors.Is(err, flag.ErrHelp) {
-					return err
-				}
-				return usageErrorf("%v", err)
+			if err := parseFlagSet(c.fs, c.io.Stderr, rest[1:]); err != nil {
+				return err
 			}
 		}
 		c.positional = positional

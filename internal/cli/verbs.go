@@ -192,11 +192,16 @@ func runClaim(ctx context.Context, c *cmdEnv, args []string) error {
 	c.str(&c.s.holder, "holder", "", "lease holder id for later steps (default: the GitHub job, or the host)")
 	c.apiFlags()
 	c.attemptVar("attempt number (default $GITHUB_RUN_ATTEMPT)")
+	c.boolean(&c.s.quiet, "quiet", false, "print only the generation, for a script: G=$(latestwins claim -q ...)")
+	c.fs.BoolVar(&c.s.quiet, "q", false, "short for --quiet")
 	if err := c.parse(args); err != nil {
 		return err
 	}
 	if err := c.noArguments(); err != nil {
 		return err
+	}
+	if c.s.quiet && c.s.jsonOut {
+		return usageErrorf("--quiet and --json ask for two different outputs: give one")
 	}
 	in, err := c.intent()
 	if err != nil {
@@ -221,11 +226,14 @@ func runClaim(ctx context.Context, c *cmdEnv, args []string) error {
 	if err := c.saveState(&passState{Environment: c.s.environment, Generation: res.Generation, Scopes: claimed, Holder: c.s.holder}); err != nil {
 		return err
 	}
-	if c.s.jsonOut {
+	switch {
+	case c.s.jsonOut:
 		if err := c.printJSON(res); err != nil {
 			return err
 		}
-	} else {
+	case c.s.quiet:
+		c.printf("%d\n", res.Generation)
+	default:
 		c.printf("generation %d\n", res.Generation)
 		if res.Duplicate {
 			c.printf("already accepted (intent %s): same generation, nothing changed\n", c.s.intentID)
@@ -243,6 +251,9 @@ func runClaim(ctx context.Context, c *cmdEnv, args []string) error {
 		}
 	}
 	if len(claimed) == 0 {
+		if c.s.quiet {
+			c.progress("generation %d claimed nothing: superseded on arrival", res.Generation)
+		}
 		return &exitError{code: ExitSuperseded}
 	}
 	return nil
@@ -355,8 +366,22 @@ func (c *cmdEnv) reportRefusal(err error) error {
 		return &exitError{code: ExitSuperseded}
 	case errors.As(err, &held):
 		if c.s.jsonOut {
-			_ = c.printJSON(map[string]any{"error": "locked", "resource": held.Resource, "holder": held.Holder,
-				"purpose": held.Purpose, "generation": held.Generation, "retry_after": int64(held.RetryAfter / time.Second)})
+			// reason says what holds the pass (a lease, a queue, a barrier, a failure, a freeze, a
+			// promotion): holder and purpose are a lease's only.
+			out := map[string]any{"error": "locked", "reason": held.Why(), "message": held.Error(), "resource": held.Resource,
+				"holder": held.Holder, "purpose": held.Purpose, "generation": held.Generation, "retry_after": int64(held.RetryAfter / time.Second)}
+			for k, v := range map[string]any{"ahead": held.Ahead, "head_sha": held.HeadSha, "barrier": held.Barrier, "blocked": held.Blocked} {
+				if v != 0 && v != "" && v != false {
+					out[k] = v
+				}
+			}
+			if held.Frozen != nil {
+				out["frozen"] = held.Frozen
+			}
+			if held.Promotion != nil {
+				out["promotion"] = held.Promotion
+			}
+			_ = c.printJSON(out)
 		}
 		return &exitError{code: ExitLocked, msg: fmt.Sprintf("gave up waiting: %v", held)}
 	}
@@ -434,7 +459,12 @@ func (c *cmdEnv) complete(ctx context.Context, outcome authority.Outcome, tokens
 
 func (c *cmdEnv) reportCompletion(res *authority.CompleteResult) error {
 	if c.s.jsonOut {
-		if err := c.printJSON(map[string]any{"outcome": res.Overall(), "results": res.Results, "superseded": res.Superseded}); err != nil {
+		out := map[string]any{"outcome": res.Overall(), "results": res.Results, "superseded": res.Superseded}
+		if len(c.deploys) > 0 {
+			sha, ref, shas := deployedCommits(c.deploys, res.Results)
+			out["sha"], out["ref"], out["shas"] = sha, ref, shas
+		}
+		if err := c.printJSON(out); err != nil {
 			return err
 		}
 	} else {
@@ -469,6 +499,30 @@ func (c *cmdEnv) reportCompletion(res *authority.CompleteResult) error {
 		return &exitError{code: ExitFailed}
 	}
 	return nil
+}
+
+// deployedCommits are the commit and ref the scopes of results deploy, as run's command gets them:
+// sha and ref are empty when the scopes deploy different ones; shas has every scope's.
+func deployedCommits[V any](claimed []authority.ClaimedScope, results map[string]V) (sha, ref string, shas map[string]string) {
+	shas = map[string]string{}
+	first := true
+	for _, cl := range claimed {
+		if _, ok := results[cl.Scope]; !ok && len(results) > 0 {
+			continue
+		}
+		shas[cl.Scope] = cl.Sha
+		if first {
+			sha, ref, first = cl.Sha, cl.Ref, false
+			continue
+		}
+		if cl.Sha != sha {
+			sha = ""
+		}
+		if cl.Ref != ref {
+			ref = ""
+		}
+	}
+	return sha, ref, shas
 }
 
 func runStatus(ctx context.Context, c *cmdEnv, args []string) error {

@@ -71,6 +71,9 @@ type Supervisor struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Env            []string
+	// Commits are the commits the pass deploys, as claimed; the command gets them as LATESTWINS_SHA,
+	// LATESTWINS_REF and LATESTWINS_SHAS (CommitEnv). Nil: none of those variables is set.
+	Commits []authority.ClaimedScope
 	// Progress reports what the supervisor does; nil discards it.
 	Progress func(format string, args ...any)
 	Complete CompleteFunc
@@ -135,7 +138,7 @@ func (s *Supervisor) Run(ctx context.Context, argv []string) (*Result, error) {
 	if start == nil {
 		start = startCommand
 	}
-	ch, exited, err := start(command{argv: argv, env: append(append([]string(nil), base...), FencingEnv(g)...),
+	ch, exited, err := start(command{argv: argv, env: append(append(append([]string(nil), base...), FencingEnv(g)...), CommitEnv(g, s.Commits)...),
 		stdin: s.Stdin, stdout: s.Stdout, stderr: s.Stderr})
 	if err != nil {
 		// The command never ran: release the leases and report bad input.
@@ -184,6 +187,42 @@ func FencingEnv(g *authority.Grant) []string {
 		}
 	}
 	return env
+}
+
+// CommitEnv is what a deploy command learns of the commits its pass deploys, as claimed (after a
+// rollback or a promotion, the rollback's or the promoted commit, not the event's), for the scopes
+// the grant leases: LATESTWINS_SHAS as SCOPE=SHA pairs (api=SHA,web=SHA), and LATESTWINS_SHA and
+// LATESTWINS_REF when every scope deploys the same one. When they differ, LATESTWINS_SHA (or
+// LATESTWINS_REF) is set empty, so that a value this process inherited never reaches the command.
+// No commits: nothing.
+func CommitEnv(g *authority.Grant, commits []authority.ClaimedScope) []string {
+	byScope := map[string]authority.ClaimedScope{}
+	for _, c := range commits {
+		if _, leased := g.Tokens[c.Scope]; leased || len(g.Tokens) == 0 {
+			byScope[c.Scope] = c
+		}
+	}
+	if len(byScope) == 0 {
+		return nil
+	}
+	scopes := make([]string, 0, len(byScope))
+	for s := range byScope {
+		scopes = append(scopes, s)
+	}
+	sort.Strings(scopes)
+	pairs := make([]string, 0, len(scopes))
+	sha, ref := byScope[scopes[0]].Sha, byScope[scopes[0]].Ref
+	for _, s := range scopes {
+		c := byScope[s]
+		pairs = append(pairs, s+"="+c.Sha)
+		if c.Sha != sha {
+			sha = ""
+		}
+		if c.Ref != ref {
+			ref = ""
+		}
+	}
+	return []string{"LATESTWINS_SHA=" + sha, "LATESTWINS_REF=" + ref, "LATESTWINS_SHAS=" + strings.Join(pairs, ",")}
 }
 
 // TokenScopes returns the scopes of a token map, sorted.
