@@ -230,11 +230,16 @@ func (s *step) settle(ctx context.Context, res *result, err error) error {
 		}
 		res.outcome, res.authorized, res.superseded, res.supersededBy = "superseded", false, sup, sup.By
 		res.headline = fmt.Sprintf("Generation %d was superseded: %v. Nothing more to do; the newer run deploys.", sup.Generation, sup)
-		s.a.Noticef("Superseded by generation %d%s: this run stops cleanly and the newer one deploys (%v)", sup.By, shaSuffix(sup.BySha), sup)
+		if sup.By > 0 {
+			s.a.Noticef("Superseded by generation %d%s: this run stops cleanly and the newer one deploys (%v)", sup.By, shaSuffix(sup.BySha), sup)
+		} else {
+			// Nothing newer: the pass's work here ended already, or it never owned the scope.
+			s.a.Noticef("Stopped: %v; this run stops cleanly", sup)
+		}
 		return s.onSuperseded(ctx, sup)
 	case errors.As(err, &held):
 		res.outcome = "locked"
-		res.headline = fmt.Sprintf("Gave up waiting for the lease after %s: %v.", s.in.wait, held)
+		res.headline = fmt.Sprintf("Gave up waiting after %s (%s): %v.", s.in.wait, held.Why(), held)
 		s.a.Warningf("gave up waiting after %s: %v; re-run later, or see who holds it in the summary", s.in.wait, held)
 		return fmt.Errorf("gave up waiting: %w", err)
 	case errors.Is(err, authority.ErrLeaseLost):

@@ -103,6 +103,9 @@ func (e *SupersededError) Error() string {
 	if e.Done {
 		return fmt.Sprintf("%s/%s: generation %d has nothing left to do: its work here already ended", e.Environment, e.Scope, e.Generation)
 	}
+	if e.By == 0 {
+		return fmt.Sprintf("%s/%s: generation %d does not own the scope: it never claimed it (claim it first, or run with the generation that did)", e.Environment, e.Scope, e.Generation)
+	}
 	by := fmt.Sprintf("generation %d", e.By)
 	if e.BySha != "" {
 		by += fmt.Sprintf(" (%s)", shortSha(e.BySha))

@@ -46,3 +46,11 @@ func TestErrorCategories(t *testing.T) {
 		}
 	}
 }
+
+// A pass that never claimed a scope is told so, not "superseded by generation 0".
+func TestSupersededErrorWithoutANewerGeneration(t *testing.T) {
+	got := (&SupersededError{Environment: "staging", Scope: "api", Generation: 4}).Error()
+	if strings.Contains(got, "generation 0") || !strings.Contains(got, "never claimed") {
+		t.Errorf("message %q; want it to say the pass never claimed the scope", got)
+	}
+}
