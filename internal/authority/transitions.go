@@ -536,7 +536,7 @@ func (e *Env) claim(gen int64, scopes []string, now time.Time) *ClaimResult {
 					Message: fmt.Sprintf("Pass %d claimed %s (%s); queued: %d ahead of this commit", gen, name, shortSha(q.Sha), pos)})
 			}
 			res.Claimed = append(res.Claimed, ClaimedScope{Scope: name, Sha: q.Sha, Ref: q.Ref, IntentGen: q.Generation, IntentID: q.IntentID, Attempt: q.Attempt, Ahead: pos})
-		case pos < 0 && list[len(list)-1].Generation > gen:
+		case pos < 0 && list[len(list)-1].Generation > gen && (sc.Owner != gen || m.Generation > gen):
 			newest := list[len(list)-1]
 			res.Superseded = append(res.Superseded, &SupersededError{Environment: e.Name, Scope: name, Generation: gen, By: newest.Generation, BySha: newest.Sha})
 		case m.Failed:
@@ -577,7 +577,9 @@ func (e *Env) authorize(gen int64, name string) *SupersededError {
 		return &SupersededError{Environment: e.Name, Scope: name, Generation: gen} // never claimed by this pass
 	case pos > 0:
 		return nil // its own intent, waiting: it may work, and takes the lease once at the head (waitFor)
-	case pos < 0 && len(list) > 0 && list[len(list)-1].Generation > gen:
+	case pos < 0 && len(list) > 0 && list[len(list)-1].Generation > gen && (sc.Owner != gen || list[0].Generation > gen):
+		// Newer intents supersede the pass, unless they wait behind the head it owns (it took the
+		// head over): then it deploys the head, as the queue or the barrier says.
 		newest := list[len(list)-1]
 		if e.policy() == PolicyQueue && gen < list[0].Generation {
 			return &SupersededError{Environment: e.Name, Scope: name, Generation: gen, Done: true}

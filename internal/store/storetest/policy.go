@@ -24,6 +24,7 @@ func policyCases() []testCase {
 		{"TerminalFailureBlocks", testFailureBlocks},
 		{"SwitchBothWays", testPolicySwitch},
 		{"SweepRedrivesQueueHead", testSweepQueueHead},
+		{"TakenOverHeadGoesFirst", testTakenOverHead},
 	}
 }
 
@@ -317,5 +318,52 @@ func testSweepQueueHead(t *testing.T, h *harness) {
 	h.clock.Advance(stall)
 	if got := sweep(); len(got) != 1 || got[0].Generation != 2 || got[0].Scopes[0] != "api" {
 		t.Fatalf("sweep after the new head stalled: %+v; want generation 2", got)
+	}
+}
+
+// takeOver queues a commit for web, then lets the pass of a newer intent for api claim every
+// pending scope: it takes over web's head. It returns that pass's generation.
+func (h *harness) takeOver(a *authority.Authority, env string) int64 {
+	h.t.Helper()
+	h.accept(a, queued(env, "push-web", sha("w", 1), "web"), false)
+	res := h.accept(a, queued(env, "push-api", sha("a", 1), "api"), false)
+	claim, err := a.Claim(h.ctx, env, res.Generation, nil) // every pending scope
+	if err != nil || !slices.Equal(claim.Scopes(), []string{"api", "web"}) {
+		h.t.Fatalf("claim of every pending scope at %d: %+v, %v", res.Generation, claim, err)
+	}
+	return res.Generation
+}
+
+// A pass that took over a queue's head (it claimed every pending scope) deploys it, although a
+// newer intent was queued behind that head since: the newer one waits behind the head, it does not
+// supersede the pass that owns it. Otherwise nobody could deploy the head: its own pass no longer
+// owns the scope, the newer one waits for it, and the sweep re-drives the owner.
+func testTakenOverHead(t *testing.T, h *harness) {
+	const env = "taken-over"
+	a := h.process()
+	owner := h.takeOver(a, env)
+	newer := h.accept(a, queued(env, "push-web-2", sha("w", 2), "web"), true)
+
+	b := h.process()
+	if _, err := b.Gate(h.ctx, authority.GateRequest{Environment: env, Generation: 1, Scopes: []string{"web"}, Phase: "deploy", Holder: "run-1", LeaseTTL: testTTL}); !errors.Is(err, authority.ErrSuperseded) {
+		t.Fatalf("the head's own pass, no longer its owner: %v; want superseded", err)
+	}
+	work, _, err := b.Stalled(h.ctx, 0, 3)
+	if err != nil || len(work) != 1 || work[0].Generation != owner || !slices.Equal(work[0].Scopes, []string{"api", "web"}) {
+		t.Fatalf("stalled work %+v, %v; want generation %d re-driven for api and web", work, err, owner)
+	}
+	// The re-driven pass claims again and deploys web's head, then the newer intent goes.
+	h.claim(b, env, owner, "web")
+	if held, err := h.tryDeploy(b, env, owner, fmt.Sprintf("run-%d", owner), "web"); err != nil || held != nil {
+		t.Fatalf("the pass that owns web's head: held %v, %v; want it deployed", held, err)
+	}
+	if l := h.scope(env, "web").Live; l == nil || l.Sha != sha("w", 1) || l.Generation != owner {
+		t.Fatalf("web live %+v; want %.7s deployed by generation %d", l, sha("w", 1), owner)
+	}
+	if held, err := h.tryDeploy(b, env, newer.Generation, "run-newer", "web"); err != nil || held != nil {
+		t.Fatalf("the newer intent after the head: held %v, %v; want it deployed", held, err)
+	}
+	if e := h.env(env); e.Scopes["web"].Mailbox != nil || e.Scopes["web"].Live.Sha != sha("w", 2) {
+		t.Fatalf("web: pending %v, live %+v; want %.7s live, nothing pending", e.Scopes["web"].Entries(), e.Scopes["web"].Live, sha("w", 2))
 	}
 }
