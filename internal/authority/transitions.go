@@ -571,7 +571,7 @@ func (e *Env) authorize(gen int64, name string) *SupersededError {
 	}
 	list, pos := sc.Entries(), sc.position(gen)
 	switch {
-	case pos > 0 && list[pos].Failed, pos == 0 && list[0].Failed:
+	case pos > 0 && list[pos].Failed, pos <= 0 && len(list) > 0 && list[0].Failed:
 		return &SupersededError{Environment: e.Name, Scope: name, Generation: gen, Done: true}
 	case pos > 0 && !list[pos].Claimed:
 		return &SupersededError{Environment: e.Name, Scope: name, Generation: gen} // never claimed by this pass
@@ -810,7 +810,7 @@ func (e *Env) complete(c *Completion, now time.Time, skew time.Duration) (*Compl
 	for _, name := range c.Scopes {
 		sc := e.Scopes[name]
 		sc.ActiveAt = now
-		if sc.Owner == c.Generation && (sc.Mailbox == nil || (sc.Mailbox.Failed && sc.Mailbox.Generation == c.Generation)) {
+		if sc.Owner == c.Generation && (sc.Mailbox == nil || (sc.Mailbox.Failed && sc.position(c.Generation) <= 0)) {
 			// A repeat of a completion that took effect reports the same result and changes nothing.
 			switch {
 			case c.Outcome == OutcomeSuccess && sc.Live != nil && sc.Live.Generation == c.Generation:

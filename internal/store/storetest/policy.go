@@ -25,6 +25,7 @@ func policyCases() []testCase {
 		{"SwitchBothWays", testPolicySwitch},
 		{"SweepRedrivesQueueHead", testSweepQueueHead},
 		{"TakenOverHeadGoesFirst", testTakenOverHead},
+		{"TakenOverHeadThatFailedBlocks", testTakenOverHeadFailed},
 	}
 }
 
@@ -365,5 +366,35 @@ func testTakenOverHead(t *testing.T, h *harness) {
 	}
 	if e := h.env(env); e.Scopes["web"].Mailbox != nil || e.Scopes["web"].Live.Sha != sha("w", 2) {
 		t.Fatalf("web: pending %v, live %+v; want %.7s live, nothing pending", e.Scopes["web"].Entries(), e.Scopes["web"].Live, sha("w", 2))
+	}
+}
+
+// A pass that took over a queue's head and failed it on its final attempt may not deploy it when it
+// runs again (a re-run of its workflow): the failure blocks until someone decides, whichever pass
+// owned the head. Reporting the same final failure again changes nothing.
+func testTakenOverHeadFailed(t *testing.T, h *harness) {
+	const env = "taken-over-failed"
+	a := h.process()
+	owner := h.takeOver(a, env)
+	g := h.gate(a, env, owner, "run-owner", "web")
+	failure := authority.Completion{Environment: env, Generation: owner, Scopes: []string{"web"}, Holder: g.Holder, Tokens: g.Tokens,
+		Outcome: authority.OutcomeFailure, Attempt: 3, MaxAttempts: 3, Message: "exit status 1"}
+	if res, err := a.Complete(h.ctx, failure); err != nil || res.Results["web"] != authority.ResultFailed {
+		t.Fatalf("final failure: %+v, %v", res, err)
+	}
+	again := h.process()
+	if _, err := again.Gate(h.ctx, authority.GateRequest{Environment: env, Generation: owner, Scopes: []string{"web"}, Phase: "deploy", Holder: "run-owner", LeaseTTL: testTTL}); !errors.Is(err, authority.ErrSuperseded) {
+		t.Fatalf("the pass that failed web's head, run again: %v; want refused, its work there ended", err)
+	}
+	failure.Tokens = nil
+	if res, err := again.Complete(h.ctx, failure); err != nil || res.Results["web"] != authority.ResultFailed {
+		t.Fatalf("the final failure reported again: %+v, %v; want failed", res, err)
+	}
+	e := h.env(env)
+	if m := e.Scopes["web"].Mailbox; m == nil || !m.Failed || m.Generation != 1 || e.Scopes["web"].Live != nil {
+		t.Fatalf("web: head %+v, live %+v; want generation 1 failed and blocking, nothing deployed", m, e.Scopes["web"].Live)
+	}
+	if n := countEvents(e, authority.EventFailed, func(ev authority.Event) bool { return ev.Scope == "web" }); n != 1 {
+		t.Fatalf("%d failed events for web; want 1", n)
 	}
 }
