@@ -822,7 +822,7 @@ func (e *Env) complete(c *Completion, now time.Time, skew time.Duration) (*Compl
 			}
 		}
 		sup := e.authorize(c.Generation, name)
-		if sup != nil && e.deployedUnderGrant(c, name, now) {
+		if (sup != nil || sc.grantedOther(c.Generation)) && e.deployedUnderGrant(c, name, now) {
 			res.Results[name] = ResultDeployed
 			continue
 		}
@@ -910,9 +910,19 @@ func (e *Env) repeatedSuccess(c *Completion) *CompleteResult {
 	return res
 }
 
+// grantedOther reports whether the scope's lease was granted for another commit than the one the
+// pass at gen would end now: the head it took over was superseded while it deployed. Its success
+// is recorded as what it deployed, as a superseded pass's is.
+func (s *Scope) grantedOther(gen int64) bool {
+	m := s.passRef(gen)
+	return m != nil && s.Lease.Sha != "" && s.Lease.Sha != m.Sha
+}
+
 // deployedUnderGrant records the deploy of a pass that was superseded while it deployed under a
-// valid grant: the target now serves its commit, so that commit is live, provided its generation is
-// newer than live's. The newer intent stays pending and its pass deploys next; live never goes back.
+// valid grant (or whose grant deployed another commit than the one it would end now): the target
+// now serves its commit, so that commit is live, provided its generation is not older than live's
+// (the same pass may have deployed another head before). The newer intent stays pending and its
+// pass deploys next; live never goes back.
 // It reports whether it recorded the deploy.
 func (e *Env) deployedUnderGrant(c *Completion, name string, now time.Time) bool {
 	sc := e.Scopes[name]
@@ -921,7 +931,7 @@ func (e *Env) deployedUnderGrant(c *Completion, name string, now time.Time) bool
 	if c.Outcome != OutcomeSuccess || !ok || l.Holder != c.Holder || l.Token != tok || l.Generation != c.Generation || l.Sha == "" {
 		return false
 	}
-	if sc.Live != nil && sc.Live.Generation >= c.Generation {
+	if sc.Live != nil && sc.Live.Generation > c.Generation {
 		return false
 	}
 	sc.setLive(&Live{Sha: l.Sha, Ref: l.Ref, Generation: c.Generation, Run: c.Run, Token: tok, At: now})

@@ -26,6 +26,8 @@ func policyCases() []testCase {
 		{"SweepRedrivesQueueHead", testSweepQueueHead},
 		{"TakenOverHeadGoesFirst", testTakenOverHead},
 		{"TakenOverHeadThatFailedBlocks", testTakenOverHeadFailed},
+		{"TakenOverHeadSupersededWhileDeploying", testTakenOverHeadSwitched},
+		{"SecondTakenOverHeadSupersededWhileDeploying", testTakenOverSecondHead},
 	}
 }
 
@@ -396,5 +398,59 @@ func testTakenOverHeadFailed(t *testing.T, h *harness) {
 	}
 	if n := countEvents(e, authority.EventFailed, func(ev authority.Event) bool { return ev.Scope == "web" }); n != 1 {
 		t.Fatalf("%d failed events for web; want 1", n)
+	}
+}
+
+// A pass deploys the queue head it took over when the switch to latest supersedes that head by the
+// intent behind it, which is older than the pass: its success records what it deployed, and the
+// intent behind stays pending for its deploy, not ended as deployed by a deploy of another commit.
+func testTakenOverHeadSwitched(t *testing.T, h *harness) {
+	const env = "taken-over-switched"
+	a := h.process()
+	h.accept(a, queued(env, "push-web", sha("w", 1), "web"), false)
+	behind := h.accept(a, queued(env, "push-web-2", sha("w", 2), "web"), false)
+	owner := h.accept(a, queued(env, "push-api", sha("a", 1), "api"), false).Generation
+	if claim, err := a.Claim(h.ctx, env, owner, nil); err != nil || !slices.Equal(claim.Scopes(), []string{"api", "web"}) {
+		t.Fatalf("claim of every pending scope at %d: %+v, %v", owner, claim, err)
+	}
+	g := h.gate(a, env, owner, "run-owner", "web") // deploying w1, the head
+	if _, err := h.process().SetPolicy(h.ctx, env, authority.PolicyLatest, "octocat"); err != nil {
+		t.Fatal(err)
+	}
+	res := h.complete(a, g, authority.OutcomeSuccess, "run-owner")
+	sc := h.scope(env, "web")
+	if res.Results["web"] != authority.ResultDeployed || sc.Live == nil || sc.Live.Sha != sha("w", 1) || sc.Live.Generation != owner {
+		t.Fatalf("result %s, live %+v; want %.7s live, deployed by generation %d", res.Results["web"], sc.Live, sha("w", 1), owner)
+	}
+	if m := sc.Mailbox; m == nil || m.Generation != behind.Generation || m.Sha != sha("w", 2) {
+		t.Fatalf("web pending %+v; want generation %d (%.7s) still pending: nothing deployed it", m, behind.Generation, sha("w", 2))
+	}
+}
+
+// A pass that took over a queue's heads deploys the first, then the next; a newer intent
+// supersedes the second while it deploys: its success still records what it deployed, although
+// live already has the pass's generation (its first deploy).
+func testTakenOverSecondHead(t *testing.T, h *harness) {
+	const env = "taken-over-second"
+	a := h.process()
+	h.accept(a, queued(env, "push-web", sha("w", 1), "web"), false)
+	h.accept(a, queued(env, "push-web-2", sha("w", 2), "web"), false)
+	owner := h.accept(a, queued(env, "push-api", sha("a", 1), "api"), false).Generation
+	if claim, err := a.Claim(h.ctx, env, owner, nil); err != nil || !slices.Equal(claim.Scopes(), []string{"api", "web"}) {
+		t.Fatalf("claim of every pending scope at %d: %+v, %v", owner, claim, err)
+	}
+	h.complete(a, h.gate(a, env, owner, "run-owner", "web"), authority.OutcomeSuccess, "run-owner") // w1, the first head
+	g := h.gate(a, env, owner, "run-owner", "web")                                                  // w2, the next
+	if _, err := a.SetPolicy(h.ctx, env, authority.PolicyLatest, "octocat"); err != nil {
+		t.Fatal(err)
+	}
+	newer := h.accept(h.process(), push(env, "push-web-3", sha("w", 3), "web"), false)
+	res := h.complete(a, g, authority.OutcomeSuccess, "run-owner")
+	sc := h.scope(env, "web")
+	if res.Results["web"] != authority.ResultDeployed || sc.Live == nil || sc.Live.Sha != sha("w", 2) || sc.Live.Generation != owner {
+		t.Fatalf("result %s, live %+v; want %.7s live, deployed by generation %d", res.Results["web"], sc.Live, sha("w", 2), owner)
+	}
+	if m := sc.Mailbox; m == nil || m.Generation != newer.Generation {
+		t.Fatalf("web pending %+v; want generation %d", m, newer.Generation)
 	}
 }
