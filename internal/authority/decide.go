@@ -343,13 +343,17 @@ func authorizeScope(v View, gen int64) (Reason, int64, string) {
 	}
 	list, pos := sc.Entries(), sc.position(gen)
 	switch {
-	case pos >= 0 && list[pos].Failed:
+	case pos > 0 && list[pos].Failed, pos <= 0 && len(list) > 0 && list[0].Failed:
+		// Its own intent failed terminally, or the head it took over did: it blocks, and the pass's
+		// work there ended.
 		return ReasonDone, 0, ""
 	case pos > 0 && !list[pos].Claimed:
 		return ReasonNotClaimed, 0, "" // never claimed by this pass
 	case pos > 0:
 		return ReasonGo, 0, "" // its own intent, waiting: it may work, and takes the lease once at the head (hold)
-	case pos < 0 && len(list) > 0 && list[len(list)-1].Generation > gen:
+	case pos < 0 && len(list) > 0 && list[len(list)-1].Generation > gen && (sc.Owner != gen || list[0].Generation > gen):
+		// Newer intents supersede the pass, unless they wait behind the head it owns (it took the
+		// head over): then it deploys the head, as the queue or the barrier says.
 		newest := list[len(list)-1]
 		if v.Policy == PolicyQueue && gen < list[0].Generation {
 			return ReasonDone, 0, ""

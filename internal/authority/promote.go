@@ -248,17 +248,6 @@ func (a *Authority) Promote(ctx context.Context, r PromoteRequest) (*PromoteResu
 	if err := ValidateScope(r.Scope); err != nil {
 		return nil, err
 	}
-	d, err := a.store.Get(ctx, EnvKey(r.From))
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("promote %s/%s from %s: %w", r.Environment, r.Scope, r.From, err)
-	}
-	var live *Live
-	if err == nil && d.Env != nil && d.Env.Scopes[r.Scope] != nil {
-		live = d.Env.Scopes[r.Scope].Live
-	}
-	if live == nil {
-		return nil, &InputError{Field: "from", Value: r.From + "/" + r.Scope, Fix: fmt.Sprintf("nothing is live in %s/%s yet: there is nothing to promote", r.From, r.Scope)}
-	}
 	id := r.Request
 	if id == "" {
 		var b [8]byte
@@ -271,8 +260,36 @@ func (a *Authority) Promote(ctx context.Context, r PromoteRequest) (*PromoteResu
 	if source == "" {
 		source = "promote from " + r.From
 	}
-	in := Intent{ID: "promote:" + r.Scope + ":" + id, Environment: r.Environment, Scopes: []string{r.Scope}, Sha: live.Sha, Ref: live.Ref,
-		Before: live.Before, Order: live.Order, Source: source, Actor: r.Actor, Origin: r.Origin, Redeploy: true}
+	in := Intent{ID: "promote:" + r.Scope + ":" + id, Environment: r.Environment, Scopes: []string{r.Scope}, Source: source,
+		Actor: r.Actor, Origin: r.Origin, Redeploy: true}
+	if r.Request != "" {
+		// A repeat of the request promotes what it promoted the first time, whatever is live in
+		// From by now: Accept answers it as the repeat it is.
+		first, err := a.Intents(ctx, r.Environment, []string{in.ID})
+		if err != nil {
+			return nil, fmt.Errorf("promote %s/%s from %s: %w", r.Environment, r.Scope, r.From, err)
+		}
+		if rec, ok := first[in.ID]; ok && rec.Sha != "" {
+			in.Sha = rec.Sha
+			res, err := a.Accept(ctx, in, true)
+			if err != nil {
+				return nil, fmt.Errorf("promote %s from %s: %w", shortSha(in.Sha), r.From, err)
+			}
+			return &PromoteResult{AcceptResult: res, Sha: in.Sha}, nil
+		}
+	}
+	d, err := a.store.Get(ctx, EnvKey(r.From))
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("promote %s/%s from %s: %w", r.Environment, r.Scope, r.From, err)
+	}
+	var live *Live
+	if err == nil && d.Env != nil && d.Env.Scopes[r.Scope] != nil {
+		live = d.Env.Scopes[r.Scope].Live
+	}
+	if live == nil {
+		return nil, &InputError{Field: "from", Value: r.From + "/" + r.Scope, Fix: fmt.Sprintf("nothing is live in %s/%s yet: there is nothing to promote", r.From, r.Scope)}
+	}
+	in.Sha, in.Ref, in.Before, in.Order = live.Sha, live.Ref, live.Before, live.Order
 	res, err := a.Accept(ctx, in, true)
 	if err != nil {
 		return nil, fmt.Errorf("promote %s from %s: %w", shortSha(live.Sha), r.From, err)

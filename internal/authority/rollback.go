@@ -122,6 +122,9 @@ func (e *Env) rollback(r RollbackRequest, id string, now time.Time) (*AcceptResu
 	e.Desired++
 	gen := e.Desired
 	for _, m := range sc.Entries() {
+		if m.Failed {
+			continue // it has its outcome already; it only stops blocking
+		}
 		e.record(now, Event{Kind: EventSuperseded, Scope: r.Scope, Generation: m.Generation, Sha: m.Sha,
 			Message: fmt.Sprintf("Superseded by the rollback to %s (generation %d)", shortSha(to), gen)})
 	}

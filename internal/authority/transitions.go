@@ -526,7 +526,7 @@ func (e *Env) claim(gen int64, scopes []string, now time.Time) *ClaimResult {
 					Message: fmt.Sprintf("Pass %d claimed %s (%s); queued: %d ahead of this commit", gen, name, shortSha(q.Sha), pos)})
 			}
 			res.Claimed = append(res.Claimed, ClaimedScope{Scope: name, Sha: q.Sha, Ref: q.Ref, IntentGen: q.Generation, IntentID: q.IntentID, Attempt: q.Attempt, Ahead: pos})
-		case pos < 0 && list[len(list)-1].Generation > gen:
+		case pos < 0 && list[len(list)-1].Generation > gen && (sc.Owner != gen || m.Generation > gen):
 			newest := list[len(list)-1]
 			res.Superseded = append(res.Superseded, &SupersededError{Environment: e.Name, Scope: name, Generation: gen, By: newest.Generation, BySha: newest.Sha})
 		case m.Failed:
@@ -784,7 +784,7 @@ func (e *Env) complete(c *Completion, now time.Time, skew time.Duration) (*Compl
 	for _, name := range c.Scopes {
 		sc := e.Scopes[name]
 		sc.ActiveAt = now
-		if sc.Owner == c.Generation && (sc.Mailbox == nil || (sc.Mailbox.Failed && sc.Mailbox.Generation == c.Generation)) {
+		if sc.Owner == c.Generation && (sc.Mailbox == nil || (sc.Mailbox.Failed && sc.position(c.Generation) <= 0)) {
 			// A repeat of a completion that took effect reports the same result and changes nothing.
 			switch {
 			case c.Outcome == OutcomeSuccess && sc.Live != nil && sc.Live.Generation == c.Generation:
@@ -796,7 +796,7 @@ func (e *Env) complete(c *Completion, now time.Time, skew time.Duration) (*Compl
 			}
 		}
 		sup := e.authorize(c.Generation, name)
-		if sup != nil && e.deployedUnderGrant(c, name, now) {
+		if (sup != nil || sc.grantedOther(c.Generation)) && e.deployedUnderGrant(c, name, now) {
 			res.Results[name] = ResultDeployed
 			continue
 		}
@@ -884,9 +884,19 @@ func (e *Env) repeatedSuccess(c *Completion) *CompleteResult {
 	return res
 }
 
+// grantedOther reports whether the scope's lease was granted for another commit than the one the
+// pass at gen would end now: the head it took over was superseded while it deployed. Its success
+// is recorded as what it deployed, as a superseded pass's is.
+func (s *Scope) grantedOther(gen int64) bool {
+	m := s.passRef(gen)
+	return m != nil && s.Lease.Sha != "" && s.Lease.Sha != m.Sha
+}
+
 // deployedUnderGrant records the deploy of a pass that was superseded while it deployed under a
-// valid grant: the target now serves its commit, so that commit is live, provided its generation is
-// newer than live's. The newer intent stays pending and its pass deploys next; live never goes back.
+// valid grant (or whose grant deployed another commit than the one it would end now): the target
+// now serves its commit, so that commit is live, provided its generation is not older than live's
+// (the same pass may have deployed another head before). The newer intent stays pending and its
+// pass deploys next; live never goes back.
 // It reports whether it recorded the deploy.
 func (e *Env) deployedUnderGrant(c *Completion, name string, now time.Time) bool {
 	sc := e.Scopes[name]
@@ -895,7 +905,7 @@ func (e *Env) deployedUnderGrant(c *Completion, name string, now time.Time) bool
 	if c.Outcome != OutcomeSuccess || !ok || l.Holder != c.Holder || l.Token != tok || l.Generation != c.Generation || l.Sha == "" {
 		return false
 	}
-	if sc.Live != nil && sc.Live.Generation >= c.Generation {
+	if sc.Live != nil && sc.Live.Generation > c.Generation {
 		return false
 	}
 	sc.setLive(&Live{Sha: l.Sha, Ref: l.Ref, Generation: c.Generation, Run: c.Run, Token: tok, At: now})

@@ -25,6 +25,10 @@ func policyCases() []testCase {
 		{"SwitchBothWays", testPolicySwitch},
 		{"SweepRedrivesQueueHead", testSweepQueueHead},
 		{"RefusalRecordedOnce", testRefusalRecordedOnce},
+		{"TakenOverHeadGoesFirst", testTakenOverHead},
+		{"TakenOverHeadThatFailedBlocks", testTakenOverHeadFailed},
+		{"TakenOverHeadSupersededWhileDeploying", testTakenOverHeadSwitched},
+		{"SecondTakenOverHeadSupersededWhileDeploying", testTakenOverSecondHead},
 	}
 }
 
@@ -318,5 +322,136 @@ func testSweepQueueHead(t *testing.T, h *harness) {
 	h.clock.Advance(stall)
 	if got := sweep(); len(got) != 1 || got[0].Generation != 2 || got[0].Scopes[0] != "api" {
 		t.Fatalf("sweep after the new head stalled: %+v; want generation 2", got)
+	}
+}
+
+// takeOver queues a commit for web, then lets the pass of a newer intent for api claim every
+// pending scope: it takes over web's head. It returns that pass's generation.
+func (h *harness) takeOver(a *authority.Authority, env string) int64 {
+	h.t.Helper()
+	h.accept(a, queued(env, "push-web", sha("w", 1), "web"), false)
+	res := h.accept(a, queued(env, "push-api", sha("a", 1), "api"), false)
+	claim, err := a.Claim(h.ctx, env, res.Generation, nil) // every pending scope
+	if err != nil || !slices.Equal(claim.Scopes(), []string{"api", "web"}) {
+		h.t.Fatalf("claim of every pending scope at %d: %+v, %v", res.Generation, claim, err)
+	}
+	return res.Generation
+}
+
+// A pass that took over a queue's head (it claimed every pending scope) deploys it, although a
+// newer intent was queued behind that head since: the newer one waits behind the head, it does not
+// supersede the pass that owns it. Otherwise nobody could deploy the head: its own pass no longer
+// owns the scope, the newer one waits for it, and the sweep re-drives the owner.
+func testTakenOverHead(t *testing.T, h *harness) {
+	const env = "taken-over"
+	a := h.process()
+	owner := h.takeOver(a, env)
+	newer := h.accept(a, queued(env, "push-web-2", sha("w", 2), "web"), true)
+
+	b := h.process()
+	if _, err := b.Gate(h.ctx, authority.GateRequest{Environment: env, Generation: 1, Scopes: []string{"web"}, Phase: "deploy", Holder: "run-1", LeaseTTL: testTTL}); !errors.Is(err, authority.ErrSuperseded) {
+		t.Fatalf("the head's own pass, no longer its owner: %v; want superseded", err)
+	}
+	work, _, err := b.Stalled(h.ctx, 0, 3)
+	if err != nil || len(work) != 1 || work[0].Generation != owner || !slices.Equal(work[0].Scopes, []string{"api", "web"}) {
+		t.Fatalf("stalled work %+v, %v; want generation %d re-driven for api and web", work, err, owner)
+	}
+	// The re-driven pass claims again and deploys web's head, then the newer intent goes.
+	h.claim(b, env, owner, "web")
+	if held, err := h.tryDeploy(b, env, owner, fmt.Sprintf("run-%d", owner), "web"); err != nil || held != nil {
+		t.Fatalf("the pass that owns web's head: held %v, %v; want it deployed", held, err)
+	}
+	if l := h.scope(env, "web").Live; l == nil || l.Sha != sha("w", 1) || l.Generation != owner {
+		t.Fatalf("web live %+v; want %.7s deployed by generation %d", l, sha("w", 1), owner)
+	}
+	if held, err := h.tryDeploy(b, env, newer.Generation, "run-newer", "web"); err != nil || held != nil {
+		t.Fatalf("the newer intent after the head: held %v, %v; want it deployed", held, err)
+	}
+	if e := h.env(env); e.Scopes["web"].Mailbox != nil || e.Scopes["web"].Live.Sha != sha("w", 2) {
+		t.Fatalf("web: pending %v, live %+v; want %.7s live, nothing pending", e.Scopes["web"].Entries(), e.Scopes["web"].Live, sha("w", 2))
+	}
+}
+
+// A pass that took over a queue's head and failed it on its final attempt may not deploy it when it
+// runs again (a re-run of its workflow): the failure blocks until someone decides, whichever pass
+// owned the head. Reporting the same final failure again changes nothing.
+func testTakenOverHeadFailed(t *testing.T, h *harness) {
+	const env = "taken-over-failed"
+	a := h.process()
+	owner := h.takeOver(a, env)
+	g := h.gate(a, env, owner, "run-owner", "web")
+	failure := authority.Completion{Environment: env, Generation: owner, Scopes: []string{"web"}, Holder: g.Holder, Tokens: g.Tokens,
+		Outcome: authority.OutcomeFailure, Attempt: 3, MaxAttempts: 3, Message: "exit status 1"}
+	if res, err := a.Complete(h.ctx, failure); err != nil || res.Results["web"] != authority.ResultFailed {
+		t.Fatalf("final failure: %+v, %v", res, err)
+	}
+	again := h.process()
+	if _, err := again.Gate(h.ctx, authority.GateRequest{Environment: env, Generation: owner, Scopes: []string{"web"}, Phase: "deploy", Holder: "run-owner", LeaseTTL: testTTL}); !errors.Is(err, authority.ErrSuperseded) {
+		t.Fatalf("the pass that failed web's head, run again: %v; want refused, its work there ended", err)
+	}
+	failure.Tokens = nil
+	if res, err := again.Complete(h.ctx, failure); err != nil || res.Results["web"] != authority.ResultFailed {
+		t.Fatalf("the final failure reported again: %+v, %v; want failed", res, err)
+	}
+	e := h.env(env)
+	if m := e.Scopes["web"].Mailbox; m == nil || !m.Failed || m.Generation != 1 || e.Scopes["web"].Live != nil {
+		t.Fatalf("web: head %+v, live %+v; want generation 1 failed and blocking, nothing deployed", m, e.Scopes["web"].Live)
+	}
+	if n := countEvents(e, authority.EventFailed, func(ev authority.Event) bool { return ev.Scope == "web" }); n != 1 {
+		t.Fatalf("%d failed events for web; want 1", n)
+	}
+}
+
+// A pass deploys the queue head it took over when the switch to latest supersedes that head by the
+// intent behind it, which is older than the pass: its success records what it deployed, and the
+// intent behind stays pending for its deploy, not ended as deployed by a deploy of another commit.
+func testTakenOverHeadSwitched(t *testing.T, h *harness) {
+	const env = "taken-over-switched"
+	a := h.process()
+	h.accept(a, queued(env, "push-web", sha("w", 1), "web"), false)
+	behind := h.accept(a, queued(env, "push-web-2", sha("w", 2), "web"), false)
+	owner := h.accept(a, queued(env, "push-api", sha("a", 1), "api"), false).Generation
+	if claim, err := a.Claim(h.ctx, env, owner, nil); err != nil || !slices.Equal(claim.Scopes(), []string{"api", "web"}) {
+		t.Fatalf("claim of every pending scope at %d: %+v, %v", owner, claim, err)
+	}
+	g := h.gate(a, env, owner, "run-owner", "web") // deploying w1, the head
+	if _, err := h.process().SetPolicy(h.ctx, env, authority.PolicyLatest, "octocat"); err != nil {
+		t.Fatal(err)
+	}
+	res := h.complete(a, g, authority.OutcomeSuccess, "run-owner")
+	sc := h.scope(env, "web")
+	if res.Results["web"] != authority.ResultDeployed || sc.Live == nil || sc.Live.Sha != sha("w", 1) || sc.Live.Generation != owner {
+		t.Fatalf("result %s, live %+v; want %.7s live, deployed by generation %d", res.Results["web"], sc.Live, sha("w", 1), owner)
+	}
+	if m := sc.Mailbox; m == nil || m.Generation != behind.Generation || m.Sha != sha("w", 2) {
+		t.Fatalf("web pending %+v; want generation %d (%.7s) still pending: nothing deployed it", m, behind.Generation, sha("w", 2))
+	}
+}
+
+// A pass that took over a queue's heads deploys the first, then the next; a newer intent
+// supersedes the second while it deploys: its success still records what it deployed, although
+// live already has the pass's generation (its first deploy).
+func testTakenOverSecondHead(t *testing.T, h *harness) {
+	const env = "taken-over-second"
+	a := h.process()
+	h.accept(a, queued(env, "push-web", sha("w", 1), "web"), false)
+	h.accept(a, queued(env, "push-web-2", sha("w", 2), "web"), false)
+	owner := h.accept(a, queued(env, "push-api", sha("a", 1), "api"), false).Generation
+	if claim, err := a.Claim(h.ctx, env, owner, nil); err != nil || !slices.Equal(claim.Scopes(), []string{"api", "web"}) {
+		t.Fatalf("claim of every pending scope at %d: %+v, %v", owner, claim, err)
+	}
+	h.complete(a, h.gate(a, env, owner, "run-owner", "web"), authority.OutcomeSuccess, "run-owner") // w1, the first head
+	g := h.gate(a, env, owner, "run-owner", "web")                                                  // w2, the next
+	if _, err := a.SetPolicy(h.ctx, env, authority.PolicyLatest, "octocat"); err != nil {
+		t.Fatal(err)
+	}
+	newer := h.accept(h.process(), push(env, "push-web-3", sha("w", 3), "web"), false)
+	res := h.complete(a, g, authority.OutcomeSuccess, "run-owner")
+	sc := h.scope(env, "web")
+	if res.Results["web"] != authority.ResultDeployed || sc.Live == nil || sc.Live.Sha != sha("w", 2) || sc.Live.Generation != owner {
+		t.Fatalf("result %s, live %+v; want %.7s live, deployed by generation %d", res.Results["web"], sc.Live, sha("w", 2), owner)
+	}
+	if m := sc.Mailbox; m == nil || m.Generation != newer.Generation {
+		t.Fatalf("web pending %+v; want generation %d", m, newer.Generation)
 	}
 }

@@ -25,6 +25,7 @@ func promotionCases() []testCase {
 		{"RequirementChangeIsRecorded", testPromotionRecorded},
 		{"RollbackIsNotHeld", testPromotionRollback},
 		{"ComparerAskedOncePerPair", testPromotionAskedOnce},
+		{"RepeatedRequestAfterTheSourceMoved", testPromotionRepeat},
 	}
 }
 
@@ -263,4 +264,23 @@ func testPromotionAskedOnce(t *testing.T, h *harness) {
 	if n := c.calls.Load(); n != 1 {
 		t.Fatalf("the comparer was asked %d times about one pair; want once", n)
 	}
+}
+
+// A promote request delivered again (a comment re-delivered) after the source deployed another
+// commit answers as the first time: the same generation and commit, a duplicate, nothing changed.
+func testPromotionRepeat(t *testing.T, h *harness) {
+	s := h.process()
+	h.live(s, "staging", "s-x", sha("x", 7), "api")
+	r := authority.PromoteRequest{Environment: "prod", Scope: "api", From: "staging", Actor: "octocat", Request: "delivery-1"}
+	first, err := s.Promote(h.ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.live(s, "staging", "s-y", sha("y", 7), "api")
+	before := h.doc(authority.EnvKey("prod"))
+	again, err := h.process().Promote(h.ctx, r)
+	if err != nil || !again.Duplicate || again.Generation != first.Generation || again.Sha != sha("x", 7) {
+		t.Fatalf("the request again: %+v, %v; want generation %d, %.7s, a duplicate", again, err, first.Generation, sha("x", 7))
+	}
+	h.wantDoc(before)
 }

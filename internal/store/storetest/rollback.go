@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ func rollbackCases() []testCase {
 		{"RepeatedRequestOnce", testRollbackRepeat},
 		{"HeadNotTakenOver", testRollbackHeadKept},
 		{"UnfreezeLiftsOnlyTheFreezeItNames", testUnfreezeNamesTheFreeze},
+		{"FailedIntentKeepsItsOutcome", testRollbackFailedHead},
 	}
 }
 
@@ -267,3 +269,36 @@ func testUnfreezeNamesTheFreeze(t *testing.T, h *harness) {
 }
 
 func shortSha(s string) string { return s[:7] }
+
+// A rollback over a terminal failure that blocks the queue: the failed intent already has its
+// outcome, so the rollback unblocks it without recording it as superseded too; what waited behind
+// it is superseded, once.
+func testRollbackFailedHead(t *testing.T, h *harness) {
+	const env = "rb-failed"
+	a := h.process()
+	h.accept(a, queued(env, "push-a", sha("a", 5), "api"), true)
+	h.deploy(a, env, 1, "run-a", "run-a", "api")
+	h.accept(a, queued(env, "push-b", sha("b", 5), "api"), true)
+	h.accept(a, queued(env, "push-c", sha("c", 5), "api"), false)
+	g := h.gate(a, env, 2, "run-b", "api")
+	res, err := a.Complete(h.ctx, authority.Completion{Environment: env, Generation: 2, Scopes: []string{"api"}, Holder: g.Holder, Tokens: g.Tokens,
+		Outcome: authority.OutcomeFailure, Attempt: 3, MaxAttempts: 3, Message: "exit status 1"})
+	if err != nil || res.Results["api"] != authority.ResultFailed {
+		t.Fatalf("final failure of generation 2: %+v, %v", res, err)
+	}
+	if _, err := h.process().Rollback(h.ctx, authority.RollbackRequest{Environment: env, Scope: "api", To: sha("a", 5), Actor: "oncall", Reason: "b is broken"}); err != nil {
+		t.Fatal(err)
+	}
+	e := h.env(env)
+	for gen, want := range map[int64][]authority.EventKind{2: {authority.EventFailed}, 3: {authority.EventSuperseded}} {
+		var got []authority.EventKind
+		for _, ev := range timelineOf(e) {
+			if ev.Generation == gen && ev.Scope == "api" && (ev.Kind == authority.EventFailed || ev.Kind == authority.EventSuperseded || ev.Kind == authority.EventDeployed) {
+				got = append(got, ev.Kind)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("generation %d ended as %v; want %v: every intent ends in exactly one outcome", gen, got, want)
+		}
+	}
+}

@@ -55,6 +55,7 @@ func Run(t *testing.T, newStore func(t *testing.T) authority.Store) {
 		{"Rollback", rollbackCases()},
 		{"Promotion", promotionCases()},
 		{"InputErrors", inputCases()},
+		{"Property", propertyCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
