@@ -26,7 +26,7 @@ func propertyCases() []testCase {
 
 // Settings of the coordination property test, for long runs and for replaying a failure.
 const (
-	// propertySequencesVar is the number of sequences (seeds 1..N) to run; default 4 (2 with -short).
+	// propertySequencesVar is the number of sequences (seeds 1..N) to run; default 6 (2 with -short).
 	propertySequencesVar = "LATESTWINS_PROPERTY_SEQUENCES"
 	// propertyStepsVar is the number of random steps of each sequence; default 150 (60 with -short).
 	propertyStepsVar = "LATESTWINS_PROPERTY_STEPS"
@@ -36,7 +36,7 @@ const (
 
 func coordinationSettings(t *testing.T) (seeds []uint64, steps int) {
 	t.Helper()
-	sequences, steps := rounds(4, 2), rounds(150, 60)
+	sequences, steps := rounds(6, 2), rounds(150, 60)
 	number := func(name string, into *int) {
 		if v := os.Getenv(name); v != "" {
 			n, err := strconv.Atoi(v)
