@@ -3,6 +3,7 @@ package authority
 import (
 	"cmp"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"sort"
 	"strconv"
@@ -658,15 +659,17 @@ func (s *Scope) passRef(gen int64) *Ref {
 	return s.Mailbox
 }
 
-// maxRefusals bounds the refusals a scope remembers (recordRefusal): one per generation, the
-// newest generations kept.
-const maxRefusals = 64
+// maxOtherRefusals bounds the refusals a scope remembers of passes that have no pending intent in
+// it (superseded ones that still poll, say): the newest generations' are kept. Those of passes
+// with a pending intent are all kept; the queue limit and the bound on queued bytes bound them.
+const maxOtherRefusals = 8
 
 // recordRefusal records ev, the refusal v of a pass at a gate, unless that pass was refused for
 // the same reason and what it waits for before: a poller asking again writes nothing, however many
 // others poll the same scope meanwhile. A new verdict (another holder, the pass right ahead gone, a
 // barrier or freeze of its own) is recorded anew. The scope remembers the newest refusal of each
-// generation, at most maxRefusals.
+// generation that asked (Scope.Refused) as a short mark: the generation and a hash of the reason
+// and what it waits for.
 func (e *Env) recordRefusal(now time.Time, v Verdict, ev Event) {
 	sc := e.Scopes[ev.Scope]
 	if sc == nil {
@@ -674,17 +677,26 @@ func (e *Env) recordRefusal(now time.Time, v Verdict, ev Event) {
 		return
 	}
 	prefix := strconv.FormatInt(v.Generation, 10) + " "
-	mark := prefix + v.Reason.String() + " " + v.waitsFor()
+	h := fnv.New64a()
+	h.Write([]byte(v.Reason.String() + "\x00" + v.waitsFor()))
+	mark := prefix + strconv.FormatUint(h.Sum64(), 36)
 	if slices.Contains(sc.Refused, mark) {
 		return
 	}
 	e.record(now, ev)
 	sc.Refused = slices.DeleteFunc(sc.Refused, func(m string) bool { return strings.HasPrefix(m, prefix) })
 	sc.Refused = append(sc.Refused, mark)
-	if len(sc.Refused) > maxRefusals {
-		slices.SortFunc(sc.Refused, func(a, b string) int { return cmp.Compare(refusalGeneration(a), refusalGeneration(b)) })
-		sc.Refused = slices.Delete(sc.Refused, 0, len(sc.Refused)-maxRefusals)
-	}
+	// Forget the refusals of generations with nothing pending here but the newest few.
+	slices.SortFunc(sc.Refused, func(a, b string) int { return cmp.Compare(refusalGeneration(b), refusalGeneration(a)) })
+	others := 0
+	sc.Refused = slices.DeleteFunc(sc.Refused, func(m string) bool {
+		g := refusalGeneration(m)
+		if sc.position(g) >= 0 || g == sc.Owner {
+			return false
+		}
+		others++
+		return others > maxOtherRefusals
+	})
 }
 
 // refusalGeneration is the generation a remembered refusal is of.
