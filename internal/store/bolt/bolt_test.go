@@ -939,6 +939,7 @@ func fullDoc() *authority.Doc {
 			Generation: int64(i + 1), Sha: fmt.Sprintf("%040x", i), Holder: "run-12345678-1", Token: int64(i),
 			Message: "Deployed c0ffee to staging/api (generation 12, run 12345678)"})
 	}
+	d.Env.EventSeq = int64(len(d.Env.Outbox)) // a document as transitions leave it: its outbox numbered up to the event seq
 	for i := range 64 {
 		d.Env.Accepts = append(d.Env.Accepts, authority.IntentRecord{ID: fmt.Sprintf("delivery-%08d-aaaa-bbbb-cccc", i), Generation: int64(i + 1), At: t0})
 	}
