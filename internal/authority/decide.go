@@ -224,9 +224,9 @@ func (v Verdict) Place() string {
 	case v.Ahead == 0:
 		return ""
 	case v.Barrier != "":
-		return "waiting for barrier " + shortSha(v.Barrier)
+		return waitText(&HeldError{Reason: ReasonBarrier, Barrier: v.Barrier})
 	}
-	return fmt.Sprintf("queued: %d ahead of this commit", v.Ahead)
+	return waitText(&HeldError{Reason: ReasonQueued, Ahead: v.Ahead})
 }
 
 // Evaluate decides whether the pass at q.Generation may enter its phase in the scope of v: it
