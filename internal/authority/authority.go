@@ -150,7 +150,7 @@ func (a *Authority) Accept(ctx context.Context, in Intent, claim bool, opts ...A
 			}
 		}
 		if o.comparer != nil {
-			if shas := d.Env.undecidedShas(&in, answers, o.anyLive); len(shas) > 0 {
+			if shas := d.Env.undecidedShas(&in, answers, o.anyLive, a.clock.Now()); len(shas) > 0 {
 				return ask(ctx, o.comparer, &in, shas, answers)
 			}
 		}

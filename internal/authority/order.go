@@ -81,7 +81,11 @@ const (
 // by definition when the push times cannot tell; the head commits' timestamps, unless either push
 // was forced (a rewrite can carry old commits). What none of these decides, the compare API does
 // (in the App); and what nothing decides is ordered as it arrives.
-func decide(in *Intent, sha, before string, o Order, answers map[string]verdict) verdict {
+//
+// A stored fact beyond MaxOrderSkew ahead of now counts as unknown: the boundary refuses such facts
+// today, but a document written before it did may hold one (a pushed_at in 2100), and it must not
+// make every later push of its branch older forever.
+func decide(in *Intent, sha, before string, o Order, answers map[string]verdict, now time.Time) verdict {
 	switch {
 	case in.Sha == sha:
 		return same
@@ -91,6 +95,7 @@ func decide(in *Intent, sha, before string, o Order, answers map[string]verdict)
 		return older
 	}
 	a, b := in.Order, o
+	b, _ = b.Bounded(now)
 	if !a.PushedAt.IsZero() && !b.PushedAt.IsZero() {
 		if c := a.PushedAt.Compare(b.PushedAt); c != 0 {
 			return map[bool]verdict{true: newer, false: older}[c > 0]
@@ -177,9 +182,9 @@ func (e *Env) barriersOf(ctx context.Context, f BarrierFunc, in *Intent) ([]stri
 
 // liveVerdict orders in against a scope's live commit: by the facts, then the answers, when its
 // branch deployed it; by an answer alone (see CompareLive) when another branch did.
-func liveVerdict(in *Intent, l *Live, answers map[string]verdict) verdict {
+func liveVerdict(in *Intent, l *Live, answers map[string]verdict, now time.Time) verdict {
 	if l.Ref == in.Ref {
-		return decide(in, l.Sha, l.Before, l.Order, answers)
+		return decide(in, l.Sha, l.Before, l.Order, answers, now)
 	}
 	if v, ok := answers[l.Sha]; ok && l.Sha != in.Sha {
 		return v
@@ -189,7 +194,7 @@ func liveVerdict(in *Intent, l *Live, answers map[string]verdict) verdict {
 
 // undecidedShas lists the commits of in's branch held by in's scopes that the facts and the answers
 // so far cannot order against in; with anyLive, also the live commits of other branches.
-func (e *Env) undecidedShas(in *Intent, answers map[string]verdict, anyLive bool) []string {
+func (e *Env) undecidedShas(in *Intent, answers map[string]verdict, anyLive bool, now time.Time) []string {
 	if e == nil || in.Redeploy || in.Ref == "" {
 		return nil
 	}
@@ -200,7 +205,7 @@ func (e *Env) undecidedShas(in *Intent, answers map[string]verdict, anyLive bool
 			continue
 		}
 		for _, m := range sc.Entries() {
-			if m.Ref == in.Ref && decide(in, m.Sha, m.Before, m.Order, answers) == undecided {
+			if m.Ref == in.Ref && decide(in, m.Sha, m.Before, m.Order, answers, now) == undecided {
 				out = append(out, m.Sha)
 			}
 		}
@@ -208,7 +213,7 @@ func (e *Env) undecidedShas(in *Intent, answers map[string]verdict, anyLive bool
 		switch {
 		case l == nil:
 		case l.Ref == in.Ref || anyLive && l.Sha != in.Sha:
-			if liveVerdict(in, l, answers) == undecided {
+			if liveVerdict(in, l, answers, now) == undecided {
 				out = append(out, l.Sha)
 			}
 		}

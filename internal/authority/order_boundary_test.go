@@ -80,6 +80,31 @@ func TestFutureOrderIsRefused(t *testing.T) {
 	}
 }
 
+// TestStoredFutureOrderPinsNothing: a document written before the boundary refused future facts
+// may hold a commit pushed "in 2100". Such a stored fact counts as unknown, so the next real push
+// of the branch is newer and deploys, instead of being older than the pinned commit forever.
+func TestStoredFutureOrderPinsNothing(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	year2100 := time.Unix(4102444800, 0).UTC()
+	store := memory.New()
+	// A writer whose clock read 2100 stands for one that took any fact.
+	then := authority.New(store, authority.WithClock(storetest.NewClock(year2100)))
+	pinned := branchIntent("pinned", 'f', "refs/heads/main")
+	pinned.Order = authority.Order{PushedAt: year2100, CommittedAt: year2100}
+	if _, err := then.Accept(ctx, pinned, false); err != nil {
+		t.Fatal(err)
+	}
+
+	now := authority.New(store, authority.WithClock(storetest.NewClock(orderNow)))
+	real := branchIntent("real", 'a', "refs/heads/main")
+	real.Order = authority.Order{PushedAt: orderNow.Add(-time.Minute), CommittedAt: orderNow.Add(-time.Minute)}
+	res, err := now.Accept(ctx, real, true)
+	if err != nil || len(res.Stale) != 0 || res.Claim == nil || len(res.Claim.Scopes()) != 1 {
+		t.Fatalf("a real push after one pinned in 2100: %+v, %v; want it newer, and claimed", res, err)
+	}
+}
+
 // TestBoundedDropsOnlyFutureFacts: Bounded leaves out the facts beyond the allowance, keeps the
 // others, and names what it left out.
 func TestBoundedDropsOnlyFutureFacts(t *testing.T) {

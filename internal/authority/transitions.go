@@ -368,7 +368,7 @@ func (e *Env) accept(in *Intent, prior *IntentRecord, order map[string]verdict, 
 	for _, name := range in.Scopes {
 		sc := e.scope(name)
 		sc.ActiveAt = now
-		if by, stale := e.staleFor(sc, in, order); stale {
+		if by, stale := e.staleFor(sc, in, order, now); stale {
 			if res.Stale == nil {
 				res.Stale = map[string]int64{}
 			}
@@ -474,7 +474,7 @@ func (e *Env) joins(in *Intent) (int64, bool) {
 
 // staleFor reports whether the intent's commit is behind what the scope holds for its branch: the
 // pending commit or the live one is the same or newer, by the facts of the pushes (see order.go).
-func (e *Env) staleFor(sc *Scope, in *Intent, order map[string]verdict) (int64, bool) {
+func (e *Env) staleFor(sc *Scope, in *Intent, order map[string]verdict, now time.Time) (int64, bool) {
 	if in.Redeploy || in.Ref == "" {
 		return 0, false
 	}
@@ -482,11 +482,11 @@ func (e *Env) staleFor(sc *Scope, in *Intent, order map[string]verdict) (int64, 
 		if m.Ref != in.Ref {
 			continue
 		}
-		if v := decide(in, m.Sha, m.Before, m.Order, order); v == older || v == same {
+		if v := decide(in, m.Sha, m.Before, m.Order, order, now); v == older || v == same {
 			return m.Generation, true
 		}
 	}
-	if l := sc.Live; l != nil && liveVerdict(in, l, order) == older {
+	if l := sc.Live; l != nil && liveVerdict(in, l, order, now) == older {
 		return l.Generation, true
 	}
 	return 0, false

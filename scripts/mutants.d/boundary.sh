@@ -7,6 +7,9 @@
 mutant "ordering facts have no bound in the future" internal/authority/order.go \
   's/\t\tif f\.at\.After\(limit\) \{/\t\tif false \&\& f.at.After(limit) {/' \
   TestOrderFromTheFutureIsBadInput ./internal/cli/
+mutant "a stored fact from the future still orders later pushes" internal/authority/order.go \
+  's/\tb, _ = b\.Bounded\(now\)\n//' \
+  TestStoredFutureOrderPinsNothing ./internal/authority/
 mutant "a signed push's facts from the future are taken at their word" app/events.go \
   's/Order: a\.boundedOrder\(ctx, log, pushOrder\(ev\)\)\}/Order: pushOrder(ev)}/' \
   TestPushFromTheFutureIsTakenInArrivalOrder ./app/
