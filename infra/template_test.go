@@ -307,7 +307,8 @@ func TestFunction(t *testing.T) {
 	// Every variable is one the function reads; the store URL is one it accepts.
 	known := []string{lambda.EnvStore, lambda.EnvConfig, lambda.EnvWebhookSecret, lambda.EnvWebhookSecretSSM, lambda.EnvAppID,
 		lambda.EnvAppPrivateKey, lambda.EnvAppPrivateKeySSM, lambda.EnvGitHubAPIURL, lambda.EnvMaxBody, lambda.EnvSweepStall, lambda.EnvMaxAttempts, lambda.EnvConfigRepo,
-		lambda.EnvStatusPage, lambda.EnvPublicURL, lambda.EnvClientID, lambda.EnvClientSecretSSM, lambda.EnvSessionKeySSM, lambda.EnvGitHubURL}
+		lambda.EnvStatusPage, lambda.EnvPublicURL, lambda.EnvClientID, lambda.EnvClientSecretSSM, lambda.EnvSessionKeySSM, lambda.EnvGitHubURL,
+		lambda.EnvOIDCIssuer, lambda.EnvOIDCAudience, lambda.EnvRetention}
 	vars := at(t, p, "Environment", "Variables").(map[string]any)
 	for k := range vars {
 		if !slices.Contains(known, k) {
@@ -315,7 +316,8 @@ func TestFunction(t *testing.T) {
 		}
 	}
 	for _, k := range []string{lambda.EnvWebhookSecretSSM, lambda.EnvAppPrivateKeySSM, lambda.EnvStore, lambda.EnvStatusPage,
-		lambda.EnvPublicURL, lambda.EnvClientID, lambda.EnvClientSecretSSM, lambda.EnvSessionKeySSM, lambda.EnvGitHubURL} {
+		lambda.EnvPublicURL, lambda.EnvClientID, lambda.EnvClientSecretSSM, lambda.EnvSessionKeySSM, lambda.EnvGitHubURL,
+		lambda.EnvOIDCIssuer, lambda.EnvOIDCAudience, lambda.EnvRetention} {
 		if vars[k] == nil {
 			t.Errorf("variable %s is not set", k)
 		}

@@ -299,7 +299,8 @@ func tfProblems(t *testing.T, cfg tfConfig) []string {
 		}
 		known := []string{lambda.EnvStore, lambda.EnvConfig, lambda.EnvWebhookSecret, lambda.EnvWebhookSecretSSM, lambda.EnvAppID,
 			lambda.EnvAppPrivateKey, lambda.EnvAppPrivateKeySSM, lambda.EnvGitHubAPIURL, lambda.EnvMaxBody, lambda.EnvSweepStall, lambda.EnvMaxAttempts, lambda.EnvConfigRepo,
-			lambda.EnvStatusPage, lambda.EnvPublicURL, lambda.EnvClientID, lambda.EnvClientSecretSSM, lambda.EnvSessionKeySSM, lambda.EnvGitHubURL}
+			lambda.EnvStatusPage, lambda.EnvPublicURL, lambda.EnvClientID, lambda.EnvClientSecretSSM, lambda.EnvSessionKeySSM, lambda.EnvGitHubURL,
+			lambda.EnvOIDCIssuer, lambda.EnvOIDCAudience, lambda.EnvRetention}
 		var vars map[string]string
 		if env := fn.nested("environment"); len(env) == 1 {
 			vars = env[0].object("variables")
@@ -310,7 +311,8 @@ func tfProblems(t *testing.T, cfg tfConfig) []string {
 			}
 		}
 		for _, k := range []string{lambda.EnvWebhookSecretSSM, lambda.EnvAppPrivateKeySSM, lambda.EnvStore, lambda.EnvAppID, lambda.EnvStatusPage,
-			lambda.EnvPublicURL, lambda.EnvClientID, lambda.EnvClientSecretSSM, lambda.EnvSessionKeySSM, lambda.EnvGitHubURL} {
+			lambda.EnvPublicURL, lambda.EnvClientID, lambda.EnvClientSecretSSM, lambda.EnvSessionKeySSM, lambda.EnvGitHubURL,
+			lambda.EnvOIDCIssuer, lambda.EnvOIDCAudience, lambda.EnvRetention} {
 			if vars[k] == "" {
 				problem("variable %s is not set", k)
 			}
@@ -581,6 +583,7 @@ func TestTerraformMatchesCloudFormation(t *testing.T) {
 		"GitHubSubjects": "github_subjects", "GitHubOidcProviderArn": "github_oidc_provider_arn", "StatusPage": "status_page",
 		"PublicUrl": "public_url", "AppClientId": "app_client_id", "AppClientSecretParameter": "app_client_secret_parameter",
 		"SessionKeyParameter": "session_key_parameter", "GitHubUrl": "github_url",
+		"OidcIssuer": "oidc_issuer", "OidcAudience": "oidc_audience", "Retention": "retention",
 	}
 	for param, def := range tpl.Parameters {
 		name, ok := variable[param]

@@ -201,6 +201,9 @@ resource "aws_lambda_function" "app" {
       LATESTWINS_GITHUB_API_URL                  = var.github_api_url
       LATESTWINS_SWEEP_STALL                     = var.sweep_stall
       LATESTWINS_CONFIG_REPO                     = var.config_repo
+      LATESTWINS_OIDC_ISSUER                     = var.oidc_issuer
+      LATESTWINS_OIDC_AUDIENCE                   = var.oidc_audience
+      LATESTWINS_RETENTION                       = var.retention
       LATESTWINS_STATUS_PAGE                     = var.status_page
       LATESTWINS_PUBLIC_URL                      = var.public_url
       LATESTWINS_APP_CLIENT_ID                   = var.app_client_id

@@ -152,6 +152,39 @@ variable "github_oidc_provider_arn" {
   }
 }
 
+variable "oidc_issuer" {
+  description = "Issuer of the workflow OIDC tokens the /v1 API accepts (LATESTWINS_OIDC_ISSUER); GitHub Enterprise Server: https://HOST/_services/token."
+  type        = string
+  default     = "https://token.actions.githubusercontent.com"
+
+  validation {
+    condition     = can(regex("^https://[^/]+(/.*)?$", var.oidc_issuer))
+    error_message = "An https:// URL of the token issuer, e.g. https://token.actions.githubusercontent.com."
+  }
+}
+
+variable "oidc_audience" {
+  description = "Audience the /v1 API requires in those tokens (LATESTWINS_OIDC_AUDIENCE); the Action's audience input must say the same."
+  type        = string
+  default     = "latestwins"
+
+  validation {
+    condition     = can(regex("^[^\\s]+$", var.oidc_audience))
+    error_message = "An audience without spaces, e.g. latestwins."
+  }
+}
+
+variable "retention" {
+  description = "How long events and intent ids are kept (LATESTWINS_RETENTION), in days: at least 1d."
+  type        = string
+  default     = "90d"
+
+  validation {
+    condition     = can(regex("^[0-9]+d$", var.retention)) && var.retention != "0d"
+    error_message = "A number of days such as 90d, at least 1d."
+  }
+}
+
 variable "status_page" {
   description = "Who sees the status page on the Function URL (LATESTWINS_STATUS_PAGE): off (404; auto means the same on Lambda), open (anyone who can reach the URL) or github (sign in with GitHub, which needs public_url, app_client_id and the two parameters below)."
   type        = string
