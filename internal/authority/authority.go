@@ -54,6 +54,7 @@ type Authority struct {
 	retention  time.Duration
 	queueLimit int      // pending intents one scope may hold
 	promoter   Comparer // asked whether a commit live in a required environment descends from one waiting
+	observer   Observer // told every gate's answer; nil: nobody
 	descends   descendsCache
 }
 
@@ -279,6 +280,7 @@ func (a *Authority) Gate(ctx context.Context, r GateRequest) (*Grant, error) {
 		g, err = d.Env.gate(r.Generation, r.Scopes, r.Phase, r.Holder, r.LeaseTTL, now, a.skew, req)
 		return d.Env.EventSeq != before, err
 	})
+	a.observeGate(r, g, err)
 	if err != nil {
 		return nil, fmt.Errorf("gate %s in %s at generation %d: %w", r.Phase, r.Environment, r.Generation, err)
 	}
@@ -318,7 +320,7 @@ func (a *Authority) Release(ctx context.Context, g *Grant) error {
 		if err := d.Env.checkTokens(scopes, g.Holder, g.Generation, g.Tokens); err != nil {
 			return false, err
 		}
-		d.Env.release(scopes, g.Holder, g.Generation, g.Tokens)
+		d.Env.release(scopes, g.Holder, g.Generation, g.Tokens, now)
 		for _, s := range scopes {
 			d.Env.record(now, Event{Kind: EventReleased, Scope: s, Generation: g.Generation, Holder: g.Holder, Token: g.Tokens[s],
 				Message: fmt.Sprintf("Pass %d released %s", g.Generation, s)})
@@ -490,6 +492,19 @@ func (a *Authority) Status(ctx context.Context, env string) (*Env, error) {
 		return nil, fmt.Errorf("status of %s: %w", env, err)
 	}
 	d.Env.Events = page.Events
+	return d.Env, nil
+}
+
+// State reads an environment's current state from the store without its events: what a reader
+// of many environments needs (metrics, say); nil when nothing was ever accepted for it.
+func (a *Authority) State(ctx context.Context, env string) (*Env, error) {
+	if err := ValidateEnvironment(env); err != nil {
+		return nil, err
+	}
+	d, err := a.load(ctx, EnvKey(env))
+	if err != nil {
+		return nil, fmt.Errorf("state of %s: %w", env, err)
+	}
 	return d.Env, nil
 }
 

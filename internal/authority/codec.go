@@ -54,8 +54,8 @@ type storedScope struct {
 	K  *storedLease      `json:"k,omitempty"`
 	F  *storedFailure    `json:"f,omitempty"`
 	T  int64             `json:"t,omitempty"`
-	Rf []string          `json:"rf,omitempty"`
-	Ua *storedUnapproved `json:"ua,omitempty"` // a warning; a build that drops it loses only the warning // refusals recorded; a build that drops them records a repeated one again
+	Rf []string          `json:"rf,omitempty"` // refusals recorded; a build that drops them records a repeated one again
+	Ua *storedUnapproved `json:"ua,omitempty"` // a warning; a build that drops it loses only the warning
 	P  *storedLive       `json:"p,omitempty"`  // the previous live commit; a build that drops it loses only the rollback default
 	Fz *storedFreeze     `json:"fz,omitempty"` // version 3
 }
@@ -105,16 +105,17 @@ type storedRef struct {
 	Cl bool         `json:"cl,omitempty"` // version 3
 	X  bool         `json:"x,omitempty"`  // version 3
 	Rb bool         `json:"rb,omitempty"` // version 3
+	Sn int64        `json:"sn,omitempty"` // waiting since; a build that drops it counts the scope behind from its newest intent
 }
 
 func encodeRef(m *Ref) *storedRef {
 	return &storedRef{G: m.Generation, S: m.Sha, R: m.Ref, B: m.Before, Or: encodeOrder(m.Order), Sr: m.Source, Ac: m.Actor,
-		I: m.IntentID, Og: m.Origin, N: m.Attempt, T: nanos(m.At), Br: m.Barrier, Cl: m.Claimed, X: m.Failed, Rb: m.Rollback}
+		I: m.IntentID, Og: m.Origin, N: m.Attempt, T: nanos(m.At), Br: m.Barrier, Cl: m.Claimed, X: m.Failed, Rb: m.Rollback, Sn: nanos(m.Since)}
 }
 
 func decodeRef(m *storedRef) *Ref {
 	return &Ref{Generation: m.G, Sha: m.S, Ref: m.R, Before: m.B, Order: decodeOrder(m.Or), Source: m.Sr, Actor: m.Ac,
-		IntentID: m.I, Origin: m.Og, Attempt: m.N, At: fromNanos(m.T), Barrier: m.Br, Claimed: m.Cl, Failed: m.X, Rollback: m.Rb}
+		IntentID: m.I, Origin: m.Og, Attempt: m.N, At: fromNanos(m.T), Barrier: m.Br, Claimed: m.Cl, Failed: m.X, Rollback: m.Rb, Since: fromNanos(m.Sn)}
 }
 
 // usesV3 reports whether a document needs version 3 of the stored form.
@@ -153,6 +154,7 @@ type storedLease struct {
 	E int64  `json:"e,omitempty"`
 	S string `json:"s,omitempty"`
 	R string `json:"r,omitempty"`
+	F int64  `json:"f,omitempty"` // released at; a build that drops it only reports no hand-over time
 }
 
 type storedFailure struct {
@@ -248,7 +250,7 @@ func EncodeEnv(e *Env) ([]byte, error) {
 			ss.Fz = &storedFreeze{G: f.Generation, S: f.Sha, A: f.Actor, R: f.Reason, T: nanos(f.At)}
 		}
 		if l := sc.Lease; l != (Lease{}) {
-			ss.K = &storedLease{H: l.Holder, P: l.Purpose, G: l.Generation, K: l.Token, A: nanos(l.AcquiredAt), E: nanos(l.ExpiresAt), S: l.Sha, R: l.Ref}
+			ss.K = &storedLease{H: l.Holder, P: l.Purpose, G: l.Generation, K: l.Token, A: nanos(l.AcquiredAt), E: nanos(l.ExpiresAt), S: l.Sha, R: l.Ref, F: nanos(l.ReleasedAt)}
 		}
 		if u := sc.Unapproved; u != nil {
 			ss.Ua = &storedUnapproved{S: u.Sha, D: u.Deployment, K: u.Success, T: nanos(u.At)}
@@ -328,7 +330,7 @@ func decodeEnv(b []byte) (*Env, error) {
 			sc.Freeze = &Freeze{Generation: f.G, Sha: f.S, Actor: f.A, Reason: f.R, At: fromNanos(f.T)}
 		}
 		if k := ss.K; k != nil {
-			sc.Lease = Lease{Holder: k.H, Purpose: k.P, Generation: k.G, Token: k.K, AcquiredAt: fromNanos(k.A), ExpiresAt: fromNanos(k.E), Sha: k.S, Ref: k.R}
+			sc.Lease = Lease{Holder: k.H, Purpose: k.P, Generation: k.G, Token: k.K, AcquiredAt: fromNanos(k.A), ExpiresAt: fromNanos(k.E), Sha: k.S, Ref: k.R, ReleasedAt: fromNanos(k.F)}
 		}
 		if u := ss.Ua; u != nil {
 			sc.Unapproved = &Unapproved{Sha: u.S, Deployment: u.D, Success: u.K, At: fromNanos(u.T)}

@@ -134,6 +134,9 @@ func (e *Env) collapse(name string, list []*Ref, why string, now time.Time) []*R
 		case r.Failed:
 			// It has its outcome already; it only stops blocking.
 		default:
+			if s := r.since(); newest.since().After(s) {
+				newest.Since = s
+			}
 			e.record(now, Event{Kind: EventSuperseded, Scope: name, Generation: r.Generation, Sha: r.Sha,
 				Message: fmt.Sprintf("Superseded by generation %d (%s)%s", newest.Generation, shortSha(newest.Sha), why)})
 		}

@@ -197,6 +197,8 @@ type Grant struct {
 	// store's clock set ExpiresAt no earlier than that, so a holder that counts its deadline from
 	// RequestedAt + TTL never counts past the lease. Set by the caller (pass.Gate), never stored.
 	RequestedAt time.Time `json:"-"`
+
+	handovers []handover // the scopes whose lease was handed to this pass after it waited (Observer)
 }
 
 // Outcome is what a pass reports when it completes.
@@ -594,7 +596,7 @@ func grant(l *Lease, holder, purpose string, gen int64, ttl time.Duration, now t
 		tookOverFrom = &prev
 	}
 	l.Token++
-	l.AcquiredAt = now
+	l.AcquiredAt, l.ReleasedAt = now, time.Time{}
 	l.Holder, l.Purpose, l.Generation = holder, purpose, gen
 	l.Sha, l.Ref = "", ""
 	l.ExpiresAt = now.Add(ttl)
@@ -633,6 +635,9 @@ func (e *Env) gate(gen int64, scopes []string, phase, holder string, ttl time.Du
 	g.Holder, g.Tokens, g.ExpiresAt = holder, map[string]int64{}, now.Add(ttl)
 	for _, name := range scopes {
 		sc := e.Scopes[name]
+		if waited, ok := sc.handedOver(gen, now); ok {
+			g.handovers = append(g.handovers, handover{scope: name, waited: waited})
+		}
 		if prev := grant(&sc.Lease, holder, phase, gen, ttl, now); prev != nil {
 			g.TookOver = append(g.TookOver, name)
 			e.record(now, Event{Kind: EventTookOver, Scope: name, Generation: gen, Holder: holder, Token: sc.Lease.Token,
@@ -757,7 +762,7 @@ func (e *Env) renew(g *Grant, ttl time.Duration, now time.Time) error {
 	return nil
 }
 
-func (e *Env) release(scopes []string, holder string, gen int64, tokens map[string]int64) {
+func (e *Env) release(scopes []string, holder string, gen int64, tokens map[string]int64, now time.Time) {
 	for _, name := range scopes {
 		sc := e.Scopes[name]
 		if sc == nil {
@@ -765,6 +770,7 @@ func (e *Env) release(scopes []string, holder string, gen int64, tokens map[stri
 		}
 		if tok, ok := tokens[name]; ok && sc.Lease.Holder == holder && sc.Lease.Token == tok && sc.Lease.Generation == gen {
 			sc.Lease.free()
+			sc.Lease.ReleasedAt = now
 		}
 	}
 }
@@ -872,7 +878,7 @@ func (e *Env) complete(c *Completion, now time.Time, skew time.Duration) (*Compl
 			e.record(now, Event{Kind: kind, Scope: name, Generation: c.Generation, Message: msg})
 		}
 	}
-	e.release(c.Scopes, c.Holder, c.Generation, c.Tokens)
+	e.release(c.Scopes, c.Holder, c.Generation, c.Tokens, now)
 	e.settle()
 	return res, nil
 }

@@ -155,6 +155,9 @@ type Ref struct {
 	Origin     string    `json:"origin,omitempty"`  // how to start the work again (see Intent.Origin)
 	Attempt    int       `json:"attempt,omitempty"` // failed attempts so far
 	At         time.Time `json:"at"`
+	// Since is when the oldest intent this one superseded while pending was accepted (zero: none):
+	// the commits of the scope have been waiting since then, though the newest came later.
+	Since time.Time `json:"since,omitzero"`
 	// Barrier: newer intents wait behind this one instead of superseding it (policy latest).
 	Barrier bool `json:"barrier,omitempty"`
 	// Claimed: its pass claimed it while it waited in the queue; it owns the scope once at the head.
@@ -206,6 +209,9 @@ type Lease struct {
 	Ref        string    `json:"ref,omitempty"`
 	AcquiredAt time.Time `json:"acquired_at,omitzero"`
 	ExpiresAt  time.Time `json:"expires_at,omitzero"`
+	// ReleasedAt is when the last grant ended by release or completion, while the lease is free:
+	// what the hand-over time of the next pass that waited for it is counted from.
+	ReleasedAt time.Time `json:"released_at,omitzero"`
 }
 
 // Failure is a terminal error that status shows.

@@ -22,6 +22,7 @@ import (
 	"github.com/latestwins/latestwins/internal/devissuer"
 	"github.com/latestwins/latestwins/internal/ghadapter"
 	"github.com/latestwins/latestwins/internal/githubapp"
+	"github.com/latestwins/latestwins/internal/metrics"
 )
 
 // serveSettings are serve's own flags; each also reads its LATESTWINS_* variable.
@@ -48,6 +49,7 @@ type serveSettings struct {
 	sessionKey    string
 	githubURL     string
 	redrive       func(context.Context, authority.StalledWork) error // nil: sweeps only log
+	metricsAddr   string
 }
 
 // Timeouts of serve's HTTP server. GitHub gives a webhook delivery 10 seconds; a client that
@@ -81,6 +83,20 @@ func runServe(ctx context.Context, c *cmdEnv, args []string) error {
 	c.progress("latestwins serve: listening on http://%s (webhooks: POST /webhook, status: GET /)", ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	if ss.metricsAddr != metricsOff {
+		stop, err := c.serveMetrics(ctx, ss.metricsAddr)
+		switch {
+		case err == nil:
+			defer stop()
+		case c.given("metrics-addr"):
+			_ = srv.Close()
+			return err
+		default:
+			// The default address is busy (another serve on this machine, say): run without metrics
+			// rather than not at all, and say so.
+			c.progress("latestwins serve: no metrics: %v", err)
+		}
+	}
 	sweepCtx, stopSweeps := context.WithCancel(ctx)
 	swept := make(chan struct{})
 	go func() { defer close(swept); c.sweepEvery(sweepCtx, ss) }()
@@ -115,6 +131,7 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	c.str(&ss.apiURL, "github-api-url", "https://api.github.com/", "GitHub's REST API (GitHub Enterprise: https://HOST/api/v3/)")
 	c.str(&ss.oidcIssuer, "oidc-issuer", app.DefaultOIDCIssuer, "issuer of the workflow OIDC tokens the /v1 API accepts (GitHub Enterprise Server: https://HOST/_services/token)")
 	c.str(&ss.oidcAudience, "oidc-audience", apiclient.Audience, "audience the /v1 API requires in those tokens (what the Action and --api ask for)")
+	c.str(&ss.metricsAddr, "metrics-addr", defaultMetricsAddr, "address of the Prometheus metrics listener, GET /metrics (host:port; off: none). Its figures name environments and scopes: keep it off the public listener")
 	c.boolean(&ss.devTokens, "dev-tokens", false, "try the /v1 API on this machine: run a development token issuer on loopback and accept only its tokens (refused unless --addr is loopback)")
 	c.int64Var(&ss.maxBody, "max-body", app.DefaultMaxBodyBytes, 1, "largest webhook body accepted, in bytes")
 	c.durVar(&ss.sweepEvery, "sweep-every", time.Minute, "how often to run the recovery sweep (0: never)")
@@ -158,6 +175,9 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	}
 	log := slog.New(slog.NewJSONHandler(c.io.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	c.log = log
+	if ss.metricsAddr != metricsOff {
+		c.metrics = metrics.New()
+	}
 	promote := &app.PromotionCompare{Log: log} // asks GitHub once the adapter exists, below
 	c.promoter = promote
 	if err := c.open(ctx); err != nil {
@@ -225,6 +245,10 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	if o.Dispatcher != nil {
 		ss.redrive = a.Redrive
 	}
+	if c.metrics != nil {
+		c.metrics.ReportScopes(metrics.Scopes{Authority: c.auth, Environments: o.Environments, Logger: log})
+		return c.metrics.Webhooks("/webhook", a), ss, nil
+	}
 	return a, ss, nil
 }
 
@@ -256,6 +280,9 @@ func (c *cmdEnv) sweepEvery(ctx context.Context, ss *serveSettings) {
 			continue
 		}
 		rep, err := c.auth.Sweep(ctx, ss.stall, ss.maxAttempts, ss.redrive)
+		if c.metrics != nil {
+			c.metrics.Swept(err)
+		}
 		if err != nil {
 			c.log.WarnContext(ctx, "sweep", "err", err)
 			continue

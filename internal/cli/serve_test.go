@@ -26,6 +26,7 @@ import (
 
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
+	"github.com/latestwins/latestwins/internal/metrics/metricstest"
 	"github.com/latestwins/latestwins/internal/testutil/syncbuf"
 )
 
@@ -198,7 +199,7 @@ func TestServeProcess(t *testing.T) {
 	cfg := writeServeConfig(t, dir, serveConfig)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "serve", "--addr", "127.0.0.1:0", "--config", cfg, "--store", "bolt://"+filepath.Join(dir, "lw.db"))
+	cmd := exec.CommandContext(ctx, bin, "serve", "--addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--config", cfg, "--store", "bolt://"+filepath.Join(dir, "lw.db"))
 	cmd.Env = append(os.Environ(), "LATESTWINS_WEBHOOK_SECRET="+serveSecret, "LATESTWINS_APP_ID=", "LATESTWINS_APP_PRIVATE_KEY=")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -208,16 +209,19 @@ func TestServeProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := bufio.NewScanner(stderr)
-	var url string
+	var url, metricsURL string
 	var log []string
-	for url == "" && lines.Scan() {
+	for (url == "" || metricsURL == "") && lines.Scan() {
 		log = append(log, lines.Text())
 		if _, rest, ok := strings.Cut(lines.Text(), "listening on "); ok {
 			url, _, _ = strings.Cut(rest, " ")
 		}
+		if _, rest, ok := strings.Cut(lines.Text(), "metrics on "); ok {
+			metricsURL = strings.TrimSpace(rest)
+		}
 	}
-	if url == "" || !strings.HasPrefix(url, "http://127.0.0.1:") {
-		t.Fatalf("no loopback listening line in:\n%s", strings.Join(log, "\n"))
+	if !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.HasPrefix(metricsURL, "http://127.0.0.1:") || strings.HasPrefix(metricsURL, url) {
+		t.Fatalf("no loopback listening lines for the App and its metrics, on two listeners, in:\n%s", strings.Join(log, "\n"))
 	}
 	rest := make(chan []string, 1)
 	go func() {
@@ -240,6 +244,24 @@ func TestServeProcess(t *testing.T) {
 	resp.Body.Close()
 	if err != nil || resp.StatusCode != http.StatusOK || res.Outcome != "accepted" || len(res.Intents) != 1 || res.Intents[0].Generation != 1 {
 		t.Errorf("push to the process: %d %+v %v", resp.StatusCode, res, err)
+	}
+
+	// The metrics listener counts the delivery and reports the scope it made wait.
+	fams := metricstest.Get(t, metricsURL)
+	if v, _ := fams.Value("latestwins_deliveries_total", "event", "push", "outcome", "accepted"); v != 1 {
+		t.Errorf("deliveries of push accepted: %v, want 1", v)
+	}
+	if _, ok := fams.Value("latestwins_scope_behind_seconds", "environment", "staging", "scope", "api"); !ok {
+		t.Errorf("no behind figure for staging/api (the push is pending)")
+	}
+	if v, _ := fams.Value("latestwins_store_requests_total", "op", "put", "result", "ok"); v < 1 {
+		t.Errorf("store writes counted: %v, want the accept's", v)
+	}
+	if resp, err := http.Get(url + "/metrics"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Errorf("the App's own listener serves /metrics: the figures name every environment and scope")
+		}
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {

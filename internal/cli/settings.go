@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/metrics"
 	"github.com/latestwins/latestwins/internal/pass"
 	"github.com/latestwins/latestwins/internal/report"
 )
@@ -24,8 +25,10 @@ type cmdEnv struct {
 	log *slog.Logger
 	// promoter, when set, is the Authority's promotion comparer (serve: GitHub's compare API).
 	promoter authority.Comparer
-	s        settings
-	fs       *flag.FlagSet
+	// metrics, when set (serve), counts the store's requests and the gates' answers.
+	metrics *metrics.Metrics
+	s       settings
+	fs      *flag.FlagSet
 	// typed are the flags whose variables are read after the command line (parse), and whose values
 	// are checked before anything is opened.
 	typed []*typedFlag
@@ -306,6 +309,10 @@ func (c *cmdEnv) open(ctx context.Context) error {
 	}
 	if c.promoter != nil {
 		opts = append(opts, authority.WithPromotionComparer(c.promoter))
+	}
+	if c.metrics != nil {
+		st = c.metrics.Store(st)
+		opts = append(opts, authority.WithObserver(c.metrics))
 	}
 	c.auth, c.close, c.where = authority.New(st, opts...), closeFn, c.s.store
 	return nil
