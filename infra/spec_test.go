@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/awslabs/goformation/v7/cloudformation/cloudwatch"
 	"github.com/awslabs/goformation/v7/cloudformation/dynamodb"
 	"github.com/awslabs/goformation/v7/cloudformation/events"
 	"github.com/awslabs/goformation/v7/cloudformation/iam"
@@ -20,6 +21,7 @@ import (
 // types the template uses. Only these packages are imported: the whole specification is 7,000 files
 // and would add a minute and a half to a cold build of this test.
 var specTypes = map[string]func() any{
+	"AWS::CloudWatch::Alarm":         func() any { return &cloudwatch.Alarm{} },
 	"AWS::DynamoDB::Table":           func() any { return &dynamodb.Table{} },
 	"AWS::Logs::LogGroup":            func() any { return &logs.LogGroup{} },
 	"AWS::IAM::Role":                 func() any { return &iam.Role{} },

@@ -584,6 +584,7 @@ func TestTerraformMatchesCloudFormation(t *testing.T) {
 		"PublicUrl": "public_url", "AppClientId": "app_client_id", "AppClientSecretParameter": "app_client_secret_parameter",
 		"SessionKeyParameter": "session_key_parameter", "GitHubUrl": "github_url",
 		"OidcIssuer": "oidc_issuer", "OidcAudience": "oidc_audience", "Retention": "retention",
+		"AlertAfterSeconds": "alert_after_seconds", "AlarmTopicArn": "alarm_topic_arn",
 	}
 	for param, def := range tpl.Parameters {
 		name, ok := variable[param]

@@ -11,6 +11,7 @@ import (
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/ghadapter"
 	"github.com/latestwins/latestwins/internal/githubapp"
+	"github.com/latestwins/latestwins/internal/metrics"
 	"github.com/latestwins/latestwins/internal/store/dynamo"
 	"github.com/latestwins/latestwins/internal/store/memory"
 )
@@ -35,7 +36,9 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 	if s.Retention > 0 {
 		opts = append(opts, authority.WithRetention(s.Retention))
 	}
-	auth := authority.New(st, opts...)
+	m := metrics.New()
+	opts = append(opts, authority.WithObserver(m))
+	auth := authority.New(m.Store(st), opts...)
 	tokens, err := app.NewOIDCVerifier(app.OIDCOptions{Issuer: s.OIDCIssuer, Audience: s.OIDCAudience})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", EnvOIDCIssuer, err)
@@ -97,7 +100,8 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 	if redrive == nil {
 		log.InfoContext(ctx, "no re-drive is configured (no App credentials): scheduled sweeps are dry runs that log stalled work")
 	}
-	return New(Options{HTTP: a, Authority: auth, Redrive: redrive, Stall: s.Stall, MaxAttempts: s.MaxAttempts, Logger: log})
+	return New(Options{HTTP: m.Webhooks("/webhook", a), Authority: auth, Redrive: redrive, Stall: s.Stall, MaxAttempts: s.MaxAttempts,
+		Metrics: m, Environments: o.Environments, Logger: log})
 }
 
 // openStore opens the stores a function can use: DynamoDB, or memory (for tests; state lives only

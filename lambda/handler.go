@@ -11,9 +11,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -21,6 +23,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/metrics"
 )
 
 // Defaults of the recovery sweep, the same as `latestwins sweep`.
@@ -50,7 +53,15 @@ type Options struct {
 	// Reserve is kept back from the invocation's deadline for returning the response; 0 means
 	// DefaultReserve.
 	Reserve time.Duration
-	Logger  *slog.Logger
+	// Metrics, when set, are written after each invocation as CloudWatch Embedded Metric Format
+	// lines to MetricsOut (the function's log; default os.Stdout), and each sweep adds the behind
+	// figure of every scope.
+	Metrics    *metrics.Metrics
+	MetricsOut io.Writer
+	// Environments lists the configured environments, for the behind figures (beside those with
+	// pending work); nil: only those.
+	Environments func(ctx context.Context) ([]string, error)
+	Logger       *slog.Logger
 }
 
 // Handler answers Lambda invocations.
@@ -61,6 +72,10 @@ type Handler struct {
 	stall       time.Duration
 	maxAttempts int
 	reserve     time.Duration
+	metrics     *metrics.Metrics
+	emf         *metrics.EMF
+	emfOut      io.Writer
+	envs        func(ctx context.Context) ([]string, error)
 	log         *slog.Logger
 }
 
@@ -79,7 +94,13 @@ func New(o Options) (*Handler, error) {
 		return nil, &authority.InputError{Field: "reserve", Value: o.Reserve.String(), Fix: "give a positive duration, or 0 for the default"}
 	}
 	h := &Handler{http: o.HTTP, auth: o.Authority, redrive: o.Redrive, stall: o.Stall, maxAttempts: o.MaxAttempts,
-		reserve: o.Reserve, log: o.Logger}
+		reserve: o.Reserve, metrics: o.Metrics, emfOut: o.MetricsOut, envs: o.Environments, log: o.Logger}
+	if h.metrics != nil {
+		h.emf = metrics.NewEMF(h.metrics.Gatherer())
+		if h.emfOut == nil {
+			h.emfOut = os.Stdout
+		}
+	}
 	if h.stall == 0 {
 		h.stall = DefaultStall
 	}
@@ -115,6 +136,7 @@ var ErrUnsupportedEvent = errors.New("unsupported Lambda event")
 func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (any, error) {
 	ctx, cancel := h.withDeadline(ctx)
 	defer cancel()
+	defer h.writeMetrics(ctx)
 	var p probe
 	if err := json.Unmarshal(payload, &p); err != nil {
 		return nil, fmt.Errorf("%w: the payload is not a JSON object: %w", ErrUnsupportedEvent, err)
@@ -131,6 +153,16 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (any, err
 	}
 	return nil, fmt.Errorf("%w: want a Function URL or API Gateway v2 HTTP event, or an EventBridge scheduled event (source %q, detail-type %q)",
 		ErrUnsupportedEvent, p.Source, p.DetailType)
+}
+
+// writeMetrics writes what the invocation counted as EMF lines, before Lambda freezes the process.
+func (h *Handler) writeMetrics(ctx context.Context) {
+	if h.emf == nil {
+		return
+	}
+	if err := h.emf.Write(h.emfOut, time.Now()); err != nil {
+		h.log.WarnContext(ctx, "metrics not written", "err", err)
+	}
 }
 
 // withDeadline keeps Reserve of the invocation's time back for returning the response (half the

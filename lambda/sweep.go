@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/metrics"
 )
 
 // SweepResult is what a scheduled invocation answers.
@@ -19,6 +21,18 @@ type SweepResult struct {
 // invocation fail (so that the failure shows in the function's error metrics); the next sweep
 // retries them, and a failed re-drive costs no attempt.
 func (h *Handler) sweep(ctx context.Context) (*SweepResult, error) {
+	res, err := h.sweepOnce(ctx)
+	if h.metrics != nil {
+		h.metrics.Swept(err)
+		figures, _ := metrics.Behind(ctx, h.auth, h.envs, h.log)
+		if werr := metrics.WriteBehind(h.emfOut, time.Now(), figures); werr != nil {
+			h.log.WarnContext(ctx, "behind figures not written", "err", werr)
+		}
+	}
+	return res, err
+}
+
+func (h *Handler) sweepOnce(ctx context.Context) (*SweepResult, error) {
 	if h.redrive == nil {
 		work, exhausted, err := h.auth.Stalled(ctx, h.stall, h.maxAttempts)
 		if err != nil {

@@ -347,3 +347,38 @@ resource "aws_iam_role_policy" "workflow" {
   role   = aws_iam_role.workflow[0].id
   policy = data.aws_iam_policy_document.workflow.json
 }
+
+# The function writes its figures as Embedded Metric Format lines in its log (internal/metrics); the
+# scheduled sweep writes each scope's behind time, and the largest without dimensions.
+resource "aws_cloudwatch_metric_alarm" "behind" {
+  alarm_name          = "${var.name}-behind"
+  alarm_description   = "A scope of latestwins has had an accepted commit that is not live for longer than alert_after_seconds: see the status page or latestwins status for which."
+  namespace           = "latestwins"
+  metric_name         = "latestwins_scope_behind_seconds"
+  statistic           = "Maximum"
+  period              = 300
+  evaluation_periods  = 1
+  threshold           = var.alert_after_seconds
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = var.alarm_topic_arn == "" ? [] : [var.alarm_topic_arn]
+  ok_actions          = var.alarm_topic_arn == "" ? [] : [var.alarm_topic_arn]
+  tags                = var.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "sweep_errors" {
+  alarm_name          = "${var.name}-sweep-errors"
+  alarm_description   = "The recovery sweep of latestwins failed more than once in 15 minutes: stalled work is not re-driven. The function's log says which environments and why."
+  namespace           = "latestwins"
+  metric_name         = "latestwins_sweeps_total"
+  dimensions          = { result = "error" }
+  statistic           = "Sum"
+  period              = 900
+  evaluation_periods  = 1
+  threshold           = 1
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = var.alarm_topic_arn == "" ? [] : [var.alarm_topic_arn]
+  ok_actions          = var.alarm_topic_arn == "" ? [] : [var.alarm_topic_arn]
+  tags                = var.tags
+}

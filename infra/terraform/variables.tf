@@ -185,6 +185,28 @@ variable "retention" {
   }
 }
 
+variable "alert_after_seconds" {
+  description = "The behind alarm fires when a scope has had an accepted commit that is not live for longer than this (the latestwins_scope_behind_seconds metric the scheduled sweep writes)."
+  type        = number
+  default     = 1800
+
+  validation {
+    condition     = var.alert_after_seconds >= 60
+    error_message = "At least 60 seconds."
+  }
+}
+
+variable "alarm_topic_arn" {
+  description = "An SNS topic the two alarms notify (empty: they only change state)."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = can(regex("^(arn:[a-z-]+:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]+)?$", var.alarm_topic_arn))
+    error_message = "The ARN of an SNS topic, or empty."
+  }
+}
+
 variable "status_page" {
   description = "Who sees the status page on the Function URL (LATESTWINS_STATUS_PAGE): off (404; auto means the same on Lambda), open (anyone who can reach the URL) or github (sign in with GitHub, which needs public_url, app_client_id and the two parameters below)."
   type        = string
