@@ -202,7 +202,6 @@ type doctor struct {
 
 	down     string      // why the App does not answer, once checkApp has failed
 	repo     app.RepoRef // the trusted configuration's repository, once found
-	noRepo   string      // why it was not found, or the App is not installed there
 	homeless bool        // the installation check failed, so the file cannot be read
 }
 
@@ -289,10 +288,8 @@ func (d *doctor) forgeryRefused(ctx context.Context) finding {
 func (d *doctor) installed(ctx context.Context) finding {
 	switch {
 	case d.ds.configFile != "":
-		d.noRepo = "the trusted configuration is a file"
 		return skipped("the trusted configuration is a file (--config), not a repository's")
 	case d.inst == nil:
-		d.noRepo = "no App credentials"
 		return skipped("no App credentials: give LATESTWINS_APP_ID and LATESTWINS_APP_PRIVATE_KEY as serve takes them to check the installation")
 	}
 	if d.ds.configRepo != "" {
