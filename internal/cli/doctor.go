@@ -444,9 +444,12 @@ func (d *doctor) audience(ctx context.Context) finding {
 		}
 	}
 	if want != d.ds.audience {
+		set := fmt.Sprintf("set the App's LATESTWINS_OIDC_AUDIENCE (serve --oidc-audience) to %q", d.ds.audience)
+		if d.ds.audience == apiclient.Audience {
+			set += ", or unset it"
+		}
 		return failed(fmt.Sprintf("the App requires OIDC audience %q (%s), the workflows ask for %q", want, from, d.ds.audience),
-			fmt.Sprintf("set the App's LATESTWINS_OIDC_AUDIENCE (serve --oidc-audience) to %q, or unset it: the Action always asks for %q, and --api calls ask for their --api-audience",
-				d.ds.audience, apiclient.Audience))
+			fmt.Sprintf("%s: the Action always asks for %q, and --api calls ask for their --api-audience", set, apiclient.Audience))
 	}
 	return ok("the App requires OIDC audience %q (%s), the one the workflows ask for", want, from)
 }
