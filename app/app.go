@@ -155,6 +155,7 @@ func New(o Options) (*App, error) {
 		o.Tokens = v
 	}
 	a.routeAPI(o.Tokens)
+	a.routeMeta(o.Tokens)
 	return a, nil
 }
 

@@ -71,6 +71,7 @@ func commands() []command {
 		{"action", "the GitHub Action's step: reads INPUT_* variables (see action.yml)", runAction},
 		{"serve", "the GitHub App as an HTTP server: serve [--addr 127.0.0.1:8080] --config PATH", runServe},
 		{"webhook", "sign a payload file as GitHub does and send it to the App: webhook send --event push FILE --url URL", runWebhook},
+		{"doctor", "check a deployed App: it answers, its webhook secret, installation, trusted file, store and OIDC audience: doctor --url URL", runDoctor},
 		{"app", "register the GitHub App with GitHub's manifest flow: app create [--org ORG] [--url PUBLIC_URL]", runApp},
 	}
 }

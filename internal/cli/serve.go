@@ -307,13 +307,11 @@ func checkServeSettings(ss *serveSettings) error {
 	if ss.maxBody <= 0 {
 		return usageErrorf("--max-body %d: give a positive number of bytes", ss.maxBody)
 	}
-	u, err := url.Parse(ss.apiURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return usageErrorf("--github-api-url %q: give an http(s) URL such as https://api.github.com/", ss.apiURL)
+	api, err := githubAPIURL(ss.apiURL)
+	if err != nil {
+		return err
 	}
-	if !strings.HasSuffix(u.Path, "/") {
-		ss.apiURL += "/"
-	}
+	ss.apiURL = api
 	if ss.oidcIssuer == "" {
 		ss.oidcIssuer = app.DefaultOIDCIssuer
 	}
@@ -321,6 +319,18 @@ func checkServeSettings(ss *serveSettings) error {
 		ss.oidcAudience = apiclient.Audience
 	}
 	return nil
+}
+
+// githubAPIURL checks --github-api-url and gives it the trailing slash go-github needs.
+func githubAPIURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return "", usageErrorf("--github-api-url %q: give an http(s) URL such as https://api.github.com/", raw)
+	}
+	if !strings.HasSuffix(u.Path, "/") {
+		raw += "/"
+	}
+	return raw, nil
 }
 
 // checkCredentials returns the App's installations when its id and key are both given and usable,

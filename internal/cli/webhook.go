@@ -57,28 +57,9 @@ func runWebhook(ctx context.Context, c *cmdEnv, args []string) error {
 	if delivery == "" {
 		delivery = newDeliveryID()
 	}
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	resp, answer, err := sendSigned(ctx, u, event, delivery, secret, body)
 	if err != nil {
-		return fmt.Errorf("webhook request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-GitHub-Event", event)
-	req.Header.Set("X-GitHub-Delivery", delivery)
-	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
-	req.Header.Set("User-Agent", "latestwins-webhook-send")
-	client := &http.Client{Timeout: 30 * time.Second,
-		// A redirect would resend the payload elsewhere, or drop it: the App's answer is the one wanted.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("send %s delivery %s to %s: %w", event, delivery, u.Redacted(), err)
-	}
-	defer resp.Body.Close()
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxWebhookAnswer))
-	if err != nil {
-		return fmt.Errorf("read the answer to %s delivery %s: %w", event, delivery, err)
+		return err
 	}
 	c.progress("%s delivery %s to %s: %s", event, delivery, u.Redacted(), resp.Status)
 	sc := bufio.NewScanner(bytes.NewReader(answer))
@@ -95,6 +76,39 @@ func runWebhook(ctx context.Context, c *cmdEnv, args []string) error {
 	}
 	return &exitError{code: ExitError, msg: fmt.Sprintf("the App did not take delivery %s: %s", delivery, resp.Status)}
 }
+
+// sendSigned posts body to target as GitHub posts a webhook delivery of event: as JSON, with its
+// delivery id, signed with secret (X-Hub-Signature-256: the HMAC-SHA256 of the body). It returns the
+// App's answer and up to maxWebhookAnswer bytes of its body (the body is closed). A redirect is
+// not followed: the App's own answer is the one wanted.
+func sendSigned(ctx context.Context, target *url.URL, event, delivery, secret string, body []byte) (*http.Response, []byte, error) {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, fmt.Errorf("webhook request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", event)
+	req.Header.Set("X-GitHub-Delivery", delivery)
+	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	req.Header.Set("User-Agent", "latestwins-webhook-send")
+	resp, err := noRedirects.Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("send %s delivery %s to %s: %w", event, delivery, target.Redacted(), err)
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxWebhookAnswer))
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the answer to %s delivery %s: %w", event, delivery, err)
+	}
+	return resp, answer, nil
+}
+
+// noRedirects is the client of webhook send and doctor: a redirect would resend a payload
+// elsewhere, or drop it, and would hide which address answered.
+var noRedirects = &http.Client{Timeout: 30 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 // newDeliveryID is a fresh delivery id, shaped like GitHub's (a UUID).
 func newDeliveryID() string {
