@@ -739,6 +739,10 @@ func cloneDoc(d *Doc) *Doc {
 		l.Events = slices.Clone(d.Lease.Events)
 		c.Lease = &l
 	}
+	if d.Deliveries != nil {
+		dc := *d.Deliveries
+		c.Deliveries = &dc
+	}
 	return &c
 }
 
