@@ -132,6 +132,9 @@ func (l *DeliveryLog) serve(r *http.Request) (int, http.Header, []byte) {
 	d := l.attempts[i]
 	d.fetches++
 	if d.FetchStatus != 0 {
+		if d.FetchStatus == http.StatusNotFound {
+			return basicError(d.FetchStatus, header, "Not Found")
+		}
 		return basicError(d.FetchStatus, header, http.StatusText(d.FetchStatus))
 	}
 	reqHeaders := map[string]string{"Accept": "*/*", "Content-Type": "application/json", "User-Agent": "GitHub-Hookshot/044aadd",
@@ -215,4 +218,11 @@ func basicError(status int, header http.Header, msg string) (int, http.Header, [
 func isJWT(auth string) bool {
 	tok, ok := strings.CutPrefix(auth, "Bearer ")
 	return ok && strings.Count(tok, ".") == 2
+}
+
+// SetFetchStatus changes what GET of the attempt answers (0: its request, again).
+func (l *DeliveryLog) SetFetchStatus(d *LoggedDelivery, status int) {
+	l.srv.mu.Lock()
+	defer l.srv.mu.Unlock()
+	d.FetchStatus = status
 }
