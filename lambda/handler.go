@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/heal"
 )
 
 // Defaults of the recovery sweep, the same as `latestwins sweep`.
@@ -50,7 +51,9 @@ type Options struct {
 	// Reserve is kept back from the invocation's deadline for returning the response; 0 means
 	// DefaultReserve.
 	Reserve time.Duration
-	Logger  *slog.Logger
+	// Healer replays the webhook deliveries the App missed, before each scheduled sweep; nil: none.
+	Healer *heal.Healer
+	Logger *slog.Logger
 }
 
 // Handler answers Lambda invocations.
@@ -61,6 +64,7 @@ type Handler struct {
 	stall       time.Duration
 	maxAttempts int
 	reserve     time.Duration
+	healer      *heal.Healer
 	log         *slog.Logger
 }
 
@@ -79,7 +83,7 @@ func New(o Options) (*Handler, error) {
 		return nil, &authority.InputError{Field: "reserve", Value: o.Reserve.String(), Fix: "give a positive duration, or 0 for the default"}
 	}
 	h := &Handler{http: o.HTTP, auth: o.Authority, redrive: o.Redrive, stall: o.Stall, maxAttempts: o.MaxAttempts,
-		reserve: o.Reserve, log: o.Logger}
+		reserve: o.Reserve, healer: o.Healer, log: o.Logger}
 	if h.stall == 0 {
 		h.stall = DefaultStall
 	}
