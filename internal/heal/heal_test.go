@@ -33,7 +33,6 @@ import (
 	"github.com/latestwins/latestwins/internal/heal"
 	"github.com/latestwins/latestwins/internal/store/memory"
 	"github.com/latestwins/latestwins/internal/store/storetest"
-	"github.com/latestwins/latestwins/internal/testutil"
 )
 
 var secret = []byte("the webhook secret")
@@ -48,55 +47,28 @@ const trusted = `environments:
         workflow: deploy.yml
 `
 
-// examples is GitHub's published webhook examples (npm @octokit/webhooks-examples, pinned by
-// tools/webhooks/package-lock.json).
-var examples = filepath.Join("..", "..", "tools", "webhooks", "node_modules", "@octokit", "webhooks-examples", "api.github.com", "index.json")
-
-type exampleIndex []struct {
-	Name     string            `json:"name"`
-	Examples []json.RawMessage `json:"examples"`
-}
-
-var loadExamples = sync.OnceValues(func() (exampleIndex, error) {
-	raw, err := os.ReadFile(examples)
-	if err != nil {
-		return nil, err
-	}
-	var index exampleIndex
-	return index, json.Unmarshal(raw, &index)
-})
-
-// example returns GitHub's published example number i of event, decoded.
-func example(t *testing.T, event string, i int) map[string]any {
+// fixture decodes a webhook payload of testdata/webhooks: GitHub's published examples
+// (scripts/gen-webhook-fixtures).
+func fixture(t *testing.T, name string) map[string]any {
 	t.Helper()
-	index, err := loadExamples()
-	if errors.Is(err, os.ErrNotExist) {
-		testutil.MissingTool(t, "GitHub's webhook examples are not installed: run npm ci --prefix tools/webhooks")
-		t.SkipNow()
-	}
+	raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "webhooks", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, def := range index {
-		if def.Name == event {
-			var ev map[string]any
-			if err := json.Unmarshal(def.Examples[i], &ev); err != nil {
-				t.Fatal(err)
-			}
-			return ev
-		}
+	var ev map[string]any
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		t.Fatalf("%s: %v", name, err)
 	}
-	t.Fatalf("no %s example", event)
-	return nil
+	return ev
 }
 
 func sha(n int) string { return fmt.Sprintf("%040x", n) }
 
-// push is GitHub's example push to master (push[4]) as push number n of a chain: from sha(n-1) to
+// push is GitHub's example push to master (push.json) as push number n of a chain: from sha(n-1) to
 // sha(n), pushed n seconds after the example.
 func push(t *testing.T, n int) json.RawMessage {
 	t.Helper()
-	ev := example(t, "push", 4)
+	ev := fixture(t, "push.json")
 	ev["before"], ev["after"] = sha(n-1), sha(n)
 	ev["head_commit"].(map[string]any)["id"] = sha(n)
 	repo := ev["repository"].(map[string]any)
@@ -455,7 +427,7 @@ func TestNotReplayedIsReported(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	w.missed(1, 73*time.Hour)
-	comment := example(t, "issue_comment", 0)
+	comment := fixture(t, "issue_comment.created.json")
 	body, _ := json.Marshal(comment)
 	w.log.Add(githubtest.LoggedDelivery{GUID: "stale-command", DeliveredAt: w.clock.Now().Add(-time.Hour), Event: "issue_comment", Action: "created", StatusCode: 502, Payload: body})
 	gone := w.missed(2, 50*time.Minute)
@@ -494,7 +466,7 @@ func TestNotReplayedIsReported(t *testing.T) {
 func TestFreshCommandIsReplayed(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	comment := example(t, "issue_comment", 0)
+	comment := fixture(t, "issue_comment.created.json")
 	body, _ := json.Marshal(comment)
 	w.log.Add(githubtest.LoggedDelivery{GUID: "fresh-command", DeliveredAt: w.clock.Now().Add(-2 * time.Minute), Event: "issue_comment", Action: "created", StatusCode: 0, Payload: body})
 	rep := w.process(heal.Options{}).heal(t)

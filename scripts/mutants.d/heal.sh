@@ -11,7 +11,7 @@ mutant "the delivery cursor passes what the budget left for the next run" $H \
   's/("max_replays", h\.o\.MaxReplays\)\n)\t\t\treturn rep, h\.advance\(ctx, rep, handled\)/${1}\t\t\tcontinue/' \
   TestRestartContinuesFromTheCursor ./internal/heal/
 mutant "the delivery cursor passes an attempt that has not settled" $H \
-  's/\t\tcase d\.DeliveredAt\.After\(settled\):/\t\tcase false:/' \
+  's/\t\tcase d\.DeliveredAt\.After\(settled\):/\t\tcase false \&\& d.DeliveredAt.After(settled):/' \
   TestNotReplayedIsReported ./internal/heal/
 mutant "the delivery cursor moves back" internal/authority/deliveries.go \
   's/if d\.Deliveries != nil && !d\.Deliveries\.Handled\.Before\(m\) \{/if false {/' \
