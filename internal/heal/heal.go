@@ -44,8 +44,8 @@ const (
 	DefaultMaxReplays = 50
 	// DefaultMaxPages is how many pages of the log (100 attempts each) one run reads at most.
 	DefaultMaxPages = 100
-	// DefaultCommandsWithin is how old a comment command or a check run re-run may be and still be
-	// carried out.
+	// DefaultCommandsWithin is how old a comment command, a check run re-run or a deployment
+	// protection rule may be and still be replayed.
 	DefaultCommandsWithin = 15 * time.Minute
 )
 
@@ -161,10 +161,7 @@ type Missed struct {
 
 // Replayed events are those the App acts on. Pushes and pull requests are intents, which accept
 // orders by the payload's facts, so a late one never replaces newer work; a deployment status
-// records what a job deployed; a deployment protection rule is answered from the store as it is
-// now, so a late answer is the one a prompt answer would be given now, and the job it gates still
-// waits for it (GitHub waits for a custom rule's answer for up to 30 days); an installation is
-// bookkeeping.
+// records what a job deployed; an installation is bookkeeping.
 var replayed = map[string]bool{
 	"push": true, "pull_request": true, "installation": true, "deployment_status": true, "deployment_protection_rule": true,
 	"issue_comment": true, "check_run": true,
@@ -173,9 +170,17 @@ var replayed = map[string]bool{
 // ReplayedEvents lists the events a Healer replays, sorted.
 func ReplayedEvents() []string { return slices.Sorted(maps.Keys(replayed)) }
 
-// Commands are carried out only while fresh: a comment command or a check run re-run replayed hours
-// later could roll back or redeploy after its author already did something else.
-var commands = map[string]bool{"issue_comment": true, "check_run": true}
+// freshOnly are the events replayed only within CommandsWithin of their delivery, and why. A comment
+// command or a check run re-run carried out hours later could roll back or redeploy after its
+// author did something else. A deployment protection rule is answered from the store as it stands,
+// which is right at any time, but only while its job waits: once someone answered it by hand, or
+// the run was cancelled, GitHub refuses the answer, and replaying it would fail again until it left
+// the log.
+var freshOnly = map[string]string{
+	"issue_comment":              "a command",
+	"check_run":                  "a check run re-run",
+	"deployment_protection_rule": "a deployment protection rule",
+}
 
 // Run reads the log back to the cursor, replays what no attempt delivered, and moves the cursor
 // past what it handled. An error says the log or the cursor could not be read or written; a
@@ -207,8 +212,9 @@ func (h *Healer) Run(ctx context.Context) (*Report, error) {
 			continue
 		case d.DeliveredAt.Before(oldest):
 			h.miss(ctx, rep, d, "older than GitHub's delivery log keeps (three days): it cannot be read back")
-		case commands[d.Event] && now.Sub(d.DeliveredAt) > h.o.CommandsWithin:
-			h.miss(ctx, rep, d, fmt.Sprintf("a command is carried out only within %s of being given; give it again", h.o.CommandsWithin))
+		case freshOnly[d.Event] != "" && now.Sub(d.DeliveredAt) > h.o.CommandsWithin:
+			h.miss(ctx, rep, d, fmt.Sprintf("%s is replayed only within %s of its delivery; give it again (a command, a re-run) or answer it by hand (a protection rule)",
+				freshOnly[d.Event], h.o.CommandsWithin))
 		case replays == h.o.MaxReplays:
 			rep.Deferred = deferred(attempts[i:], answered, done)
 			h.log.WarnContext(ctx, "missed deliveries left for the next run: the run replayed as many as it may", "deferred", rep.Deferred, "max_replays", h.o.MaxReplays)

@@ -421,7 +421,8 @@ func TestCursorStopsBeforeAFailure(t *testing.T) {
 }
 
 // What is not replayed is reported, never skipped silently: a delivery older than GitHub's log
-// keeps, a comment command gone stale, a payload GitHub no longer has, a payload the App refuses;
+// keeps, a comment command or a protection rule gone stale, a payload GitHub no longer has, a
+// payload the App refuses;
 // and the cursor moves past them. An attempt of the last minute is left for the next run.
 func TestNotReplayedIsReported(t *testing.T) {
 	t.Parallel()
@@ -432,6 +433,8 @@ func TestNotReplayedIsReported(t *testing.T) {
 	w.log.Add(githubtest.LoggedDelivery{GUID: "stale-command", DeliveredAt: w.clock.Now().Add(-time.Hour), Event: "issue_comment", Action: "created", StatusCode: 502, Payload: body})
 	gone := w.missed(2, 50*time.Minute)
 	gone.FetchStatus = http.StatusNotFound
+	rule, _ := json.Marshal(fixture(t, "deployment_protection_rule.requested.json"))
+	w.log.Add(githubtest.LoggedDelivery{GUID: "stale-rule", DeliveredAt: w.clock.Now().Add(-45 * time.Minute), Event: "deployment_protection_rule", Action: "requested", StatusCode: 0, Payload: rule})
 	w.log.Add(githubtest.LoggedDelivery{GUID: "not-an-object", DeliveredAt: w.clock.Now().Add(-40 * time.Minute), Event: "push", StatusCode: 500, Payload: json.RawMessage(`{"ref": 7}`)})
 	replayed := w.missed(3, 30*time.Minute)
 	w.missed(4, 20*time.Second) // not settled yet
@@ -441,7 +444,7 @@ func TestNotReplayedIsReported(t *testing.T) {
 	for _, m := range rep.NotReplayed {
 		why = append(why, m.GUID)
 	}
-	if want := []string{guid(1), "stale-command", guid(2), "not-an-object"}; !slices.Equal(why, want) {
+	if want := []string{guid(1), "stale-command", guid(2), "stale-rule", "not-an-object"}; !slices.Equal(why, want) {
 		t.Fatalf("not replayed: %v, want %v (report %+v)", why, want, rep)
 	}
 	for _, m := range rep.NotReplayed {
