@@ -197,55 +197,68 @@ func (h *Healer) Run(ctx context.Context) (*Report, error) {
 		return rep, err
 	}
 	settled := now.Add(-h.o.Settle)
-	oldest := now.Add(-h.o.Window)
 	done := map[string]bool{} // guids replayed (or reported) in this run
 	handled := from           // every attempt at or before it is handled
 	replays := 0
 	for i, d := range attempts {
-		m := mark(d)
-		switch {
+		switch why := h.notReplayed(d, now); {
 		case d.DeliveredAt.After(settled):
 			// Not settled: an attempt in flight may yet be listed before it. The next run sees it.
 			return rep, h.advance(ctx, rep, handled)
 		case answered[d.GUID] || done[d.GUID] || !replayed[d.Event]:
-			handled = m
-			continue
-		case d.DeliveredAt.Before(oldest):
-			h.miss(ctx, rep, d, "older than GitHub's delivery log keeps (three days): it cannot be read back")
-		case freshOnly[d.Event] != "" && now.Sub(d.DeliveredAt) > h.o.CommandsWithin:
-			h.miss(ctx, rep, d, fmt.Sprintf("%s is replayed only within %s of its delivery; give it again (a command, a re-run) or answer it by hand (a protection rule)",
-				freshOnly[d.Event], h.o.CommandsWithin))
+		case why != "":
+			h.miss(ctx, rep, d, why)
 		case replays == h.o.MaxReplays:
 			rep.Deferred = deferred(attempts[i:], answered, done)
 			h.log.WarnContext(ctx, "missed deliveries left for the next run: the run replayed as many as it may", "deferred", rep.Deferred, "max_replays", h.o.MaxReplays)
 			return rep, h.advance(ctx, rep, handled)
 		default:
 			replays++
-			r, miss, err := h.replay(ctx, d)
-			switch {
-			case err != nil:
+			if err := h.handle(ctx, rep, d); err != nil {
 				rep.Stopped = &Missed{GUID: d.GUID, Event: d.Event, Action: d.Action, At: d.DeliveredAt, Reason: err.Error()}
 				h.log.WarnContext(ctx, "missed delivery not handled: the cursor stays before it and the next run tries again",
 					"delivery_id", d.GUID, "event", d.Event, "delivered_at", d.DeliveredAt, "err", err)
 				return rep, h.advance(ctx, rep, handled)
-			case miss != "":
-				h.miss(ctx, rep, d, miss)
-			default:
-				rep.Replayed = append(rep.Replayed, r)
-				h.log.InfoContext(ctx, "missed delivery replayed", "delivery_id", d.GUID, "event", d.Event,
-					"delivered_at", d.DeliveredAt, "outcome", r.Outcome, "status", r.Status)
 			}
-			done[d.GUID] = true
-			handled = m
-			if err := h.advance(ctx, rep, handled); err != nil {
+			// Stored after each replay: a process stopped in the middle of a run leaves the next
+			// one little to replay again.
+			if err := h.advance(ctx, rep, mark(d)); err != nil {
 				return rep, err
 			}
-			continue
 		}
 		done[d.GUID] = true
-		handled = m
+		handled = mark(d)
 	}
 	return rep, h.advance(ctx, rep, handled)
+}
+
+// notReplayed says why an attempt is passed without a replay, or "".
+func (h *Healer) notReplayed(d appport.LoggedDelivery, now time.Time) string {
+	switch {
+	case d.DeliveredAt.Before(now.Add(-h.o.Window)):
+		return "older than GitHub's delivery log keeps (three days): it cannot be read back"
+	case freshOnly[d.Event] != "" && now.Sub(d.DeliveredAt) > h.o.CommandsWithin:
+		return fmt.Sprintf("%s is replayed only within %s of its delivery; give it again (a command, a re-run) or answer it by hand (a protection rule)",
+			freshOnly[d.Event], h.o.CommandsWithin)
+	}
+	return ""
+}
+
+// handle replays d and reports it: replayed, or passed with why the App refused it. An error
+// means it was not handled.
+func (h *Healer) handle(ctx context.Context, rep *Report, d appport.LoggedDelivery) error {
+	r, refused, err := h.replay(ctx, d)
+	switch {
+	case err != nil:
+		return err
+	case refused != "":
+		h.miss(ctx, rep, d, refused)
+	default:
+		rep.Replayed = append(rep.Replayed, r)
+		h.log.InfoContext(ctx, "missed delivery replayed", "delivery_id", d.GUID, "event", d.Event,
+			"delivered_at", d.DeliveredAt, "outcome", r.Outcome, "status", r.Status)
+	}
+	return nil
 }
 
 // read walks the log from its newest page back to the cursor (or past the window) and returns the

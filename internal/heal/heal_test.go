@@ -35,6 +35,8 @@ import (
 	"github.com/latestwins/latestwins/internal/store/storetest"
 )
 
+var _ heal.Log = (*ghadapter.DeliveryLog)(nil)
+
 var secret = []byte("the webhook secret")
 
 // The trusted configuration: pushes to master of the examples' repository feed staging's api.

@@ -5,7 +5,7 @@
 
 H=internal/heal/heal.go
 mutant "the delivery cursor passes a delivery that failed" $H \
-  's/("err", err\)\n\t\t\t\treturn rep, h\.advance\(ctx, rep, )handled\)/${1}m)/' \
+  's/("err", err\)\n\t\t\t\treturn rep, h\.advance\(ctx, rep, )handled\)/${1}mark(d))/' \
   TestCursorStopsBeforeAFailure ./internal/heal/
 mutant "the delivery cursor passes what the budget left for the next run" $H \
   's/("max_replays", h\.o\.MaxReplays\)\n)\t\t\treturn rep, h\.advance\(ctx, rep, handled\)/${1}\t\t\tcontinue/' \
