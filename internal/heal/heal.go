@@ -348,6 +348,9 @@ func (h *Healer) replay(ctx context.Context, d appport.LoggedDelivery) (Replayed
 		}
 		return Replayed{}, "", fmt.Errorf("%s: %w", d.GUID, err)
 	}
+	if res.Status >= 400 { // a refusal the App answers with a result: a full queue
+		return Replayed{}, fmt.Sprintf("the App refuses it (%d, %s): %s", res.Status, res.Outcome, res.Message), nil
+	}
 	return Replayed{GUID: d.GUID, Event: d.Event, At: d.DeliveredAt, Outcome: res.Outcome, Status: res.Status}, "", nil
 }
 
