@@ -741,6 +741,10 @@ func cloneDoc(d *Doc) *Doc {
 	}
 	if d.Deliveries != nil {
 		dc := *d.Deliveries
+		if dc.Failing != nil {
+			f := *dc.Failing
+			dc.Failing = &f
+		}
 		c.Deliveries = &dc
 	}
 	return &c

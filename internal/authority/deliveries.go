@@ -30,6 +30,9 @@ func (m DeliveryMark) Before(o DeliveryMark) bool {
 	return m.GUID < o.GUID
 }
 
+// Equal reports whether m and o are the same place.
+func (m DeliveryMark) Equal(o DeliveryMark) bool { return m.At.Equal(o.At) && m.GUID == o.GUID }
+
 func (m DeliveryMark) String() string {
 	if m.IsZero() {
 		return "the start of the log"
@@ -43,19 +46,59 @@ type DeliveryCursor struct {
 	Handled DeliveryMark `json:"handled"`
 	// MovedAt is when Handled last moved, by the Authority's clock.
 	MovedAt time.Time `json:"moved_at"`
+	// Failing is the delivery right after Handled that could not be handled, while it fails.
+	Failing *DeliveryFailure `json:"failing,omitempty"`
+}
+
+// DeliveryFailure is a delivery the App failed to handle, from the first failure on.
+type DeliveryFailure struct {
+	Mark     DeliveryMark `json:"mark"`
+	Since    time.Time    `json:"since"`
+	Attempts int          `json:"attempts"`
+	Reason   string       `json:"reason"`
 }
 
 // DeliveryCursor reads the cursor over the App's delivery log, from the store (never a remembered
 // copy, since another process may have moved it); the zero mark when nothing was handled yet.
-func (a *Authority) DeliveryCursor(ctx context.Context) (DeliveryMark, error) {
+func (a *Authority) DeliveryCursor(ctx context.Context) (DeliveryCursor, error) {
 	d, err := a.load(ctx, DeliveriesKey)
 	if err != nil {
-		return DeliveryMark{}, fmt.Errorf("read the delivery cursor: %w", err)
+		return DeliveryCursor{}, fmt.Errorf("read the delivery cursor: %w", err)
 	}
 	if d.Deliveries == nil {
-		return DeliveryMark{}, nil
+		return DeliveryCursor{}, nil
 	}
-	return d.Deliveries.Handled, nil
+	return *d.Deliveries, nil
+}
+
+// DeliveryFailed records that the delivery at m, the one after the cursor, could not be handled,
+// and returns its failure: since when it fails and how many times it did. A failure of another
+// delivery starts again from one; a delivery the cursor has passed is not recorded.
+func (a *Authority) DeliveryFailed(ctx context.Context, m DeliveryMark, reason string) (DeliveryFailure, error) {
+	m.At = m.At.UTC()
+	reason = truncate(reason, maxMessageSize)
+	var f DeliveryFailure
+	_, err := a.update(ctx, DeliveriesKey, func(d *Doc, now time.Time) (bool, error) {
+		if d.Deliveries == nil {
+			d.Deliveries = &DeliveryCursor{}
+		}
+		c := d.Deliveries
+		if !c.Handled.Before(m) {
+			f = DeliveryFailure{Mark: m, Reason: reason}
+			return false, nil
+		}
+		if c.Failing == nil || !c.Failing.Mark.Equal(m) {
+			c.Failing = &DeliveryFailure{Mark: m, Since: now.UTC()}
+		}
+		c.Failing.Attempts++
+		c.Failing.Reason = reason
+		f = *c.Failing
+		return true, nil
+	})
+	if err != nil {
+		return DeliveryFailure{}, fmt.Errorf("record the failure of delivery %s: %w", m, err)
+	}
+	return f, nil
 }
 
 // AdvanceDeliveries moves the cursor forward to m, and returns where it stands after: m, or a later
@@ -77,7 +120,11 @@ func (a *Authority) AdvanceDeliveries(ctx context.Context, m DeliveryMark) (Deli
 			stands = d.Deliveries.Handled
 			return false, nil
 		}
-		d.Deliveries = &DeliveryCursor{Handled: m, MovedAt: now.UTC()}
+		next := &DeliveryCursor{Handled: m, MovedAt: now.UTC()}
+		if f := d.Deliveries; f != nil && f.Failing != nil && m.Before(f.Failing.Mark) {
+			next.Failing = f.Failing // still ahead: it still fails
+		}
+		d.Deliveries = next
 		stands = m
 		return true, nil
 	})

@@ -9,7 +9,8 @@
 //
 // The cursor moves only past deliveries that were handled: processed, or reported as not
 // replayed (older than the log, a comment command gone stale, a payload the App refuses as it
-// would live). A failure to process one stops the cursor before it, and the next run tries again.
+// would live, one that kept failing for an hour). A failure to process one stops the cursor before
+// it, and the next run tries again.
 package heal
 
 import (
@@ -44,6 +45,12 @@ const (
 	DefaultMaxReplays = 50
 	// DefaultMaxPages is how many pages of the log (100 attempts each) one run reads at most.
 	DefaultMaxPages = 100
+	// DefaultGiveUpAfter is how long a delivery may fail (GiveUpAttempts times at least) before it
+	// is reported as given up and the cursor passes it, so that one delivery the App can never
+	// handle does not hold up every one behind it until it leaves the log.
+	DefaultGiveUpAfter = time.Hour
+	// GiveUpAttempts is how many times a delivery fails at least before it is given up.
+	GiveUpAttempts = 3
 	// DefaultCommandsWithin is how old a comment command, a check run re-run or a deployment
 	// protection rule may be and still be replayed.
 	DefaultCommandsWithin = 15 * time.Minute
@@ -65,10 +72,12 @@ type Handler interface {
 
 var _ Handler = (*app.App)(nil)
 
-// Cursor is where the log has been handled up to; *authority.Authority keeps it in the store.
+// Cursor is where the log has been handled up to, and the delivery after it that fails;
+// *authority.Authority keeps it in the store.
 type Cursor interface {
-	DeliveryCursor(ctx context.Context) (authority.DeliveryMark, error)
+	DeliveryCursor(ctx context.Context) (authority.DeliveryCursor, error)
 	AdvanceDeliveries(ctx context.Context, m authority.DeliveryMark) (authority.DeliveryMark, error)
+	DeliveryFailed(ctx context.Context, m authority.DeliveryMark, reason string) (authority.DeliveryFailure, error)
 }
 
 var _ Cursor = (*authority.Authority)(nil)
@@ -82,7 +91,9 @@ type Options struct {
 	// app.ParseDelivery, as a live one is. Required.
 	Secret []byte
 	Clock  authority.Clock // required; the Authority is one
-	// Window, Settle, MaxReplays, MaxPages and CommandsWithin default to the Default constants.
+	// Window, Settle, MaxReplays, MaxPages, CommandsWithin and GiveUpAfter default to the Default
+	// constants.
+	GiveUpAfter    time.Duration
 	Window         time.Duration
 	Settle         time.Duration
 	MaxReplays     int
@@ -105,7 +116,7 @@ func New(o Options) (*Healer, error) {
 		return nil, errors.New("heal: a Log, an App, a Cursor and a Clock are required")
 	case len(o.Secret) == 0:
 		return nil, errors.New("heal: no webhook secret")
-	case o.Window < 0, o.Settle < 0, o.MaxReplays < 0, o.MaxPages < 0, o.CommandsWithin < 0:
+	case o.Window < 0, o.Settle < 0, o.MaxReplays < 0, o.MaxPages < 0, o.CommandsWithin < 0, o.GiveUpAfter < 0:
 		return nil, errors.New("heal: negative limits")
 	}
 	o.Window = cmp.Or(o.Window, DefaultWindow)
@@ -113,6 +124,7 @@ func New(o Options) (*Healer, error) {
 	o.MaxReplays = cmp.Or(o.MaxReplays, DefaultMaxReplays)
 	o.MaxPages = cmp.Or(o.MaxPages, DefaultMaxPages)
 	o.CommandsWithin = cmp.Or(o.CommandsWithin, DefaultCommandsWithin)
+	o.GiveUpAfter = cmp.Or(o.GiveUpAfter, DefaultGiveUpAfter)
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -187,10 +199,11 @@ var freshOnly = map[string]string{
 // delivery that could not be handled is the report's Stopped.
 func (h *Healer) Run(ctx context.Context) (*Report, error) {
 	now := h.o.Clock.Now()
-	from, err := h.o.Cursor.DeliveryCursor(ctx)
+	cur, err := h.o.Cursor.DeliveryCursor(ctx)
 	if err != nil {
 		return nil, err
 	}
+	from := cur.Handled
 	rep := &Report{From: from, To: from}
 	attempts, answered, err := h.read(ctx, from, now, rep)
 	if err != nil {
@@ -215,6 +228,18 @@ func (h *Healer) Run(ctx context.Context) (*Report, error) {
 		default:
 			replays++
 			if err := h.handle(ctx, rep, d); err != nil {
+				f, ferr := h.o.Cursor.DeliveryFailed(ctx, mark(d), err.Error())
+				if ferr != nil {
+					return rep, errors.Join(err, ferr)
+				}
+				if f.Attempts >= GiveUpAttempts && now.Sub(f.Since) >= h.o.GiveUpAfter {
+					h.miss(ctx, rep, d, fmt.Sprintf("given up: it failed %d times over %s; the last time: %v",
+						f.Attempts, now.Sub(f.Since).Round(time.Second), err))
+					if err := h.advance(ctx, rep, mark(d)); err != nil {
+						return rep, err
+					}
+					break // handled: reported
+				}
 				rep.Stopped = &Missed{GUID: d.GUID, Event: d.Event, Action: d.Action, At: d.DeliveredAt, Reason: err.Error()}
 				h.log.WarnContext(ctx, "missed delivery not handled: the cursor stays before it and the next run tries again",
 					"delivery_id", d.GUID, "event", d.Event, "delivered_at", d.DeliveredAt, "err", err)

@@ -368,7 +368,7 @@ func TestTwoHealersOnOneStore(t *testing.T) {
 	wg.Wait()
 	w.acceptedOnce(n)
 	got, err := a.auth.DeliveryCursor(w.ctx)
-	if err != nil || got != (authority.DeliveryMark{At: last.DeliveredAt, GUID: last.GUID}) {
+	if err != nil || got.Handled != (authority.DeliveryMark{At: last.DeliveredAt, GUID: last.GUID}) {
 		t.Fatalf("cursor = %v, %v; want the newest delivery", got, err)
 	}
 }
@@ -499,4 +499,31 @@ func TestReplayedEventsAreTheAppsOwn(t *testing.T) {
 	if got := heal.ReplayedEvents(); !slices.Equal(got, slices.Compact(handled)) {
 		t.Fatalf("replayed events %v, the App acts on %v", got, handled)
 	}
+}
+
+// A delivery the App can never handle does not hold up those behind it until it leaves the log:
+// once it has failed GiveUpAttempts times over GiveUpAfter, it is reported as given up and the
+// cursor passes it.
+func TestFailingDeliveryIsGivenUp(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.missed(1, 9*time.Minute)
+	w.missed(2, 8*time.Minute)
+	p := w.process(heal.Options{})
+	p = w.process(heal.Options{App: &failing{Handler: p.app, guid: guid(1), times: 1 << 30}})
+	for run, wait := range []time.Duration{0, 40 * time.Minute, 40 * time.Minute} {
+		w.clock.Advance(wait)
+		rep := p.heal(t)
+		if run < 2 {
+			if rep.Stopped == nil || rep.Stopped.GUID != guid(1) || len(rep.Replayed) != 0 {
+				t.Fatalf("run %d: %+v; want it stopped at the failing delivery", run, rep)
+			}
+			continue
+		}
+		if len(rep.NotReplayed) != 1 || rep.NotReplayed[0].GUID != guid(1) || !strings.Contains(rep.NotReplayed[0].Reason, "given up") ||
+			!slices.Equal(replayedGUIDs(rep), []string{guid(2)}) {
+			t.Fatalf("after failing for 80 minutes: %+v; want it given up (reported) and the next one replayed", rep)
+		}
+	}
+	w.acceptedOnce(1)
 }

@@ -19,6 +19,7 @@ func deliveryCases() []testCase {
 		{"RoundTrip", testDeliveriesRoundTrip},
 		{"NeverBack", testDeliveriesNeverBack},
 		{"Racers", testDeliveriesRacers},
+		{"Failing", testDeliveriesFailing},
 	}
 }
 
@@ -28,11 +29,11 @@ func mark(sec int, guid string) authority.DeliveryMark {
 
 func (h *harness) cursor(a *authority.Authority) authority.DeliveryMark {
 	h.t.Helper()
-	m, err := a.DeliveryCursor(h.ctx)
+	c, err := a.DeliveryCursor(h.ctx)
 	if err != nil {
 		h.t.Fatalf("DeliveryCursor: %v", err)
 	}
-	return m
+	return c.Handled
 }
 
 func testDeliveriesRoundTrip(t *testing.T, h *harness) {
@@ -96,5 +97,41 @@ func testDeliveriesRacers(t *testing.T, h *harness) {
 	}
 	if got, want := h.cursor(h.process()), mark(racers-1, fmt.Sprintf("guid-%d", racers-1)); got != want {
 		t.Fatalf("cursor after the race = %v, want the furthest, %v", got, want)
+	}
+}
+
+// testDeliveriesFailing: the failures of the delivery after the cursor are counted from the first
+// one, across processes; another delivery starts again; the cursor passing it forgets it.
+func testDeliveriesFailing(t *testing.T, h *harness) {
+	first, poison, later := mark(1, "a"), mark(2, "b"), mark(3, "c")
+	if _, err := h.process().AdvanceDeliveries(h.ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	since := h.clock.Now()
+	for i := 1; i <= 3; i++ {
+		f, err := h.process().DeliveryFailed(h.ctx, poison, fmt.Sprintf("failure %d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (authority.DeliveryFailure{Mark: poison, Since: since, Attempts: i, Reason: fmt.Sprintf("failure %d", i)}); !cmp.Equal(f, want) {
+			t.Fatalf("failure %d = %+v, want %+v", i, f, want)
+		}
+		h.clock.Advance(time.Minute)
+	}
+	c, err := h.process().DeliveryCursor(h.ctx)
+	if err != nil || c.Failing == nil || c.Failing.Attempts != 3 || !c.Failing.Since.Equal(since) {
+		t.Fatalf("stored cursor %+v, %v; want three failures since %v", c, err, since)
+	}
+	if f, err := h.process().DeliveryFailed(h.ctx, later, "another"); err != nil || f.Attempts != 1 {
+		t.Fatalf("a failure of another delivery = %+v, %v; want its first", f, err)
+	}
+	if _, err := h.process().AdvanceDeliveries(h.ctx, later); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := h.process().DeliveryCursor(h.ctx); err != nil || c.Failing != nil || c.Handled != later {
+		t.Fatalf("after passing it: %+v, %v; want the failure forgotten", c, err)
+	}
+	if f, err := h.process().DeliveryFailed(h.ctx, poison, "behind the cursor"); err != nil || f.Attempts != 0 {
+		t.Fatalf("a failure behind the cursor = %+v, %v; want nothing recorded", f, err)
 	}
 }
