@@ -11,6 +11,7 @@ import (
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/ghadapter"
 	"github.com/latestwins/latestwins/internal/githubapp"
+	"github.com/latestwins/latestwins/internal/heal"
 	"github.com/latestwins/latestwins/internal/metrics"
 	"github.com/latestwins/latestwins/internal/store/dynamo"
 	"github.com/latestwins/latestwins/internal/store/memory"
@@ -18,7 +19,8 @@ import (
 
 // Build makes the function's Handler from its settings, once per cold start: the store, the
 // Authority, the App and the sweep. With the App's credentials, the App dispatches workflows and
-// answers commands as each delivery's installation. The trusted configuration is Settings.Config,
+// answers commands as each delivery's installation, and each scheduled sweep first replays the
+// deliveries GitHub failed to deliver (unless Settings.HealDeliveries is off). The trusted configuration is Settings.Config,
 // or the .github/latestwins.yml of Settings.ConfigRepo or of the App owner's .github repository;
 // each repository's own file may narrow its scopes (app.TrustedConfig). redrive is
 // the sweep's re-drive; nil means the App's own (dispatching the work's workflows again) when it has
@@ -100,8 +102,14 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 	if redrive == nil {
 		log.InfoContext(ctx, "no re-drive is configured (no App credentials): scheduled sweeps are dry runs that log stalled work")
 	}
+	var healer *heal.Healer
+	if inst != nil && s.HealDeliveries {
+		if healer, err = heal.New(heal.Options{Log: &ghadapter.DeliveryLog{App: inst}, App: a, Cursor: auth, Secret: s.WebhookSecret, Clock: auth, Logger: log}); err != nil {
+			return nil, err
+		}
+	}
 	return New(Options{HTTP: m.Webhooks("/webhook", a), Authority: auth, Redrive: redrive, Stall: s.Stall, MaxAttempts: s.MaxAttempts,
-		Metrics: m, Environments: o.Environments, Logger: log})
+		Metrics: m, Environments: o.Environments, Healer: healer, Logger: log})
 }
 
 // openStore opens the stores a function can use: DynamoDB, or memory (for tests; state lives only

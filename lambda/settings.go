@@ -47,6 +47,9 @@ const (
 	configFileConvention = "a file in the .github/latestwins.yml schema shipped with the function, e.g. /var/task/latestwins.yml"
 )
 
+// EnvHealDeliveries=false turns off the replay of missed webhook deliveries on each scheduled sweep.
+const EnvHealDeliveries = "LATESTWINS_HEAL_DELIVERIES"
+
 // ParameterReader reads one SSM parameter. *ssm.Client satisfies it.
 type ParameterReader interface {
 	GetParameter(ctx context.Context, in *ssm.GetParameterInput, optFns ...func(*ssm.Options)) (*ssm.GetParameterOutput, error)
@@ -78,6 +81,9 @@ type Settings struct {
 	ClientID     string
 	ClientSecret string
 	SessionKey   []byte
+	// HealDeliveries replays, on each scheduled sweep, the webhook deliveries GitHub failed to
+	// deliver (with App credentials; on unless LATESTWINS_HEAL_DELIVERIES=false).
+	HealDeliveries bool
 }
 
 // UsesSSM reports whether any secret is to be read from SSM Parameter Store.
@@ -92,7 +98,7 @@ func UsesSSM(getenv func(string) string) bool {
 func LoadSettings(ctx context.Context, getenv func(string) string, params ParameterReader) (*Settings, error) {
 	s := &Settings{Store: getenv(EnvStore), Config: getenv(EnvConfig), ConfigRepo: getenv(EnvConfigRepo), GitHubAPIURL: getenv(EnvGitHubAPIURL),
 		MaxBodyBytes: app.DefaultMaxBodyBytes, Stall: DefaultStall, MaxAttempts: DefaultMaxAttempts,
-		OIDCIssuer: getenv(EnvOIDCIssuer), OIDCAudience: getenv(EnvOIDCAudience)}
+		OIDCIssuer: getenv(EnvOIDCIssuer), OIDCAudience: getenv(EnvOIDCAudience), HealDeliveries: true}
 	var errs []error
 	if s.Store == "" {
 		errs = append(errs, fmt.Errorf("%s is not set: give the store URL, %s", EnvStore, storeExample))
@@ -155,6 +161,13 @@ func LoadSettings(ctx context.Context, getenv func(string) string, params Parame
 			errs = append(errs, fmt.Errorf("%s=%q: give a whole number of at least 1", EnvMaxAttempts, v))
 		} else {
 			s.MaxAttempts = n
+		}
+	}
+	if v := getenv(EnvHealDeliveries); v != "" {
+		if b, err := strconv.ParseBool(v); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: give true or false", EnvHealDeliveries, v))
+		} else {
+			s.HealDeliveries = b
 		}
 	}
 	if err := s.loadStatusPage(ctx, getenv, params); err != nil {

@@ -2,11 +2,13 @@ package lambda
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
 
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/heal"
 	"github.com/latestwins/latestwins/internal/metrics"
 )
 
@@ -15,9 +17,13 @@ type SweepResult struct {
 	// DryRun is true when no re-drive is configured: nothing was changed.
 	DryRun bool `json:"dry_run"`
 	authority.SweepReport
+	// Deliveries is what replaying the missed webhook deliveries did, before the sweep (with a
+	// Healer).
+	Deliveries *heal.Report `json:"deliveries,omitempty"`
 }
 
-// sweep runs one recovery sweep. Environments it could not handle are logged and make the
+// sweep replays the webhook deliveries the App missed, then runs one recovery sweep. A delivery
+// that could not be handled, or environments the sweep could not handle, are logged and make the
 // invocation fail (so that the failure shows in the function's error metrics); the next sweep
 // retries them, and a failed re-drive costs no attempt.
 func (h *Handler) sweep(ctx context.Context) (*SweepResult, error) {
@@ -32,7 +38,40 @@ func (h *Handler) sweep(ctx context.Context) (*SweepResult, error) {
 	return res, err
 }
 
+// sweepOnce replays the missed deliveries, then runs one recovery sweep.
 func (h *Handler) sweepOnce(ctx context.Context) (*SweepResult, error) {
+	healed, healErr := h.heal(ctx)
+	res, err := h.recoverStalled(ctx)
+	switch {
+	case err != nil:
+		return nil, errors.Join(err, healErr)
+	case healErr != nil:
+		return nil, healErr
+	}
+	res.Deliveries = healed
+	return res, nil
+}
+
+// heal replays the missed deliveries; an error says the log could not be read or a delivery
+// could not be handled (the next sweep tries again).
+func (h *Handler) heal(ctx context.Context) (*heal.Report, error) {
+	if h.healer == nil {
+		return nil, nil
+	}
+	rep, err := h.healer.Run(ctx)
+	if err != nil {
+		h.log.ErrorContext(ctx, "sweep: missed deliveries not replayed; the next sweep tries again", "err", err)
+		return rep, fmt.Errorf("replay missed deliveries: %w", err)
+	}
+	if rep.Stopped != nil {
+		return rep, fmt.Errorf("replay missed deliveries: %s (%s at %s) could not be handled: %s; the next sweep tries again",
+			rep.Stopped.GUID, rep.Stopped.Event, rep.Stopped.At.Format(time.RFC3339), rep.Stopped.Reason)
+	}
+	return rep, nil
+}
+
+// recoverStalled runs one recovery sweep.
+func (h *Handler) recoverStalled(ctx context.Context) (*SweepResult, error) {
 	if h.redrive == nil {
 		work, exhausted, err := h.auth.Stalled(ctx, h.stall, h.maxAttempts)
 		if err != nil {

@@ -754,6 +754,14 @@ func cloneDoc(d *Doc) *Doc {
 		l.Events = slices.Clone(d.Lease.Events)
 		c.Lease = &l
 	}
+	if d.Deliveries != nil {
+		dc := *d.Deliveries
+		if dc.Failing != nil {
+			f := *dc.Failing
+			dc.Failing = &f
+		}
+		c.Deliveries = &dc
+	}
 	return &c
 }
 

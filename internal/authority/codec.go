@@ -403,11 +403,13 @@ type storedDoc struct {
 	Pending bool            `json:"pending,omitempty"`
 	Env     json.RawMessage `json:"env,omitempty"`
 	Lease   *NamedLease     `json:"lease,omitempty"`
+
+	Deliveries *DeliveryCursor `json:"deliveries,omitempty"`
 }
 
 // EncodeDoc returns a document's stored form as one blob.
 func EncodeDoc(d *Doc) ([]byte, error) {
-	s := storedDoc{Key: d.Key, Rev: d.Rev, Pending: d.Pending, Lease: d.Lease}
+	s := storedDoc{Key: d.Key, Rev: d.Rev, Pending: d.Pending, Lease: d.Lease, Deliveries: d.Deliveries}
 	if d.Env != nil {
 		b, err := EncodeEnv(d.Env)
 		if err != nil {
@@ -424,7 +426,7 @@ func DecodeDoc(b []byte) (*Doc, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("decode document: %w", err)
 	}
-	d := &Doc{Key: s.Key, Rev: s.Rev, Pending: s.Pending, Lease: s.Lease}
+	d := &Doc{Key: s.Key, Rev: s.Rev, Pending: s.Pending, Lease: s.Lease, Deliveries: s.Deliveries}
 	if len(s.Env) > 0 && !bytes.Equal(s.Env, []byte("null")) {
 		e, err := DecodeEnv(s.Env)
 		if err != nil {

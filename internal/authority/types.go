@@ -66,6 +66,8 @@ type Doc struct {
 	Pending bool        `json:"pending,omitempty"` // in the sparse index of environments with pending work
 	Env     *Env        `json:"env,omitempty"`
 	Lease   *NamedLease `json:"lease,omitempty"`
+	// Deliveries is the App's cursor over its webhook delivery log (DeliveriesKey).
+	Deliveries *DeliveryCursor `json:"deliveries,omitempty"`
 }
 
 // Document and record keys. Environment names hold no '#', so a key names one item.

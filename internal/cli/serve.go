@@ -22,6 +22,7 @@ import (
 	"github.com/latestwins/latestwins/internal/devissuer"
 	"github.com/latestwins/latestwins/internal/ghadapter"
 	"github.com/latestwins/latestwins/internal/githubapp"
+	"github.com/latestwins/latestwins/internal/heal"
 	"github.com/latestwins/latestwins/internal/metrics"
 )
 
@@ -50,6 +51,10 @@ type serveSettings struct {
 	githubURL     string
 	redrive       func(context.Context, authority.StalledWork) error // nil: sweeps only log
 	metricsAddr   string
+	// healDeliveries replays, on start and before every sweep, the deliveries GitHub failed to
+	// deliver; healer does it (nil without App credentials).
+	healDeliveries bool
+	healer         *heal.Healer
 }
 
 // Timeouts of serve's HTTP server. GitHub gives a webhook delivery 10 seconds; a client that
@@ -137,6 +142,7 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	c.durVar(&ss.sweepEvery, "sweep-every", time.Minute, "how often to run the recovery sweep (0: never)")
 	c.durVar(&ss.stall, "stall", 10*time.Minute, "how long pending work may sit idle with no live lease before the sweep re-drives it")
 	c.intVar(&ss.maxAttempts, "max-attempts", 3, 1, "re-drives of one intent before it ends with a terminal error")
+	c.boolean(&ss.healDeliveries, "heal-deliveries", true, "with App credentials, replay the webhook deliveries GitHub failed to deliver (read from the App's delivery log) on start and before every sweep")
 	c.str(&ss.statusPage, "status-page", app.StatusPageAuto, "who sees the status page (/): auto (open when --addr is loopback, off otherwise), off, "+
 		"open (anyone who can reach the address: actors, lease holders and failure messages included) or github (sign in with GitHub)")
 	c.str(&ss.publicURL, "public-url", "", "the App's address as browsers reach it, for --status-page github (the callback URL to register on the App is this plus /signin/callback)")
@@ -245,6 +251,15 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	if o.Dispatcher != nil {
 		ss.redrive = a.Redrive
 	}
+	if inst != nil && ss.healDeliveries {
+		ss.healer, err = heal.New(heal.Options{Log: &ghadapter.DeliveryLog{App: inst}, App: a, Cursor: c.auth,
+			Secret: []byte(ss.webhookSecret), Clock: c.auth, Logger: log})
+		if err != nil {
+			c.done()
+			return nil, nil, err
+		}
+		c.progress("latestwins serve: replaying the webhook deliveries GitHub failed to deliver, on start and before every sweep (--heal-deliveries=false to stop)")
+	}
 	if c.metrics != nil {
 		c.metrics.ReportScopes(metrics.Scopes{Authority: c.auth, Environments: o.Environments, Logger: log})
 		return c.metrics.Webhooks("/webhook", a), ss, nil
@@ -252,10 +267,12 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	return a, ss, nil
 }
 
-// sweepEvery runs the recovery sweep every ss.sweepEvery until ctx ends. With App credentials it
-// re-dispatches stalled work; without them it can start nothing, so it logs what it would re-drive
-// and uses up no attempts.
+// sweepEvery replays the deliveries the App missed (with a healer), then runs the recovery sweep
+// every ss.sweepEvery until ctx ends, each time after replaying them again. With App credentials
+// it re-dispatches stalled work; without them it can start nothing, so it logs what it would
+// re-drive and uses up no attempts.
 func (c *cmdEnv) sweepEvery(ctx context.Context, ss *serveSettings) {
+	c.heal(ctx, ss)
 	if ss.sweepEvery <= 0 {
 		return
 	}
@@ -267,6 +284,7 @@ func (c *cmdEnv) sweepEvery(ctx context.Context, ss *serveSettings) {
 			return
 		case <-t.C:
 		}
+		c.heal(ctx, ss)
 		if ss.redrive == nil {
 			work, exhausted, err := c.auth.Stalled(ctx, ss.stall, ss.maxAttempts)
 			if err != nil {
@@ -297,6 +315,23 @@ func (c *cmdEnv) sweepEvery(ctx context.Context, ss *serveSettings) {
 			c.log.WarnContext(ctx, "re-drive failed; the next sweep retries", "environment", env, "err", why)
 		}
 	}
+}
+
+// heal replays the deliveries the App missed, when it has a healer; the healer logs each one, and
+// what it could not handle is tried again next time.
+func (c *cmdEnv) heal(ctx context.Context, ss *serveSettings) *heal.Report {
+	if ss.healer == nil {
+		return nil
+	}
+	rep, err := ss.healer.Run(ctx)
+	switch {
+	case err != nil:
+		c.log.WarnContext(ctx, "missed deliveries not replayed; the next sweep tries again", "err", err)
+	case len(rep.Replayed) > 0 || len(rep.NotReplayed) > 0 || rep.Stopped != nil || rep.Deferred > 0 || rep.Unchecked:
+		c.log.InfoContext(ctx, "missed deliveries", "replayed", len(rep.Replayed), "not_replayed", len(rep.NotReplayed),
+			"stopped", rep.Stopped != nil, "deferred", rep.Deferred, "unchecked", rep.Unchecked, "cursor", rep.To.String())
+	}
+	return rep
 }
 
 func checkServeSettings(ss *serveSettings) error {

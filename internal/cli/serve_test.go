@@ -380,3 +380,68 @@ func TestServeStatusPageOffOffLoopback(t *testing.T) {
 		t.Errorf("serve did not say its status page is off:\n%s", stderr.String())
 	}
 }
+
+// A push GitHub failed to deliver while serve was down is accepted when serve starts again: read
+// back from the App's delivery log (as the App) and handled as a live delivery, its workflow
+// dispatched once; the next run replays nothing.
+func TestServeReplaysMissedDeliveriesOnStart(t *testing.T) {
+	t.Parallel()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	gh := githubtest.New(t)
+	token := githubtest.Example(t, "POST", "/app/installations/{installation_id}/access_tokens", http.StatusCreated, "")
+	token["token"], token["expires_at"] = "ghs_one", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	gh.On("POST", "/app/installations/1/access_tokens", http.StatusCreated, token)
+	gh.On("POST", "/repos/Codertocat/Hello-World/actions/workflows/deploy.yml/dispatches", http.StatusOK,
+		githubtest.Example(t, "POST", "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/dispatches", http.StatusOK, ""))
+	missed := gh.DeliveryLog().Add(githubtest.LoggedDelivery{GUID: "missed-while-down", DeliveredAt: time.Now().Add(-10 * time.Minute),
+		Event: "push", StatusCode: http.StatusBadGateway, Payload: pushFixture(t)})
+
+	h := newHarness(t)
+	var stderr syncbuf.Buffer
+	vars := map[string]string{"LATESTWINS_WEBHOOK_SECRET": serveSecret, "LATESTWINS_STORE": h.store, "LATESTWINS_APP_ID": "42",
+		"LATESTWINS_APP_PRIVATE_KEY": string(keyPEM), "LATESTWINS_GITHUB_API_URL": gh.URL}
+	c := &cmdEnv{io: IO{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &stderr, Getenv: func(k string) string { return vars[k] }},
+		log: slog.New(slog.DiscardHandler)}
+	_, ss, err := c.serveHandler(context.Background(), []string{"--config", writeServeConfig(t, t.TempDir(), serveConfig)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.done()
+	rep := c.heal(t.Context(), ss)
+	if rep == nil || len(rep.Replayed) != 1 || rep.Replayed[0].GUID != missed.GUID || rep.Replayed[0].Outcome != "accepted" {
+		t.Fatalf("on start: %+v, want the missed push replayed and accepted", rep)
+	}
+	if rep = c.heal(t.Context(), ss); len(rep.Replayed) != 0 {
+		t.Fatalf("the next run replayed %+v, want nothing", rep.Replayed)
+	}
+	if missed.Fetches(gh.DeliveryLog()) != 1 {
+		t.Fatalf("the missed push's payload was read %d times, want once", missed.Fetches(gh.DeliveryLog()))
+	}
+}
+
+// --heal-deliveries=false turns the replay off.
+func TestServeHealDeliveriesOff(t *testing.T) {
+	t.Parallel()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	h := newHarness(t)
+	vars := map[string]string{"LATESTWINS_WEBHOOK_SECRET": serveSecret, "LATESTWINS_STORE": h.store, "LATESTWINS_APP_ID": "42",
+		"LATESTWINS_APP_PRIVATE_KEY": string(keyPEM), "LATESTWINS_GITHUB_API_URL": "http://127.0.0.1:9/", "LATESTWINS_HEAL_DELIVERIES": "false"}
+	c := &cmdEnv{io: IO{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string { return vars[k] }},
+		log: slog.New(slog.DiscardHandler)}
+	_, ss, err := c.serveHandler(context.Background(), []string{"--config", writeServeConfig(t, t.TempDir(), serveConfig)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.done()
+	if ss.healer != nil || c.heal(t.Context(), ss) != nil {
+		t.Fatal("LATESTWINS_HEAL_DELIVERIES=false still replays")
+	}
+}

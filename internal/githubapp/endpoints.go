@@ -30,6 +30,8 @@ func Endpoints() []Endpoint {
 		{http.MethodPost, "/app/installations/{installation_id}/access_tokens"},
 		{http.MethodGet, "/repos/{owner}/{repo}/installation"},
 		{http.MethodGet, "/app"},
+		{http.MethodGet, "/app/hook/deliveries"},
+		{http.MethodGet, "/app/hook/deliveries/{delivery_id}"},
 		{http.MethodPost, "/repos/{owner}/{repo}/deployments"},
 		{http.MethodPost, "/repos/{owner}/{repo}/deployments/{deployment_id}/statuses"},
 		{http.MethodPost, "/app-manifests/{code}/conversions"},

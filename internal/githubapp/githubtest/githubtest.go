@@ -50,6 +50,8 @@ type Server struct {
 	stubs    []*Stub
 	requests []Request
 	oauth    *OAuthApp // the OAuth endpoints' client, once OAuthApp registered it
+	// deliveries is the App's webhook delivery log, once DeliveryLog registered it.
+	deliveries *DeliveryLog
 }
 
 // Request is one request the fake received.
@@ -243,6 +245,27 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := openapi3filter.ValidateRequest(ctx, reqInput); err != nil {
 		s.fail(w, http.StatusUnprocessableEntity, "githubtest: %s %s does not match GitHub's description of %s %s: %v\nbody: %s", r.Method, r.URL.Path, route.Method, route.Path, err, body)
+		return
+	}
+
+	s.mu.Lock()
+	log := s.deliveries
+	s.mu.Unlock()
+	if log != nil && strings.HasPrefix(route.Path, deliveriesPath) {
+		status, header, answer := log.serve(r)
+		if status == http.StatusUnauthorized {
+			s.fail(w, status, "githubtest: %s %s without the App's JWT: GitHub answers 401", r.Method, r.URL.Path)
+			return
+		}
+		if err := validateResponse(ctx, reqInput, status, header, answer); err != nil {
+			s.fail(w, http.StatusInternalServerError, "githubtest: the delivery log answers %s %s with %d, which GitHub does not document: %v", r.Method, r.URL.Path, status, err)
+			return
+		}
+		for k, vs := range header {
+			w.Header()[k] = vs
+		}
+		w.WriteHeader(status)
+		_, _ = w.Write(answer)
 		return
 	}
 

@@ -51,6 +51,13 @@ func encodeItem(doc *authority.Doc, h history) (map[string]types.AttributeValue,
 		}
 		item[attrLease] = av
 	}
+	if doc.Deliveries != nil {
+		av, err := attributevalue.MarshalWithOptions(doc.Deliveries, jsonTags)
+		if err != nil {
+			return nil, fmt.Errorf("encode delivery cursor of %s: %w", doc.Key, err)
+		}
+		item[attrDeliveries] = av
+	}
 	if doc.Pending && strings.HasPrefix(doc.Key, envPrefix) {
 		item[attrPending] = &types.AttributeValueMemberS{Value: pendingValue}
 	}
@@ -94,6 +101,12 @@ func decodeItem(item map[string]types.AttributeValue) (*authority.Doc, history, 
 		doc.Lease = &authority.NamedLease{}
 		if err := attributevalue.UnmarshalWithOptions(av, doc.Lease, jsonTagsIn); err != nil {
 			return nil, history{}, fmt.Errorf("decode lease of %s: %w", pk.Value, err)
+		}
+	}
+	if av, ok := item[attrDeliveries]; ok {
+		doc.Deliveries = &authority.DeliveryCursor{}
+		if err := attributevalue.UnmarshalWithOptions(av, doc.Deliveries, jsonTagsIn); err != nil {
+			return nil, history{}, fmt.Errorf("decode delivery cursor of %s: %w", pk.Value, err)
 		}
 	}
 	return doc, h, nil

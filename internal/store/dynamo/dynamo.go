@@ -28,17 +28,18 @@ import (
 
 // Attribute and index names of the table.
 const (
-	attrPK      = "pk"      // S: the document key, "env#NAME", "lease#NAME" or "meta#schema"
-	attrRev     = "rev"     // N: the document's revision, 1 for the first write
-	attrWID     = "wid"     // S: the random id of the write that stored this revision
-	attrWIDs    = "wids"    // L of S: ids of the newest writes, newest first (wid included)
-	attrEnv     = "env"     // M: authority.Env as the first layout stored it (read, never written)
-	attrHot     = "hot"     // S: an environment's state in its compact stored form (authority.EncodeEnv)
-	attrEvent   = "event"   // M: a record's authority.Event
-	attrIntent  = "intent"  // M: a record's authority.IntentRecord
-	attrExpires = "expires" // S: a record's expiry, exact (TTLAttribute has whole seconds)
-	attrLease   = "lease"   // M: authority.NamedLease
-	attrPending = "pending" // S: pendingValue while the environment has pending work, absent otherwise
+	attrPK         = "pk"         // S: the document key, "env#NAME", "lease#NAME" or "meta#schema"
+	attrRev        = "rev"        // N: the document's revision, 1 for the first write
+	attrWID        = "wid"        // S: the random id of the write that stored this revision
+	attrWIDs       = "wids"       // L of S: ids of the newest writes, newest first (wid included)
+	attrEnv        = "env"        // M: authority.Env as the first layout stored it (read, never written)
+	attrHot        = "hot"        // S: an environment's state in its compact stored form (authority.EncodeEnv)
+	attrEvent      = "event"      // M: a record's authority.Event
+	attrIntent     = "intent"     // M: a record's authority.IntentRecord
+	attrExpires    = "expires"    // S: a record's expiry, exact (TTLAttribute has whole seconds)
+	attrLease      = "lease"      // M: authority.NamedLease
+	attrDeliveries = "deliveries" // M: authority.DeliveryCursor, on the App's delivery cursor
+	attrPending    = "pending"    // S: pendingValue while the environment has pending work, absent otherwise
 
 	// PendingIndex is the sparse global secondary index of environments with pending work.
 	PendingIndex = "pending"

@@ -56,6 +56,7 @@ func Run(t *testing.T, newStore func(t *testing.T) authority.Store) {
 		{"Promotion", promotionCases()},
 		{"InputErrors", inputCases()},
 		{"Property", propertyCases()},
+		{"Deliveries", deliveryCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
