@@ -301,12 +301,13 @@ func BenchmarkHandoverWaiters(b *testing.B) {
 			for i := range procs {
 				procs[i] = authority.New(client(b), authority.WithSkew(0))
 			}
-			res, err := procs[0].Accept(ctx, authority.Intent{ID: "push-1", Environment: "queue", Scopes: []string{"api"},
+			env := fmt.Sprintf("queue-%d", runs.Add(1))
+			res, err := procs[0].Accept(ctx, authority.Intent{ID: "push-1", Environment: env, Scopes: []string{"api"},
 				Sha: "aaaaaaa1aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", Ref: "refs/heads/main"}, true)
 			if err != nil {
 				b.Fatalf("accept: %v", err)
 			}
-			req := authority.GateRequest{Environment: "queue", Generation: res.Generation, Scopes: []string{"api"}, Phase: "deploy", LeaseTTL: waitersTTL}
+			req := authority.GateRequest{Environment: env, Generation: res.Generation, Scopes: []string{"api"}, Phase: "deploy", LeaseTTL: waitersTTL}
 			stats := make([]queueStats, len(schedules))
 			rng := rand.New(rand.NewPCG(1, 2))
 			for b.Loop() {

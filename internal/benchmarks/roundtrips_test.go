@@ -3,6 +3,7 @@ package benchmarks
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,6 +68,10 @@ func (p *passer) pass(ctx context.Context, env, scope string, i int) error {
 	return nil
 }
 
+// runs numbers the runs of a benchmark (-count runs each again on the same store), so that each
+// has environments of its own.
+var runs atomic.Int64
+
 // reportRequests reports the requests of n passes by kind.
 func reportRequests(b *testing.B, s snapshot, n int) {
 	per := func(v int64) float64 { return float64(v) / float64(n) }
@@ -89,7 +94,7 @@ func BenchmarkRoundTrips(b *testing.B) {
 				ctx := b.Context()
 				var c counts
 				p := newPasser(&countingStore{Store: client(b), c: &c}, mode)
-				env := "trips-" + mode
+				env := fmt.Sprintf("trips-%s-%d", mode, runs.Add(1))
 				for i := range 2 {
 					if err := p.pass(ctx, env, "api", 1<<20+i); err != nil {
 						b.Fatal(err)

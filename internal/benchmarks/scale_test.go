@@ -100,7 +100,7 @@ func BenchmarkScopePass(b *testing.B) {
 				ctx := b.Context()
 				var c counts
 				store := &countingStore{Store: ss.client(b), c: &c}
-				env := fmt.Sprintf("scale-%d", n)
+				env := fmt.Sprintf("scale-%d-%d", n, runs.Add(1))
 				if err := deployAll(ctx, authority.New(store), env, scopeNames(n)); err != nil {
 					b.Fatal(err)
 				}
@@ -177,12 +177,15 @@ func BenchmarkDisjointScopes(b *testing.B) {
 	for _, ss := range scaleStores(b) {
 		b.Run(ss.name, func(b *testing.B) {
 			ctx := b.Context()
+			run := runs.Add(1)
+			shared := fmt.Sprintf("shared-%d", run)
+			own := func(g int) string { return fmt.Sprintf("own-%d-%02d", run, g) }
 			setup := authority.New(ss.client(b))
-			if err := deployAll(ctx, setup, "shared", scopeNames(64)); err != nil {
+			if err := deployAll(ctx, setup, shared, scopeNames(64)); err != nil {
 				b.Fatal(err)
 			}
 			for g := range disjoint {
-				if err := deployAll(ctx, setup, fmt.Sprintf("own-%02d", g), []string{"svc-00"}); err != nil {
+				if err := deployAll(ctx, setup, own(g), []string{"svc-00"}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -190,8 +193,8 @@ func BenchmarkDisjointScopes(b *testing.B) {
 				name   string
 				target func(g int) (string, string)
 			}{
-				{"one-env", func(g int) (string, string) { return "shared", fmt.Sprintf("svc-%02d", g) }},
-				{"32-envs", func(g int) (string, string) { return fmt.Sprintf("own-%02d", g), "svc-00" }},
+				{"one-env", func(g int) (string, string) { return shared, fmt.Sprintf("svc-%02d", g) }},
+				{"32-envs", func(g int) (string, string) { return own(g), "svc-00" }},
 			}
 			cs := make([]counts, len(layouts))
 			stores := make([][]authority.Store, len(layouts))
