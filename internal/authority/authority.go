@@ -136,10 +136,8 @@ func (a *Authority) Accept(ctx context.Context, in Intent, claim bool, opts ...A
 	)
 	prepare := func(ctx context.Context, d *Doc) error {
 		prior = nil
-		if d.Env != nil {
-			if prior = d.Env.pendingAccept(in.ID); prior != nil {
-				return nil
-			}
+		if prior = a.outboxIntent(d.Env, in.ID); prior != nil {
+			return nil
 		}
 		var err error
 		if prior, err = a.intentRecord(ctx, in.Environment, in.ID); err != nil || prior != nil {
@@ -312,7 +310,7 @@ func (a *Authority) Release(ctx context.Context, g *Grant) error {
 	if len(g.Tokens) == 0 {
 		return nil
 	}
-	_, err := a.update(ctx, EnvKey(g.Environment), func(d *Doc, now time.Time) (bool, error) {
+	_, err := a.updateFlush(ctx, EnvKey(g.Environment), func(d *Doc, now time.Time) (bool, error) {
 		if d.Env == nil {
 			return false, &LostError{Resource: g.Environment, Reason: "environment not found"}
 		}
@@ -358,7 +356,7 @@ func (a *Authority) Complete(ctx context.Context, c Completion) (*CompleteResult
 			Fix: "give the attempt number (1 or more) and max-attempts (1 or more) with a failure"}
 	}
 	var res *CompleteResult
-	_, err := a.update(ctx, EnvKey(c.Environment), func(d *Doc, now time.Time) (bool, error) {
+	_, err := a.updateFlush(ctx, EnvKey(c.Environment), func(d *Doc, now time.Time) (bool, error) {
 		if err := checkGeneration(d, c.Environment, c.Generation); err != nil {
 			return false, err
 		}
@@ -406,10 +404,8 @@ func (a *Authority) Unlock(ctx context.Context, resource, reason, actor string, 
 			if id == "" {
 				return nil
 			}
-			if d.Env != nil {
-				if done = d.Env.pendingAccept(id); done != nil {
-					return nil
-				}
+			if done = a.outboxIntent(d.Env, id); done != nil {
+				return nil
 			}
 			var err error
 			done, err = a.intentRecord(ctx, env, id)
@@ -545,6 +541,24 @@ func (a *Authority) Environments(ctx context.Context) ([]string, error) {
 	return envs, nil
 }
 
+// outboxIntent returns the record of intent id still in e's outbox (e may be nil), or nil when there
+// is none within the retention: an intent waiting in the outbox is remembered exactly as long as
+// its record would be.
+func (a *Authority) outboxIntent(e *Env, id string) *IntentRecord {
+	if e == nil {
+		return nil
+	}
+	if r := e.pendingAccept(id); r != nil && !a.expired(*r, a.clock.Now()) {
+		return r
+	}
+	return nil
+}
+
+// expired reports whether an intent of the outbox is past the retention at now.
+func (a *Authority) expired(in IntentRecord, now time.Time) bool {
+	return !now.Before(in.At.Add(a.retention))
+}
+
 // intentRecord reads the record of an accepted intent, or nil when there is none within the
 // retention.
 func (a *Authority) intentRecord(ctx context.Context, env, id string) (*IntentRecord, error) {
@@ -569,16 +583,31 @@ func (a *Authority) intentRecord(ctx context.Context, env, id string) (*IntentRe
 // decision made on remembered state that does not write is confirmed against a fresh read.
 //
 // Around the write it runs the outbox: the events and intents of the document it read that this
-// process does not know to be records are stored as records first, so the write can drop them; the
-// ones the write adds are stored right after it. A failure to store records is not the operation's
-// failure (the next writer stores them), unless the outbox would grow past its bound.
+// process does not know to be records are stored as records before the write, so that the write
+// can drop them; the ones the write adds wait in the outbox for a later write. So one batch of
+// records carries the events of several transitions, and costs no request after the write: a
+// write stores the outbox it found once it holds outboxBatch events and intents, or when it ends a
+// pass (updateFlush). A failure to store records is not the operation's failure (a later write
+// stores them), unless the outbox would grow past its bound.
 func (a *Authority) update(ctx context.Context, key string, fn func(*Doc, time.Time) (bool, error)) (*Doc, error) {
-	return a.updatePrepared(ctx, key, nil, fn)
+	return a.write(ctx, key, nil, false, fn)
 }
 
 // updatePrepared is update with prepare run on every document fn is about to see, before fn: the
 // reads a decision needs besides the document (an intent's record), in that order.
 func (a *Authority) updatePrepared(ctx context.Context, key string, prepare func(context.Context, *Doc) error, fn func(*Doc, time.Time) (bool, error)) (*Doc, error) {
+	return a.write(ctx, key, prepare, false, fn)
+}
+
+// updateFlush is update for the last write of a pass (complete, release) and for Compact: it stores
+// the whole outbox it found before it writes, however small, so that the document keeps only this
+// write's own events between passes.
+func (a *Authority) updateFlush(ctx context.Context, key string, fn func(*Doc, time.Time) (bool, error)) (*Doc, error) {
+	return a.write(ctx, key, nil, true, fn)
+}
+
+// write is the loop of update, updatePrepared and updateFlush.
+func (a *Authority) write(ctx context.Context, key string, prepare func(context.Context, *Doc) error, flush bool, fn func(*Doc, time.Time) (bool, error)) (*Doc, error) {
 	// Updates of one document from this process go one at a time: racing each other would only
 	// waste writes on conflicts, and the remembered revision stays current between them.
 	unlock := a.lock(key)
@@ -598,7 +627,8 @@ func (a *Authority) updatePrepared(ctx context.Context, key string, prepare func
 			}
 		}
 		work := cloneDoc(doc)
-		changed, ferr := fn(work, a.clock.Now())
+		now := a.clock.Now()
+		changed, ferr := fn(work, now)
 		if !changed && !fresh {
 			var err error
 			if doc, err = a.load(ctx, key); err != nil {
@@ -611,11 +641,15 @@ func (a *Authority) updatePrepared(ctx context.Context, key string, prepare func
 			return work, ferr
 		}
 		if work.Env != nil {
+			// An intent that waited in the outbox past the retention is forgotten there as its
+			// record would be (outboxIntent): dropped, not stored.
+			work.Env.Accepts = slices.DeleteFunc(work.Env.Accepts, func(in IntentRecord) bool { return a.expired(in, now) })
 			// Store what the document's outbox holds, so that this write can drop it: on the first
-			// attempt, and on a retry only once the outbox has grown. A retry after a conflict meets
-			// the outbox of the writer that won, who stores it right after its write; storing it
-			// again from every loser of a race would only multiply the requests.
-			if attempt == 0 || (doc.Env != nil && len(doc.Env.Outbox) > outboxSoftLimit) {
+			// attempt once it has gathered a batch (or the write ends a pass), and on a retry only
+			// once it has grown past the soft limit. A retry after a conflict meets the outbox of
+			// the writer that won; storing it from every loser of a race would only multiply the
+			// requests, and the next write that is not racing stores it in one batch.
+			if n := doc.Env.outboxLen(); n > 0 && ((attempt == 0 && (flush || n >= outboxBatch)) || n > outboxSoftLimit) {
 				if err := a.archive(ctx, doc); err != nil {
 					a.log.WarnContext(ctx, "storing the outbox's records failed; the next write tries again", "key", key, "err", err)
 				}
@@ -641,11 +675,6 @@ func (a *Authority) updatePrepared(ctx context.Context, key string, prepare func
 		if err == nil {
 			work.Rev = rev
 			a.remember(work)
-			if work.Env != nil {
-				if err := a.archive(ctx, work); err != nil {
-					a.log.WarnContext(ctx, "storing the outbox's records failed; the next write tries again", "key", key, "err", err)
-				}
-			}
 			return work, ferr
 		}
 		if !errors.Is(err, ErrConflict) {

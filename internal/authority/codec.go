@@ -13,8 +13,9 @@ import (
 // nanoseconds: the document every transition writes stays small (docs/design.md has the budget),
 // while the JSON the API and `status --json` speak keeps its readable names. Version 2 is this form;
 // a document without a version is the first layout (timeline and intent ids inside the document),
-// which DecodeEnv reads by moving its events and intents into the outbox, so that the next write
-// stores them as records and drops them.
+// which DecodeEnv reads by moving its events and intents into the outbox, so that a write that stores
+// the outbox (Compact, which latestwins migrate runs, does at once) stores them as records and drops
+// them.
 //
 // Version 3 adds what policies need (the environment's policy, the intents waiting behind a scope's
 // head, and the barrier, claimed and failed marks of an entry), all optional. A document is
@@ -371,8 +372,8 @@ type firstLayout struct {
 }
 
 // decodeFirstLayout reads a document of the first layout. Its events and intent ids go to the
-// outbox: the next write stores them as records (the intents with the time of the newest event, as
-// the first layout kept none), and a later one drops them from the document.
+// outbox, to be stored as records like any other (the intents with the time of the newest event, as
+// the first layout kept none).
 func decodeFirstLayout(b []byte) (*Env, error) {
 	var f firstLayout
 	if err := json.Unmarshal(b, &f); err != nil {

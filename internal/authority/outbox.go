@@ -13,9 +13,22 @@ import (
 // of a workflow run within it is recognised as a repeat.
 const DefaultRetention = 90 * 24 * time.Hour
 
-// outboxSoftLimit is how many events a retry after a conflict leaves in the outbox for their writer
-// to store, before it stores them itself.
+// outboxBatch is how many events and intents the outbox gathers before a write stores them as
+// records ahead of itself (a pass's last write stores them whatever their number): a single-scope
+// pass makes about six, so its records go in one batch.
+const outboxBatch = 8
+
+// outboxSoftLimit is how many events and intents a retry after a conflict leaves in the outbox for
+// a later write to store, before it stores them itself.
 const outboxSoftLimit = 24
+
+// outboxLen is how many events and intents e's outbox holds (0 for no environment).
+func (e *Env) outboxLen() int {
+	if e == nil {
+		return 0
+	}
+	return len(e.Outbox) + len(e.Accepts)
+}
 
 // maxRecordsPerRead bounds the keys of one GetRecords call.
 const maxRecordsPerRead = 100
@@ -195,7 +208,7 @@ func (a *Authority) Compact(ctx context.Context, env string) (bool, error) {
 		return false, err
 	}
 	wrote := false
-	d, err := a.update(ctx, EnvKey(env), func(d *Doc, _ time.Time) (bool, error) {
+	d, err := a.updateFlush(ctx, EnvKey(env), func(d *Doc, _ time.Time) (bool, error) {
 		wrote = d.Env != nil && (len(d.Env.Outbox) > 0 || len(d.Env.Accepts) > 0)
 		return wrote, nil
 	})
@@ -224,11 +237,9 @@ func (a *Authority) Intents(ctx context.Context, env string, ids []string) (map[
 	out := map[string]IntentRecord{}
 	var keys []string
 	for _, id := range ids {
-		if d.Env != nil {
-			if r := d.Env.pendingAccept(id); r != nil {
-				out[id] = *r
-				continue
-			}
+		if r := a.outboxIntent(d.Env, id); r != nil {
+			out[id] = *r
+			continue
 		}
 		keys = append(keys, IntentKey(env, id))
 	}

@@ -260,10 +260,8 @@ func (a *Authority) findRequest(env, id string, found **IntentRecord) func(conte
 		if id == "" {
 			return nil
 		}
-		if doc.Env != nil {
-			if *found = doc.Env.pendingAccept(id); *found != nil {
-				return nil
-			}
+		if *found = a.outboxIntent(doc.Env, id); *found != nil {
+			return nil
 		}
 		var err error
 		*found, err = a.intentRecord(ctx, env, id)

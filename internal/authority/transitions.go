@@ -286,7 +286,7 @@ func (e *Env) scope(name string) *Scope {
 	return s
 }
 
-// record appends an event to the outbox; it becomes a record of its own after the write.
+// record appends an event to the outbox; a later write stores it as a record of its own.
 func (e *Env) record(now time.Time, ev Event) {
 	e.EventSeq++
 	ev.Seq = e.EventSeq

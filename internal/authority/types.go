@@ -10,7 +10,7 @@ import (
 // sparse index of environments with pending work, and immutable records kept beside the documents.
 // Adapters make one attempt per call; retries on conflict live in Authority. Every conditional write
 // is one document, so a store needs no transactions: records are copied out of a document's outbox
-// after the write that put them there (docs/design.md, "The outbox").
+// by a write after the one that put them there (docs/design.md, "The outbox").
 type Store interface {
 	Documents
 	Records
@@ -97,8 +97,8 @@ func LeaseKey(name string) string { return leaseKeyPrefix + name }
 // transition is one conditional write; its size is bounded by its scopes, not by its history.
 //
 // Events and intent records are their own records. A transition appends them to the outbox of the
-// document it writes; they are copied out as records after that write, and leave the outbox in a
-// later write, once their copies landed.
+// document it writes; a later write copies them out as records before it writes, and drops them
+// from the outbox once their copies landed.
 type Env struct {
 	Name string `json:"name"`
 	// Policy says how the environment orders its deploys; empty is PolicyLatest.

@@ -6,6 +6,7 @@ package benchmarks
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -58,7 +59,9 @@ var storeKinds = []storeKind{
 	}},
 }
 
-// countingStore counts a client's requests to its store, and the writes that lost a revision race.
+// countingStore counts a client's requests to its store by kind, the writes that lost a revision
+// race, and the bytes written: a document in its stored form (authority.EncodeDoc, what bolt keeps),
+// a record as JSON.
 type countingStore struct {
 	authority.Store
 	c *counts
@@ -67,7 +70,23 @@ type countingStore struct {
 type counts struct {
 	gets, puts, conflicts atomic.Int64
 	records               atomic.Int64 // PutRecords and GetRecords calls
+	putRecs, getRecs      atomic.Int64
+	bytes                 atomic.Int64
 }
+
+// snapshot is what counts held at one moment.
+type snapshot struct{ gets, puts, conflicts, putRecs, getRecs, bytes int64 }
+
+func (c *counts) snapshot() snapshot {
+	return snapshot{c.gets.Load(), c.puts.Load(), c.conflicts.Load(), c.putRecs.Load(), c.getRecs.Load(), c.bytes.Load()}
+}
+
+// since is what was counted between then and s.
+func (s snapshot) since(then snapshot) snapshot {
+	return snapshot{s.gets - then.gets, s.puts - then.puts, s.conflicts - then.conflicts, s.putRecs - then.putRecs, s.getRecs - then.getRecs, s.bytes - then.bytes}
+}
+
+func (s snapshot) requests() int64 { return s.gets + s.puts + s.putRecs + s.getRecs }
 
 var _ authority.Store = (*countingStore)(nil)
 
@@ -78,6 +97,9 @@ func (s *countingStore) Get(ctx context.Context, key string) (*authority.Doc, er
 
 func (s *countingStore) Put(ctx context.Context, doc *authority.Doc) (int64, error) {
 	s.c.puts.Add(1)
+	if b, err := authority.EncodeDoc(doc); err == nil {
+		s.c.bytes.Add(int64(len(b)))
+	}
 	rev, err := s.Store.Put(ctx, doc)
 	if errors.Is(err, authority.ErrConflict) {
 		s.c.conflicts.Add(1)
@@ -87,11 +109,18 @@ func (s *countingStore) Put(ctx context.Context, doc *authority.Doc) (int64, err
 
 func (s *countingStore) PutRecords(ctx context.Context, recs []authority.Record) error {
 	s.c.records.Add(1)
+	s.c.putRecs.Add(1)
+	for i := range recs {
+		if b, err := json.Marshal(&recs[i]); err == nil {
+			s.c.bytes.Add(int64(len(b)))
+		}
+	}
 	return s.Store.PutRecords(ctx, recs)
 }
 
 func (s *countingStore) GetRecords(ctx context.Context, keys []string) ([]authority.Record, error) {
 	s.c.records.Add(1)
+	s.c.getRecs.Add(1)
 	return s.Store.GetRecords(ctx, keys)
 }
 

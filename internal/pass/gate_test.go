@@ -81,9 +81,12 @@ func offsets(ts []time.Time) []time.Duration {
 	return out
 }
 
-// TestGatePollsWithBackoff: while a lease is held, Gate asks again after 250 ms, 500 ms, 1 s,
-// then every 2 s, each pause capped by the refusal's retry_after and by the wait left; the grant
-// records when the request that got it was sent.
+// exact is a jitter that draws every pause at its full value.
+func exact(d time.Duration) time.Duration { return d }
+
+// TestGatePollsWithBackoff: while a lease is held, Gate asks again after 250 ms, 500 ms, then
+// every 800 ms (at most: see TestGateSpreadsItsPauses), each pause capped by the refusal's
+// retry_after and by the wait left; the grant records when the request that got it was sent.
 func TestGatePollsWithBackoff(t *testing.T) {
 	ms := time.Millisecond
 	cases := []struct {
@@ -94,9 +97,9 @@ func TestGatePollsWithBackoff(t *testing.T) {
 		wantHeld   bool // the wait ran out
 	}{
 		{"long retry_after: the back-off decides", append(refusals(6, held("a", time.Minute)), nil), 10 * time.Minute,
-			[]time.Duration{250 * ms, 500 * ms, time.Second, 2 * time.Second, 2 * time.Second, 2 * time.Second}, false},
-		{"retry_after caps each pause", append(refusals(4, held("a", time.Second)), nil), 10 * time.Minute,
-			[]time.Duration{250 * ms, 500 * ms, time.Second, time.Second}, false},
+			[]time.Duration{250 * ms, 500 * ms, 800 * ms, 800 * ms, 800 * ms, 800 * ms}, false},
+		{"retry_after caps each pause", append(refusals(4, held("a", 600*ms)), nil), 10 * time.Minute,
+			[]time.Duration{250 * ms, 500 * ms, 600 * ms, 600 * ms}, false},
 		{"the wait left caps the last pause", refusals(10, held("a", time.Minute)), 1200 * ms,
 			[]time.Duration{250 * ms, 500 * ms, 450 * ms}, true},
 		{"free at once: no pause", []error{nil}, time.Minute, nil, false},
@@ -106,7 +109,7 @@ func TestGatePollsWithBackoff(t *testing.T) {
 			clk := newFakeClock()
 			gt := &scriptedGater{clk: clk, answers: c.answers}
 			pauses, g, err := driveGate(t, clk, func() (*authority.Grant, error) {
-				return gate(t.Context(), clk, gt, gateReq, c.wait, nil)
+				return gate(t.Context(), clk, exact, gt, gateReq, c.wait, nil)
 			})
 			if diff := cmp.Diff(c.wantPauses, pauses); diff != "" {
 				t.Errorf("pauses (-want +got):\n%s", diff)
@@ -137,6 +140,46 @@ func TestGatePollsWithBackoff(t *testing.T) {
 	}
 }
 
+// TestGateSpreadsItsPauses: each pause is drawn from the last quarter of the back-off's value, so
+// that waiters that started together drift apart, and none is longer than 800 ms: a released lease
+// is taken within that of its release (plus one request). The cap of retry_after still holds.
+func TestGateSpreadsItsPauses(t *testing.T) {
+	ms := time.Millisecond
+	clk := newFakeClock()
+	gt := &scriptedGater{clk: clk, answers: append(refusals(40, held("a", time.Minute)), nil)}
+	pauses, _, err := driveGate(t, clk, func() (*authority.Grant, error) {
+		return gate(t.Context(), clk, spread, gt, gateReq, time.Hour, nil)
+	})
+	if err != nil {
+		t.Fatalf("gate: %v", err)
+	}
+	full := []time.Duration{250 * ms, 500 * ms}
+	distinct := map[time.Duration]bool{}
+	for i, p := range pauses {
+		want := maxPause
+		if i < len(full) {
+			want = full[i]
+		}
+		if p > want || p < want*3/4 {
+			t.Fatalf("pause %d is %s; want within [%s, %s] (all: %v)", i, p, want*3/4, want, pauses)
+		}
+		distinct[p] = true
+	}
+	if len(distinct) < len(pauses)/2 {
+		t.Errorf("%d distinct pauses of %d: %v; want them spread", len(distinct), len(pauses), pauses)
+	}
+	clk = newFakeClock()
+	gt = &scriptedGater{clk: clk, answers: append(refusals(5, held("a", 100*ms)), nil)}
+	pauses, _, _ = driveGate(t, clk, func() (*authority.Grant, error) {
+		return gate(t.Context(), clk, spread, gt, gateReq, time.Hour, nil)
+	})
+	for i, p := range pauses {
+		if p > 100*ms {
+			t.Fatalf("pause %d is %s past a retry_after of 100ms", i, p)
+		}
+	}
+}
+
 // TestGateTellsOfNewHoldersAndAtRetryAfter: onHeld hears the first refusal, each change of holder,
 // and again once the retry_after it was told has passed, not every poll.
 func TestGateTellsOfNewHoldersAndAtRetryAfter(t *testing.T) {
@@ -151,7 +194,7 @@ func TestGateTellsOfNewHoldersAndAtRetryAfter(t *testing.T) {
 	var got []told
 	var mu sync.Mutex
 	_, _, err := driveGate(t, clk, func() (*authority.Grant, error) {
-		return gate(t.Context(), clk, gt, gateReq, 10*time.Minute, func(h *authority.HeldError, within, _ time.Duration) {
+		return gate(t.Context(), clk, exact, gt, gateReq, 10*time.Minute, func(h *authority.HeldError, within, _ time.Duration) {
 			mu.Lock()
 			defer mu.Unlock()
 			got = append(got, told{since(clk.Now()), h.Holder, within})
@@ -161,8 +204,8 @@ func TestGateTellsOfNewHoldersAndAtRetryAfter(t *testing.T) {
 		t.Fatalf("gate: %v", err)
 	}
 	ms := time.Millisecond
-	// Requests at 0, 0.25, 0.75, 1.75 (a), 2.75, 4.75 (c), granted at 6.75.
-	want := []told{{0, "a", time.Second}, {1750 * ms, "a", time.Second}, {2750 * ms, "c", time.Minute}}
+	// Requests at 0, 0.25, 0.75, 1.55 (a), 2.35 (c), 3.15, granted at 3.95.
+	want := []told{{0, "a", time.Second}, {1550 * ms, "a", time.Second}, {2350 * ms, "c", time.Minute}}
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(told{})); diff != "" {
 		t.Errorf("onHeld calls (-want +got):\n%s", diff)
 	}
@@ -175,7 +218,7 @@ func TestGateStopsWhenCtxEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		_, err := gate(ctx, clk, gt, gateReq, time.Hour, nil)
+		_, err := gate(ctx, clk, exact, gt, gateReq, time.Hour, nil)
 		done <- err
 	}()
 	clk.next(t) // waiting after the first refusal
@@ -186,7 +229,7 @@ func TestGateStopsWhenCtxEnds(t *testing.T) {
 
 	sup := &authority.SupersededError{Environment: "prod", Scope: "api", Generation: 2, By: 3}
 	gt = &scriptedGater{clk: clk, answers: []error{sup}}
-	if _, err := gate(t.Context(), clk, gt, gateReq, time.Hour, nil); !errors.As(err, new(*authority.SupersededError)) || len(gt.calls) != 1 {
+	if _, err := gate(t.Context(), clk, exact, gt, gateReq, time.Hour, nil); !errors.As(err, new(*authority.SupersededError)) || len(gt.calls) != 1 {
 		t.Fatalf("superseded: %v after %d requests, want the refusal after one", err, len(gt.calls))
 	}
 }

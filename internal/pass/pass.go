@@ -37,6 +37,7 @@ package pass
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/latestwins/latestwins/internal/authority"
@@ -107,11 +108,22 @@ func Claim(ctx context.Context, a *authority.Authority, in authority.Intent, opt
 }
 
 // Gate's polling back-off while a lease is held: the first pause, doubled after each refusal up to
-// the longest. Each pause is also capped by the refusal's retry_after and by the wait left.
+// the longest. The longest pause bounds how long a released lease waits for its next holder: with
+// the request that takes it, under a second. Each pause is drawn from the last quarter of its
+// value, so that waiters that started together do not ask in step, and is then capped by the
+// refusal's retry_after and by the wait left.
 const (
 	firstPause = 250 * time.Millisecond
-	maxPause   = 2 * time.Second
+	maxPause   = 800 * time.Millisecond
 )
+
+// spread draws a pause from [3/4 d, d].
+func spread(d time.Duration) time.Duration {
+	if d < 4 {
+		return d
+	}
+	return d - rand.N(d/4+1)
+}
 
 // HeldFunc is told about a refusal while Gate waits: who holds the lease, when at the latest it
 // frees (the refusal's retry_after, capped by the wait left), and how much of the wait is left.
@@ -120,16 +132,18 @@ const (
 type HeldFunc func(held *authority.HeldError, within, left time.Duration)
 
 // Gate enters the phase, waiting up to wait while another holder has the lease. It asks again
-// after a pause that grows from 250 ms to 2 s, each capped by the refusal's retry_after and by the
-// wait left: retry_after says when the lease frees at the latest, but a holder that finishes early
-// releases it, and the next request after that gets it. The grant's RequestedAt is when the request
-// that succeeded was sent. Gate returns the last refusal when the wait runs out, and ctx's error
-// when ctx ends.
+// after a pause that grows from 250 ms to 800 ms (each drawn from its last quarter), capped by the
+// refusal's retry_after and by the wait left: retry_after says when the lease frees at the latest,
+// but a holder that finishes early releases it, and the next request after that gets it, within
+// a second. A waiter asks about 1.4 times a second, each a read that writes nothing once its
+// refusal is recorded. The grant's RequestedAt is when the request that succeeded was sent. Gate
+// returns the last refusal when the wait runs out, and ctx's error when ctx ends.
 func Gate(ctx context.Context, a Gater, req authority.GateRequest, wait time.Duration, onHeld HeldFunc) (*authority.Grant, error) {
-	return gate(ctx, SystemClock, a, req, wait, onHeld)
+	return gate(ctx, SystemClock, spread, a, req, wait, onHeld)
 }
 
-func gate(ctx context.Context, clk Clock, a Gater, req authority.GateRequest, wait time.Duration, onHeld HeldFunc) (*authority.Grant, error) {
+// gate is Gate on clk, with each pause of the back-off drawn by jitter.
+func gate(ctx context.Context, clk Clock, jitter func(time.Duration) time.Duration, a Gater, req authority.GateRequest, wait time.Duration, onHeld HeldFunc) (*authority.Grant, error) {
 	deadline := clk.Now().Add(wait)
 	backoff := firstPause
 	var told *authority.HeldError // the refusal onHeld was last told about
@@ -154,7 +168,7 @@ func gate(ctx context.Context, clk Clock, a Gater, req authority.GateRequest, wa
 			onHeld(held, within, left)
 			told, tellAgain = held, now.Add(within)
 		}
-		pause := min(backoff, within)
+		pause := min(jitter(backoff), within)
 		backoff = min(2*backoff, maxPause)
 		t := clk.NewTimer(pause)
 		select {

@@ -121,10 +121,10 @@ func (r *runner) pass(ctx context.Context, counter *requestCounter, env string, 
 }
 
 // TestRequestsPerPhase holds the adapter to its request budget per phase of an uncontended pass.
-// Every phase is one conditional write of the small document, plus one write of the records its
-// events and intent become (the outbox). Accept also reads the intent's record (the duplicate check
-// within the retention). A process that does not remember the document reads it first, and stores
-// the records of the document's outbox again before dropping them, as it cannot know they landed.
+// Every phase is one conditional write of the small document. Accept also reads the intent's record
+// (the duplicate check within the retention). A process that does not remember the document reads
+// it first. The records the pass's events and intent become (the outbox) are stored in one batch
+// write, before the pass's last write (complete) drops them from the document.
 func TestRequestsPerPhase(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -132,9 +132,9 @@ func TestRequestsPerPhase(t *testing.T) {
 	counter := &requestCounter{}
 	s := New(client, table, counter.option())
 	want := map[string]map[string]int{
-		"warm":      {"accept": 3, "gate": 2, "complete": 2},
-		"cold-pass": {"accept": 5, "gate": 2, "complete": 2},
-		"cold":      {"accept": 5, "gate": 4, "complete": 4},
+		"warm":      {"accept": 2, "gate": 1, "complete": 2},
+		"cold-pass": {"accept": 3, "gate": 1, "complete": 2},
+		"cold":      {"accept": 3, "gate": 2, "complete": 3},
 	}
 	for mode, want := range want {
 		r := newRunner(s, mode)

@@ -24,6 +24,7 @@ func outboxCases() []testCase {
 		{"ConcurrentRedeliveries", testConcurrentRedeliveries},
 		{"HistoryPages", testHistoryPages},
 		{"LargeTransition", testLargeTransition},
+		{"RequestsPerPass", testRequestsPerPass},
 	}
 }
 
@@ -317,4 +318,55 @@ func testLargeTransition(t *testing.T, h *harness) {
 		t.Fatalf("accept and claim over %d pending scopes: %+v", len(scopes), res)
 	}
 	wantTimeline(t, h, "staging")
+}
+
+// testRequestsPerPass: an uncontended single-scope pass on an environment with history makes at
+// most 6 store requests in a process of its own (latestwins run: read the document, read the
+// intent's record, three conditional writes, one batch of records) and 5 in a process that
+// remembers the document (the App); the records of its events go in one batch. And the timeline
+// stays whole.
+func testRequestsPerPass(t *testing.T, h *harness) {
+	warm := h.process()
+	for i, mode := range []string{"run", "run", "warm", "warm", "run"} {
+		a := warm
+		if mode == "run" {
+			a = h.process()
+		}
+		gets, puts := h.store.requests()
+		recPuts, recGets := h.store.recPuts.Load(), h.store.recGets.Load()
+		if err := runPassOf(h, a, "staging", fmt.Sprintf("run-%d", i), sha("q", i)); err != nil {
+			t.Fatalf("pass %d: %v", i, err)
+		}
+		g2, p2 := h.store.requests()
+		got := map[string]int64{"get": g2 - gets, "put": p2 - puts, "putrecords": h.store.recPuts.Load() - recPuts, "getrecords": h.store.recGets.Load() - recGets}
+		want := map[string]int64{"get": 1, "put": 3, "putrecords": 1, "getrecords": 1}
+		if mode == "warm" {
+			want["get"] = 0
+		}
+		if i == 0 || (mode == "warm" && i == 2) {
+			continue // the first pass creates the document; the warm process's first reads it
+		}
+		for kind, n := range want {
+			if got[kind] != n {
+				t.Errorf("pass %d (%s): %v requests; want %v", i, mode, got, want)
+				break
+			}
+		}
+	}
+	wantTimeline(t, h, "staging")
+}
+
+// runPassOf runs pass id of scope api in env through a: accept and claim, gate deploy, complete.
+func runPassOf(h *harness, a *authority.Authority, env, id, sha string) error {
+	res, err := a.Accept(h.ctx, push(env, id, sha, "api"), true)
+	if err != nil {
+		return err
+	}
+	g, err := a.Gate(h.ctx, authority.GateRequest{Environment: env, Generation: res.Generation, Scopes: []string{"api"}, Phase: "deploy", Holder: id, LeaseTTL: testTTL})
+	if err != nil {
+		return err
+	}
+	_, err = a.Complete(h.ctx, authority.Completion{Environment: env, Generation: res.Generation, Scopes: []string{"api"}, Holder: g.Holder,
+		Tokens: g.Tokens, Outcome: authority.OutcomeSuccess, Attempt: 1, MaxAttempts: 3})
+	return err
 }

@@ -1,0 +1,19 @@
+# shellcheck shell=bash
+# Sourced by scripts/mutants. The outbox copies its records ahead of a later write (docs/design.md,
+# "The outbox"): a write drops only what it stored, a pass's last write stores the whole outbox, and
+# an intent waiting there is remembered exactly as long as its record.
+
+O=internal/authority/outbox.go
+A=internal/authority/authority.go
+mutant "the outbox is dropped without its records stored" $O \
+  's/if err := a\.store\.PutRecords\(ctx, a\.records\(e\)\); err != nil \{/if err := error(nil); err != nil {/' \
+  TestConformance/Outbox/EveryEventOnce
+mutant "a pass's last write leaves the outbox to a later one" $A \
+  's/\(attempt == 0 && \(flush \|\| n >= outboxBatch\)\)/(attempt == 0 \&\& n >= outboxBatch)/' \
+  TestConformance/Outbox/RequestsPerPass
+mutant "an intent waiting in the outbox is remembered past the retention" $A \
+  's/if r := e\.pendingAccept\(id\); r != nil && !a\.expired\(\*r, a\.clock\.Now\(\)\) \{/if r := e.pendingAccept(id); r != nil {/' \
+  TestConformance/OutOfOrder/AfterTheRetention
+mutant "an intent forgotten in the outbox stays there beside its new acceptance" $A \
+  's/\t\t\twork\.Env\.Accepts = slices\.DeleteFunc\(work\.Env\.Accepts, func\(in IntentRecord\) bool \{ return a\.expired\(in, now\) \}\)\n//' \
+  TestConformance/OutOfOrder/AfterTheRetention
