@@ -46,7 +46,7 @@ func (a *Authority) Rollback(ctx context.Context, r RollbackRequest) (*AcceptRes
 		return nil, err
 	}
 	if r.To != "" {
-		if err := validateSha(r.To); err != nil {
+		if err := ValidateSha(r.To); err != nil {
 			return nil, err
 		}
 	}
