@@ -10,7 +10,12 @@ var (
 	envNameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$`)
 	scopeNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 	shaRE       = regexp.MustCompile(`^(?:[0-9a-f]{40}|[0-9a-f]{64})$`)
+	prefixRE    = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
 )
+
+// MinShaPrefix is the fewest hex digits of a sha that name a commit a scope ran (a rollback's
+// target); everywhere else a sha is given in full.
+const MinShaPrefix = 7
 
 // shaFix says what a sha must be.
 const shaFix = "give the full commit sha, 40 hex digits (64 in a SHA-256 repository), e.g. from `git rev-parse HEAD` or ${{ github.sha }}"
@@ -63,6 +68,16 @@ func CanonicalSha(raw string) string { return strings.ToLower(strings.TrimSpace(
 func ValidateSha(sha string) error {
 	if !shaRE.MatchString(sha) {
 		return &InputError{Field: "sha", Value: truncate(sha, 70), Fix: shaFix}
+	}
+	return nil
+}
+
+// ValidateShaPrefix reports whether prefix may name a commit by the start of its sha: at least
+// MinShaPrefix lowercase hex digits (a full sha names itself).
+func ValidateShaPrefix(prefix string) error {
+	if !prefixRE.MatchString(prefix) {
+		return &InputError{Field: "sha", Value: truncate(prefix, 70),
+			Fix: fmt.Sprintf("give the commit's full sha, or at least its first %d hex digits (as `git log --oneline` shows them)", MinShaPrefix)}
 	}
 	return nil
 }

@@ -97,4 +97,14 @@ func TestValidateSha(t *testing.T) {
 	if got := CanonicalSha(" 6113728F27AE82C7B1A177C8D03F9E96E0ADF246\n"); got != "6113728f27ae82c7b1a177c8d03f9e96e0adf246" {
 		t.Errorf("CanonicalSha of an uppercase sha = %q", got)
 	}
+	for _, p := range []string{"abc1234", "6113728f27ae82c7b1a177c8d03f9e96e0adf246", strings.Repeat("b", 64)} {
+		if err := ValidateShaPrefix(p); err != nil {
+			t.Errorf("ValidateShaPrefix(%q): %v", p, err)
+		}
+	}
+	for _, p := range []string{"", "abc123", "ABC1234", "abc123x", strings.Repeat("b", 65), "HEAD~1"} {
+		if err := ValidateShaPrefix(p); !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), "7 hex digits") {
+			t.Errorf("ValidateShaPrefix(%q) = %v; want an input error asking for 7 hex digits", p, err)
+		}
+	}
 }

@@ -48,3 +48,36 @@ func TestShaIsGivenInFull(t *testing.T) {
 		t.Errorf("refused shas wrote: desired generation %v, want 1", m["desired_generation"])
 	}
 }
+
+// rollback --to takes a prefix of a commit that was live in the scope (any case), and refuses one
+// that names several, naming them, or none, saying so; a full sha may name any commit.
+func TestRollbackToAPrefix(t *testing.T) {
+	h := newHarness(t)
+	x := "abcdef1" + strings.Repeat("1", 33)
+	y := "abcdef1" + strings.Repeat("2", 33)
+	for i, sha := range []string{x, y, shaC} {
+		h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", sha, "--ref", "refs/heads/main", "--intent-id", string(rune('a'+i)), "--", "true")
+	}
+	for _, tc := range []struct{ to, say string }{
+		{"abcdef1", "latestwins rollback: roll back prod/api: invalid sha \"abcdef1\": it is the start of 2 commits that were live in prod/api (" + y + ", " + x + "): give more of it"},
+		{"fedcba9", "no commit with that prefix was live in prod/api"},
+		{"abc", `latestwins rollback: invalid --to "abc": give the commit's full sha, or at least its first 7 hex digits`},
+		{"HEAD~1", `latestwins rollback: invalid --to "HEAD~1"`},
+	} {
+		o := h.must(ExitUsage, "rollback", "prod/api", "--to", tc.to, "--reason", "c breaks checkout")
+		if !strings.Contains(o.stderr, tc.say) || strings.Count(o.stderr, "\n") != 1 {
+			t.Errorf("rollback --to %s said %q; want one line saying %q", tc.to, o.stderr, tc.say)
+		}
+	}
+	if scopeField(h.status("prod"), "api", "freeze") != nil {
+		t.Fatal("a refused rollback froze the scope")
+	}
+	o := h.must(ExitOK, "rollback", "prod/api", "--to", "ABCDEF11", "--reason", "c breaks checkout")
+	if !strings.Contains(o.stdout, "rolled prod/api back to abcdef1 at generation 4") {
+		t.Fatalf("rollback --to ABCDEF11 said:\n%s", o.stdout)
+	}
+	seen, _ := h.commitsSeen(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--generation", "4")
+	if want := "sha=" + x + " ref=refs/heads/main shas=api=" + x; seen != want {
+		t.Errorf("the rollback's command saw %q, want %q", seen, want)
+	}
+}
