@@ -13,7 +13,7 @@ mutant "a prefix is resolved against what is live now and before only" internal/
   's/if ev\.Kind == EventDeployed && ev\.Scope == scope \{/if false \&\& ev.Scope == scope {/' \
   TestConformance/Rollback/ToAPrefixOfACommitTheScopeRan
 mutant "a prefix is resolved against the events status reads only" internal/authority/resolve.go \
-  's/for read := 0; read < ResolveEvents; \{/for read := 0; read < StatusEvents; {/' \
+  's/^const ResolveEvents = 1000\n/const ResolveEvents = StatusEvents\n/m' \
   TestConformance/Rollback/ToAPrefixOfACommitTheScopeRan
 mutant "a commit only accepted counts as one the scope ran" internal/authority/resolve.go \
   's/if ev\.Kind == EventDeployed && ev\.Scope == scope \{/if (ev.Kind == EventDeployed || ev.Kind == EventAccepted) \&\& ev.Scope == scope {/' \

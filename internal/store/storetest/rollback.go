@@ -322,7 +322,8 @@ func testRollbackPrefix(t *testing.T, h *harness) {
 		h.deploy(a, env, gen, fmt.Sprintf("run-%d", gen), fmt.Sprintf("run-%d", gen), "api")
 	}
 	deploy(x)
-	for i := range 12 { // more events than Status reads
+	deployedX := h.doc(authority.EnvKey(env)).Env.EventSeq
+	for i := 0; h.doc(authority.EnvKey(env)).Env.EventSeq-deployedX <= authority.StatusEvents; i++ { // more events than Status reads
 		deploy(sha("f", i))
 	}
 	deploy(y)
