@@ -285,7 +285,7 @@ func TestAPIHistoryPages(t *testing.T) {
 	tok := h.token(t, "Codertocat/Hello-World")
 	const base = "/v1/environments/staging/"
 	for i := range 12 {
-		if a := h.call(t, "POST", base+"claim", tok, intent(fmt.Sprintf("run-%d", i), byte('a'+i), "api")); a.status != http.StatusOK {
+		if a := h.call(t, "POST", base+"claim", tok, intent(fmt.Sprintf("run-%d", i), "0123456789ab"[i], "api")); a.status != http.StatusOK {
 			t.Fatalf("claim: %d %s", a.status, a.body)
 		}
 	}

@@ -253,7 +253,7 @@ func TestProcessesClaimTogether(t *testing.T) {
 	procs := make([]*proc, racers)
 	shas := make([]string, racers)
 	for i := range procs {
-		shas[i] = fmt.Sprintf("c1a1%04d", i)
+		shas[i] = fmt.Sprintf("c1a1%036d", i)
 		procs[i] = f.start("claim", "--environment", "prod", "--scopes", "api", "--sha", shas[i], "--ref", mainRf,
 			"--intent-id", fmt.Sprintf("push-%d", i), "--json")
 	}

@@ -68,7 +68,8 @@ type Deps struct {
 // result is what a verb did, for the outputs, the summary and the annotations.
 type result struct {
 	generation   int64
-	sha          string // the commit the pass deploys, when it claimed
+	sha          string                   // the commit the pass deploys, when it claimed
+	commits      []authority.ClaimedScope // per scope, when it claimed
 	authorized   bool
 	scopes       []string
 	tokens       map[string]int64
@@ -368,11 +369,12 @@ func (s *step) claim(ctx context.Context) (*result, error) {
 	if res.Claim != nil {
 		claimed = res.Claim.Scopes()
 	}
-	if err := s.saveState(&state{Environment: in.Environment, Intent: in.ID, Generation: res.Generation, Sha: claimedSha(res.Claim), Scopes: claimed, Holder: s.holder()}); err != nil {
+	if err := s.saveState(&state{Environment: in.Environment, Intent: in.ID, Generation: res.Generation, Sha: claimedSha(res.Claim), Scopes: claimed,
+		Commits: claimedCommits(res.Claim), Holder: s.holder()}); err != nil {
 		return nil, err
 	}
 	s.a.Infof("generation %d claimed %s", res.Generation, strings.Join(claimed, ","))
-	r := &result{generation: res.Generation, authorized: len(claimed) > 0, scopes: claimed, outcome: "claimed", sha: claimedSha(res.Claim),
+	r := &result{generation: res.Generation, authorized: len(claimed) > 0, scopes: claimed, outcome: "claimed", sha: claimedSha(res.Claim), commits: claimedCommits(res.Claim),
 		headline: fmt.Sprintf("Generation %d claimed %s.", res.Generation, strings.Join(claimed, ", "))}
 	if w := waitsOnClaim(res); w != "" {
 		// Policy queue, or a barrier ahead: the pass may build now, and deploys in its turn.
@@ -402,10 +404,11 @@ func (s *step) claimGeneration(ctx context.Context) (*result, error) {
 		return nil, err
 	}
 	claimed := cr.Scopes()
-	if err := s.saveState(&state{Environment: s.in.environment, Intent: s.intent().ID, Generation: gen, Sha: claimedSha(cr), Scopes: claimed, Holder: s.holder()}); err != nil {
+	if err := s.saveState(&state{Environment: s.in.environment, Intent: s.intent().ID, Generation: gen, Sha: claimedSha(cr), Scopes: claimed,
+		Commits: claimedCommits(cr), Holder: s.holder()}); err != nil {
 		return nil, err
 	}
-	r := &result{generation: gen, authorized: len(claimed) > 0, scopes: claimed, outcome: "claimed", sha: claimedSha(cr)}
+	r := &result{generation: gen, authorized: len(claimed) > 0, scopes: claimed, outcome: "claimed", sha: claimedSha(cr), commits: claimedCommits(cr)}
 	if len(claimed) > 0 {
 		s.a.Infof("generation %d claimed %s at %s", gen, strings.Join(claimed, ","), r.sha)
 		r.headline = fmt.Sprintf("Generation %d claimed %s (commit %s).", gen, strings.Join(claimed, ", "), report.ShortSha(r.sha))
@@ -431,6 +434,14 @@ func claimedSha(cr *authority.ClaimResult) string {
 		return ""
 	}
 	return cr.Claimed[0].Sha
+}
+
+// claimedCommits are the commits a claim's scopes deploy (nil when it claimed none).
+func claimedCommits(cr *authority.ClaimResult) []authority.ClaimedScope {
+	if cr == nil {
+		return nil
+	}
+	return cr.Claimed
 }
 
 // waitsOnClaim says, per claimed scope where older intents go first, how many are ahead:
@@ -487,7 +498,7 @@ func (s *step) pass(ctx context.Context) (*state, *result, error) {
 		return nil, nil, err
 	}
 	if st.Generation == 0 { // no RUNNER_TEMP: the state lives in memory only
-		st = &state{Environment: s.in.environment, Intent: s.intent().ID, Generation: r.generation, Sha: r.sha, Scopes: r.scopes, Holder: s.holder()}
+		st = &state{Environment: s.in.environment, Intent: s.intent().ID, Generation: r.generation, Sha: r.sha, Scopes: r.scopes, Commits: r.commits, Holder: s.holder()}
 	}
 	return st, nil, nil
 }
@@ -564,6 +575,7 @@ func (s *step) runCommand(ctx context.Context) (*result, error) {
 	}
 	sup := &pass.Supervisor{Auth: s.auth, Grant: g, TTL: s.in.leaseTTL, Grace: 10 * time.Second,
 		Stdin: s.deps.Stdin, Stdout: orWriter(s.deps.Stdout, os.Stdout), Stderr: orWriter(s.deps.Stderr, os.Stderr), Env: s.deps.Env,
+		Commits:  st.Commits,
 		Progress: func(format string, args ...any) { s.a.Infof(format, args...) },
 		Complete: func(ctx context.Context, o authority.Outcome, msg string) (*authority.CompleteResult, error) {
 			return s.auth.Complete(ctx, s.completion(st, o, msg))

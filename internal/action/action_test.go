@@ -294,6 +294,8 @@ func TestEventSetsTheIntent(t *testing.T) {
 			Actor: "Codertocat", IntentID: "gha:Codertocat/Hello-World/7", Generation: 1}},
 		{"inputs win", "push", pushEvent, map[string]string{"sha": sha('d'), "ref": "refs/heads/release"}, authority.Ref{Sha: sha('d'),
 			Ref: "refs/heads/release", Source: "github-actions push", Actor: "Codertocat", IntentID: "gha:Codertocat/Hello-World/7", Generation: 1}},
+		{"an uppercase sha is the same commit", "push", pushEvent, map[string]string{"sha": strings.ToUpper(sha('d'))}, authority.Ref{Sha: sha('d'),
+			Ref: "refs/heads/master", Source: "github-actions push", Actor: "Codertocat", IntentID: "gha:Codertocat/Hello-World/7", Generation: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -502,6 +504,8 @@ func TestBadInputSaysWhatToFix(t *testing.T) {
 		{"no store", map[string]string{"environment": "e", "run": "true", "store": ""}, "set the store input"},
 		{"claim without scopes", map[string]string{"environment": "e", "command": "claim"}, "set the scopes input"},
 		{"complete without a pass", map[string]string{"environment": "e", "command": "complete"}, "run the Action with command: claim or gate earlier"},
+		{"abbreviated sha", map[string]string{"environment": "e", "scopes": "api", "run": "true", "sha": "abc1234"},
+			`invalid sha "abc1234": give the full commit sha, 40 hex digits (64 in a SHA-256 repository), e.g. from ` + "`git rev-parse HEAD`" + ` or ${{ github.sha }}, or leave it empty`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -61,7 +61,7 @@ func readInputs(a *githubactions.Action) (*inputs, error) {
 		command:      get("command", cmdRun),
 		environment:  get("environment", ""),
 		scopes:       splitList(get("scopes", "")),
-		sha:          get("sha", ""),
+		sha:          authority.CanonicalSha(get("sha", "")),
 		ref:          get("ref", ""),
 		run:          get("run", ""),
 		phase:        get("phase", "deploy"),
@@ -96,6 +96,10 @@ func readInputs(a *githubactions.Action) (*inputs, error) {
 	}
 	if in.wait, err = duration(get("wait", "10m"), "wait"); err != nil {
 		return nil, err
+	}
+	var bad *authority.InputError
+	if err := authority.ValidateSha(in.sha); in.sha != "" && errors.As(err, &bad) {
+		return nil, &authority.InputError{Field: "sha", Value: get("sha", ""), Fix: bad.Fix + ", or leave it empty for the event's commit"}
 	}
 	if raw := get("generation", ""); raw != "" {
 		if in.generation, err = strconv.ParseInt(raw, 10, 64); err != nil || in.generation < 1 {

@@ -15,14 +15,17 @@ import (
 // state is what the steps of one job share about their pass, in a file under RUNNER_TEMP (one per
 // environment), so that the generation and tokens need not be threaded by hand.
 type state struct {
-	Environment string           `json:"environment"`
-	Intent      string           `json:"intent"`
-	Generation  int64            `json:"generation"`
-	Sha         string           `json:"sha,omitempty"` // the commit the pass deploys
-	Scopes      []string         `json:"scopes"`
-	Holder      string           `json:"holder,omitempty"`
-	Tokens      map[string]int64 `json:"tokens,omitempty"`
-	ExpiresAt   time.Time        `json:"expires_at,omitzero"`
+	Environment string `json:"environment"`
+	Intent      string `json:"intent"`
+	Generation  int64  `json:"generation"`
+	Sha         string `json:"sha,omitempty"` // the commit the pass deploys
+	// Commits are the commits the pass deploys, per claimed scope, for its command
+	// (pass.CommitEnv): the scopes of one pass may deploy different commits.
+	Commits   []authority.ClaimedScope `json:"commits,omitempty"`
+	Scopes    []string                 `json:"scopes"`
+	Holder    string                   `json:"holder,omitempty"`
+	Tokens    map[string]int64         `json:"tokens,omitempty"`
+	ExpiresAt time.Time                `json:"expires_at,omitzero"`
 }
 
 // statePath is the job's state file for the environment; "" without RUNNER_TEMP.

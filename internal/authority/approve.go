@@ -33,7 +33,7 @@ func (a *Authority) Approve(ctx context.Context, ap Approval) error {
 	if err := validateScopes(ap.Scopes, true); err != nil {
 		return err
 	}
-	if err := validateSha(ap.Sha); err != nil {
+	if err := ValidateSha(ap.Sha); err != nil {
 		return err
 	}
 	if ap.Deployment <= 0 {

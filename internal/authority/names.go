@@ -9,8 +9,16 @@ import (
 var (
 	envNameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$`)
 	scopeNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-	shaRE       = regexp.MustCompile(`^[0-9A-Za-z._-]{1,64}$`)
+	shaRE       = regexp.MustCompile(`^(?:[0-9a-f]{40}|[0-9a-f]{64})$`)
+	prefixRE    = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
 )
+
+// MinShaPrefix is the fewest hex digits of a sha that name a commit a scope ran (a rollback's
+// target); everywhere else a sha is given in full.
+const MinShaPrefix = 7
+
+// shaFix says what a sha must be.
+const shaFix = "give the full commit sha, 40 hex digits (64 in a SHA-256 repository), e.g. from `git rev-parse HEAD` or ${{ github.sha }}"
 
 // ValidateEnvironment reports whether name is a valid environment name.
 func ValidateEnvironment(name string) error {
@@ -47,9 +55,29 @@ func validateScopes(scopes []string, required bool) error {
 	return nil
 }
 
-func validateSha(sha string) error {
+// CanonicalSha is raw as the Authority takes a sha: without surrounding spaces, its hex digits
+// lowercase, as git prints them. Whoever reads a sha from a person (a flag, an input) passes it
+// through CanonicalSha before ValidateSha; what is not hex is left for ValidateSha to refuse.
+func CanonicalSha(raw string) string { return strings.ToLower(strings.TrimSpace(raw)) }
+
+// ValidateSha reports whether sha names one commit in full: 40 lowercase hex digits, or 64 in a
+// SHA-256 repository. An abbreviation is refused, since the Authority compares shas as strings: a
+// short and a full sha of one commit would be two commits to it (an intent not recognised as a
+// repeat, a promotion that waits for a commit already live). Only new input is checked: stored
+// state is read as it was written.
+func ValidateSha(sha string) error {
 	if !shaRE.MatchString(sha) {
-		return &InputError{Field: "sha", Value: sha, Fix: "give the commit sha being deployed (1-64 characters, letters, digits, . _ -)"}
+		return &InputError{Field: "sha", Value: truncate(sha, 70), Fix: shaFix}
+	}
+	return nil
+}
+
+// ValidateShaPrefix reports whether prefix may name a commit by the start of its sha: at least
+// MinShaPrefix lowercase hex digits (a full sha names itself).
+func ValidateShaPrefix(prefix string) error {
+	if !prefixRE.MatchString(prefix) {
+		return &InputError{Field: "sha", Value: truncate(prefix, 70),
+			Fix: fmt.Sprintf("give the commit's full sha, or at least its first %d hex digits (as `git log --oneline` shows them)", MinShaPrefix)}
 	}
 	return nil
 }

@@ -289,7 +289,7 @@ func (a *Authority) Report(ctx context.Context, r Report) (*CompleteResult, erro
 	if err := validateScopes(r.Scopes, true); err != nil {
 		return nil, err
 	}
-	if err := validateSha(r.Sha); err != nil {
+	if err := ValidateSha(r.Sha); err != nil {
 		return nil, err
 	}
 	if r.ID == "" || len(r.ID) > maxIDLen {

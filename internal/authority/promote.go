@@ -289,7 +289,14 @@ func (a *Authority) Promote(ctx context.Context, r PromoteRequest) (*PromoteResu
 	if live == nil {
 		return nil, &InputError{Field: "from", Value: r.From + "/" + r.Scope, Fix: fmt.Sprintf("nothing is live in %s/%s yet: there is nothing to promote", r.From, r.Scope)}
 	}
+	if ValidateSha(live.Sha) != nil {
+		return nil, &InputError{Field: "from", Value: r.From + "/" + r.Scope,
+			Fix: fmt.Sprintf("what is live in %s/%s is recorded as %s, a sha abbreviated before shas had to be full: deploy that commit there again, so that it is recorded in full, and promote it then", r.From, r.Scope, live.Sha)}
+	}
 	in.Sha, in.Ref, in.Before, in.Order = live.Sha, live.Ref, live.Before, live.Order
+	if ValidateSha(in.Before) != nil {
+		in.Before = "" // abbreviated, stored by an older version: the promotion skips the order guard anyway
+	}
 	res, err := a.Accept(ctx, in, true)
 	if err != nil {
 		return nil, fmt.Errorf("promote %s from %s: %w", shortSha(live.Sha), r.From, err)

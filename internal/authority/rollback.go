@@ -1,6 +1,7 @@
 package authority
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,7 +15,9 @@ import (
 type RollbackRequest struct {
 	Environment string
 	Scope       string
-	// To is the commit to roll back to; empty: the one live before the current one (Scope.Prev).
+	// To is the commit to roll back to: its full sha (any commit), or at least MinShaPrefix hex
+	// digits of one that was live in the scope (ResolveCommit); empty: the one live before the
+	// current one (Scope.Prev).
 	To string
 	// Ref is the branch the commit is recorded on; empty: the branch of what is live.
 	Ref    string
@@ -38,6 +41,8 @@ var ErrNotFrozen = errors.New("not frozen")
 // deploy gate (they are told they are held by a freeze) until Unfreeze. The rollback's own order
 // facts make it the newest commit of its branch, so a late delivery of an older push is recorded as
 // out of order and never undoes it. A repeat of r.Request returns the first result (Duplicate).
+// r.To given by a prefix is resolved against the scope's history as ResolveCommit does, in the read
+// the rollback writes.
 func (a *Authority) Rollback(ctx context.Context, r RollbackRequest) (*AcceptResult, error) {
 	if err := ValidateEnvironment(r.Environment); err != nil {
 		return nil, err
@@ -45,8 +50,10 @@ func (a *Authority) Rollback(ctx context.Context, r RollbackRequest) (*AcceptRes
 	if err := ValidateScope(r.Scope); err != nil {
 		return nil, err
 	}
-	if r.To != "" {
-		if err := validateSha(r.To); err != nil {
+	// A full sha may name any commit; a shorter prefix names one the scope ran (ResolveCommit).
+	byPrefix := r.To != "" && ValidateSha(r.To) != nil
+	if byPrefix {
+		if err := ValidateShaPrefix(r.To); err != nil {
 			return nil, err
 		}
 	}
@@ -72,7 +79,23 @@ func (a *Authority) Rollback(ctx context.Context, r RollbackRequest) (*AcceptRes
 		return nil, &InputError{Field: "request", Value: truncate(r.Request, 40), Fix: fmt.Sprintf("use a request id of at most %d characters", maxIDLen-len("rollback::")-len(r.Scope))}
 	}
 	var prior *IntentRecord
-	prepare := a.findRequest(r.Environment, id, &prior)
+	findPrior := a.findRequest(r.Environment, id, &prior)
+	// The prefix is resolved against the document the rollback writes (each attempt's), and a
+	// refusal is decided there, so that a refusal read from remembered state is confirmed afresh.
+	var resolved Commit
+	var refused error
+	prepare := func(ctx context.Context, doc *Doc) error {
+		resolved, refused = Commit{}, nil
+		if err := findPrior(ctx, doc); err != nil || prior != nil || !byPrefix {
+			return err
+		}
+		var err error
+		if resolved, err = a.resolve(ctx, doc.Env, r.Environment, r.Scope, r.To); err != nil && !inputError(err) {
+			return err
+		}
+		refused = err
+		return nil
+	}
 	var res *AcceptResult
 	_, err := a.updatePrepared(ctx, EnvKey(r.Environment), prepare, func(doc *Doc, now time.Time) (bool, error) {
 		res = nil
@@ -80,14 +103,21 @@ func (a *Authority) Rollback(ctx context.Context, r RollbackRequest) (*AcceptRes
 			res = &AcceptResult{Generation: prior.Generation, Duplicate: true, Accepted: []string{r.Scope}}
 			return false, nil
 		}
+		if refused != nil {
+			return false, refused
+		}
 		if doc.Env == nil {
 			return false, &InputError{Field: "environment", Value: r.Environment, Fix: "unknown environment: nothing was ever accepted for it; check the name"}
 		}
 		if err := doc.Env.requireScopes([]string{r.Scope}); err != nil {
 			return false, err
 		}
+		req := r
+		if byPrefix {
+			req.To, req.Ref = resolved.Sha, cmp.Or(r.Ref, resolved.Ref)
+		}
 		var err error
-		res, err = doc.Env.rollback(r, id, now)
+		res, err = doc.Env.rollback(req, id, now)
 		return err == nil, err
 	})
 	if err != nil {

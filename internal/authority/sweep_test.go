@@ -21,7 +21,7 @@ func TestSweepRedrivesStalledWorkOncePerStallAndEndsItAfterMaxAttempts(t *testin
 	const stall, ttl = 10 * time.Minute, 2 * time.Minute
 
 	// staging: api was claimed by a pass that took the lease and died; web waits for nobody.
-	res, err := a.Accept(ctx, authority.Intent{ID: "push-1", Environment: "staging", Scopes: []string{"api", "web"}, Sha: "aaaa111",
+	res, err := a.Accept(ctx, authority.Intent{ID: "push-1", Environment: "staging", Scopes: []string{"api", "web"}, Sha: "aaaa111000000000000000000000000000000000",
 		Origin: "github:7:acme/shop@main"}, true)
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +31,7 @@ func TestSweepRedrivesStalledWorkOncePerStallAndEndsItAfterMaxAttempts(t *testin
 		t.Fatal(err)
 	}
 	// prod: settled, never in the sweep's way.
-	if _, err := a.Accept(ctx, authority.Intent{ID: "push-2", Environment: "prod", Scopes: []string{"api"}, Sha: "bbbb222"}, true); err != nil {
+	if _, err := a.Accept(ctx, authority.Intent{ID: "push-2", Environment: "prod", Scopes: []string{"api"}, Sha: "bbbb222000000000000000000000000000000000"}, true); err != nil {
 		t.Fatal(err)
 	}
 	g, err := a.Gate(ctx, authority.GateRequest{Environment: "prod", Generation: 1, Scopes: []string{"api"}, Phase: "deploy", Holder: "ok", LeaseTTL: ttl})
@@ -118,7 +118,7 @@ func TestSweepLeavesLiveLeasesAloneAndReportsFailedRedrives(t *testing.T) {
 	ctx := context.Background()
 	clock := storetest.NewClock(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
 	a := authority.New(memory.New(), authority.WithClock(clock), authority.WithSkew(time.Second))
-	if _, err := a.Accept(ctx, authority.Intent{ID: "i", Environment: "qa", Scopes: []string{"api"}, Sha: "aaaa111"}, true); err != nil {
+	if _, err := a.Accept(ctx, authority.Intent{ID: "i", Environment: "qa", Scopes: []string{"api"}, Sha: "aaaa111000000000000000000000000000000000"}, true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Gate(ctx, authority.GateRequest{Environment: "qa", Generation: 1, Scopes: []string{"api"}, Phase: "deploy",
@@ -155,7 +155,7 @@ func TestWithdrawEndsPendingWorkSoTheSweepLeavesIt(t *testing.T) {
 	ctx := context.Background()
 	clock := storetest.NewClock(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
 	a := authority.New(memory.New(), authority.WithClock(clock), authority.WithSkew(time.Second))
-	if _, err := a.Accept(ctx, authority.Intent{ID: "pr-7", Environment: "preview/pr-7", Scopes: []string{"api"}, Sha: "aaaa111",
+	if _, err := a.Accept(ctx, authority.Intent{ID: "pr-7", Environment: "preview/pr-7", Scopes: []string{"api"}, Sha: "aaaa111000000000000000000000000000000000",
 		Origin: "github:7:acme/shop@feature"}, true); err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestSweepCountsPermanentRedriveFailuresUntilTheWorkEnds(t *testing.T) {
 	ctx := context.Background()
 	clock := storetest.NewClock(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
 	a := authority.New(memory.New(), authority.WithClock(clock), authority.WithSkew(time.Second))
-	if _, err := a.Accept(ctx, authority.Intent{ID: "i", Environment: "qa", Scopes: []string{"api"}, Sha: "aaaa111"}, false); err != nil {
+	if _, err := a.Accept(ctx, authority.Intent{ID: "i", Environment: "qa", Scopes: []string{"api"}, Sha: "aaaa111000000000000000000000000000000000"}, false); err != nil {
 		t.Fatal(err)
 	}
 	gone := fmt.Errorf("workflow deploy.yml not found: %w", authority.ErrPermanent)
@@ -213,7 +213,7 @@ func TestRememberedDocumentsAreBounded(t *testing.T) {
 	a := authority.New(memory.New())
 	for i := range 600 {
 		env := fmt.Sprintf("preview/pr-%d", i)
-		if _, err := a.Accept(ctx, authority.Intent{ID: env, Environment: env, Scopes: []string{"api"}, Sha: "aaaa111"}, false); err != nil {
+		if _, err := a.Accept(ctx, authority.Intent{ID: env, Environment: env, Scopes: []string{"api"}, Sha: "aaaa111000000000000000000000000000000000"}, false); err != nil {
 			t.Fatal(err)
 		}
 	}

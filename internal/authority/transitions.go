@@ -88,11 +88,11 @@ func (in *Intent) validate() error {
 		}
 	}
 	if in.Before != "" {
-		if err := validateSha(in.Before); err != nil {
-			return &InputError{Field: "before", Value: in.Before, Fix: "give the parent commit's sha, or leave it empty"}
+		if err := ValidateSha(in.Before); err != nil {
+			return &InputError{Field: "before", Value: truncate(in.Before, 70), Fix: "give the full sha of the commit this one was pushed on top of (40 hex digits, 64 in a SHA-256 repository), or leave it empty"}
 		}
 	}
-	return validateSha(in.Sha)
+	return ValidateSha(in.Sha)
 }
 
 // checkCapacity refuses an intent that would give the environment more than MaxScopes scopes, so

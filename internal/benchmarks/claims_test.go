@@ -26,7 +26,7 @@ func claimRound(ctx context.Context, clients []*authority.Authority, env string)
 		go func() {
 			defer done.Done()
 			in := authority.Intent{ID: intentID(env, i), Environment: env, Scopes: []string{"api"},
-				Sha: fmt.Sprintf("5ha%05d", i), Ref: "refs/heads/main", Source: "bench"}
+				Sha: fmt.Sprintf("5a%038d", i), Ref: "refs/heads/main", Source: "bench"}
 			ready.Done()
 			<-start
 			results[i], errs[i] = a.Accept(ctx, in, true)

@@ -101,21 +101,21 @@ func racePass(t *testing.T, dir string, run func(args ...string) outcome) []stri
 			"--intent-id", "run-"+name, "--holder", "run-"+name, "--state", st(name))
 	}
 
-	said("claim A", claim("A", "aaaa111"), "generation 1")
+	said("claim A", claim("A", "aaaa111000000000000000000000000000000000"), "generation 1")
 	step("gate A build", "gate", "--state", st("A"), "--phase", "build")
-	said("claim B", claim("B", "bbbb222"), "claimed api")
+	said("claim B", claim("B", "bbbb222000000000000000000000000000000000"), "claimed api")
 	said("gate A deploy", step("gate A deploy", "gate", "--state", st("A"), "--phase", "deploy"), "superseded")
 	o := step("run B", "run", "--state", st("B"), "--", "sh", "-c", `echo "deployed $LATESTWINS_GENERATION $LATESTWINS_FENCING_TOKEN"`)
 	said("run B", o, "deployed 2 1")
 	said("run B", o, "staging/api: deployed")
 
-	claim("C", "cccc333")
+	claim("C", "cccc333000000000000000000000000000000000")
 	o = step("gate C deploy", "gate", "--state", st("C"), "--json")
 	var grant struct{ Tokens map[string]int64 }
 	if err := json.Unmarshal([]byte(o.stdout), &grant); err != nil || grant.Tokens["api"] != 2 {
 		t.Errorf("gate C --json: %q (%v), want token 2", o.stdout, err)
 	}
-	claim("D", "dddd444")
+	claim("D", "dddd444000000000000000000000000000000000")
 	said("gate D deploy", step("gate D deploy", "gate", "--state", st("D"), "--wait", "0s"), "run-C (deploy, generation 3)")
 	step("complete C", "complete", "--state", st("C"))
 	step("gate D deploy again", "gate", "--state", st("D"))
@@ -151,7 +151,7 @@ func TestVerbsThroughAPI(t *testing.T) {
 		"gate D deploy again: exit 0",
 		"complete D: exit 0",
 		"status: exit 0",
-		"status: desired 4 observed 4 settled true live dddd444",
+		"status: desired 4 observed 4 settled true live dddd444000000000000000000000000000000000",
 		"status text: exit 0",
 		"gate without generation: exit 2",
 	}
@@ -173,7 +173,7 @@ func TestVerbsThroughAPI(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	page, _ := io.ReadAll(resp.Body)
-	if !strings.Contains(string(page), `<code title="dddd444">dddd444</code>`) {
+	if !strings.Contains(string(page), `<code title="dddd444000000000000000000000000000000000">dddd444</code>`) {
 		t.Errorf("the App's status page does not show dddd444 live:\n%s", page)
 	}
 }
@@ -188,7 +188,7 @@ func TestAPIFlagRefusals(t *testing.T) {
 	}
 	other := w.iss.Sign(t, w.iss.Claims("acme/web", "deploys", time.Now()))
 	wrongAudience := w.iss.Sign(t, w.iss.Claims("Codertocat/Hello-World", "latestwins", time.Now()))
-	claim := []string{"claim", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "i-1"}
+	claim := []string{"claim", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000", "--intent-id", "i-1"}
 	tests := []struct {
 		name  string
 		extra map[string]string
@@ -232,8 +232,8 @@ func TestRollbackThroughAPI(t *testing.T) {
 		}
 		return o
 	}
-	must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "a", "--", "true")
-	must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "bbbb222", "--intent-id", "b", "--", "true")
+	must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000", "--intent-id", "a", "--", "true")
+	must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "bbbb222000000000000000000000000000000000", "--intent-id", "b", "--", "true")
 	o := must(ExitOK, "rollback", "staging/api", "--reason", "bbbb222 breaks checkout", "--request", "r1")
 	for _, want := range []string{"rolled staging/api back to aaaa111 at generation 3", "the App dispatched no workflow", "--generation 3", "staging/api is frozen"} {
 		if !strings.Contains(o.stdout, want) {
@@ -244,7 +244,7 @@ func TestRollbackThroughAPI(t *testing.T) {
 		t.Errorf("a repeated request said:\n%s", o.stdout)
 	}
 	must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--generation", "3", "--", "true")
-	held := must(ExitLocked, "run", "--environment", "staging", "--scopes", "api", "--sha", "cccc333", "--intent-id", "c", "--wait", "0s", "--", "true")
+	held := must(ExitLocked, "run", "--environment", "staging", "--scopes", "api", "--sha", "cccc333000000000000000000000000000000000", "--intent-id", "c", "--wait", "0s", "--", "true")
 	if !strings.Contains(held.stderr, "held by a freeze: rolled back to aaaa111 by Codertocat (bbbb222 breaks checkout)") {
 		t.Errorf("a run while frozen said:\n%s", held.stderr)
 	}
@@ -258,8 +258,8 @@ func TestRollbackThroughAPI(t *testing.T) {
 	if o := must(ExitOK, "unfreeze", "staging/api", "--freeze", "3", "--reason", "again"); !strings.Contains(o.stdout, "is not frozen") {
 		t.Errorf("a second unfreeze said:\n%s", o.stdout)
 	}
-	must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "cccc333", "--intent-id", "c", "--", "true")
-	if o := must(ExitOK, "status", "staging", "--json"); !strings.Contains(o.stdout, `"sha":"cccc333"`) && !strings.Contains(o.stdout, `"sha": "cccc333"`) {
+	must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "cccc333000000000000000000000000000000000", "--intent-id", "c", "--", "true")
+	if o := must(ExitOK, "status", "staging", "--json"); !strings.Contains(o.stdout, `"sha":"cccc333000000000000000000000000000000000"`) && !strings.Contains(o.stdout, `"sha": "cccc333000000000000000000000000000000000"`) {
 		t.Errorf("status after unfreeze:\n%s", o.stdout)
 	}
 }
@@ -286,7 +286,7 @@ func TestPromoteThroughAPI(t *testing.T) {
 		}
 		return o
 	}
-	must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "a", "--", "true")
+	must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000", "--intent-id", "a", "--", "true")
 	o := must(ExitOK, "promote", "production/api", "--request", "p1")
 	for _, want := range []string{"promoted aaaa111 (live in staging/api) to production at generation 1", "the App dispatched no workflow", "--generation 1"} {
 		if !strings.Contains(o.stdout, want) {

@@ -81,13 +81,13 @@ func scopeField(m map[string]any, scope, field string) any {
 func TestStepsShareStateAndDeploy(t *testing.T) {
 	h := newHarness(t)
 	state := filepath.Join(h.dir, "pass.json")
-	o := h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api,web", "--sha", "abc1234", "--ref", "refs/heads/main",
+	o := h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api,web", "--sha", "abc1234000000000000000000000000000000000", "--ref", "refs/heads/main",
 		"--intent-id", "push-1", "--state", state)
 	if !strings.Contains(o.stdout, "generation 1") || !strings.Contains(o.stdout, "claimed api,web") {
 		t.Fatalf("claim output: %q", o.stdout)
 	}
 	// A repeated claim of the same intent returns the same generation and changes nothing.
-	o = h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api,web", "--sha", "abc1234", "--intent-id", "push-1", "--json")
+	o = h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api,web", "--sha", "abc1234000000000000000000000000000000000", "--intent-id", "push-1", "--json")
 	var res authority.AcceptResult
 	if err := json.Unmarshal([]byte(o.stdout), &res); err != nil || res.Generation != 1 || !res.Duplicate {
 		t.Fatalf("repeat claim: %+v (%v)", res, err)
@@ -105,7 +105,7 @@ func TestStepsShareStateAndDeploy(t *testing.T) {
 	}
 	for _, s := range []string{"api", "web"} {
 		live := scopeField(st, s, "live").(map[string]any)
-		if live["sha"] != "abc1234" || live["generation"] != float64(1) {
+		if live["sha"] != "abc1234000000000000000000000000000000000" || live["generation"] != float64(1) {
 			t.Fatalf("%s live: %v", s, live)
 		}
 	}
@@ -114,8 +114,8 @@ func TestStepsShareStateAndDeploy(t *testing.T) {
 func TestSupersededPassStopsWithItsOwnExitCode(t *testing.T) {
 	h := newHarness(t)
 	old := filepath.Join(h.dir, "old.json")
-	h.must(ExitOK, "claim", "--environment", "prod", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "a", "--state", old)
-	h.must(ExitOK, "claim", "--environment", "prod", "--scopes", "api", "--sha", "bbbb222", "--intent-id", "b")
+	h.must(ExitOK, "claim", "--environment", "prod", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000", "--intent-id", "a", "--state", old)
+	h.must(ExitOK, "claim", "--environment", "prod", "--scopes", "api", "--sha", "bbbb222000000000000000000000000000000000", "--intent-id", "b")
 	o := h.must(ExitSuperseded, "gate", "--state", old, "--phase", "deploy")
 	if !strings.Contains(o.stderr, "superseded by generation 2 (bbbb222)") {
 		t.Fatalf("gate stderr: %q", o.stderr)
@@ -130,7 +130,7 @@ func TestSupersededPassStopsWithItsOwnExitCode(t *testing.T) {
 func TestLockedGivesUpWithRetryAfter(t *testing.T) {
 	h := newHarness(t)
 	state := filepath.Join(h.dir, "s.json")
-	h.must(ExitOK, "claim", "--environment", "qa", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "a", "--state", state)
+	h.must(ExitOK, "claim", "--environment", "qa", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000", "--intent-id", "a", "--state", state)
 	h.must(ExitOK, "gate", "--state", state, "--holder", "first", "--lease-ttl", "1m")
 	o := h.must(ExitLocked, "gate", "--state", state, "--holder", "second", "--wait", "0s", "--json")
 	var refusal map[string]any
@@ -147,23 +147,23 @@ func TestLockedGivesUpWithRetryAfter(t *testing.T) {
 
 func TestBadInputIsTerminalAndSaysWhatToFix(t *testing.T) {
 	h := newHarness(t)
-	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111")
+	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000")
 	cases := []struct {
 		name string
 		vars map[string]string
 		args []string
 		want string
 	}{
-		{"invalid environment", nil, []string{"claim", "--environment", "bad env", "--scopes", "api", "--sha", "a1"}, "invalid environment"},
-		{"missing environment", nil, []string{"claim", "--scopes", "api", "--sha", "a1"}, "name the environment"},
-		{"invalid scope", nil, []string{"claim", "--environment", "e", "--scopes", "a/b", "--sha", "a1"}, "invalid scope"},
+		{"invalid environment", nil, []string{"claim", "--environment", "bad env", "--scopes", "api", "--sha", shaA}, "invalid environment"},
+		{"missing environment", nil, []string{"claim", "--scopes", "api", "--sha", shaA}, "name the environment"},
+		{"invalid scope", nil, []string{"claim", "--environment", "e", "--scopes", "a/b", "--sha", shaA}, "invalid scope"},
 		{"missing sha", nil, []string{"claim", "--environment", "e", "--scopes", "api"}, "invalid sha"},
 		{"unknown environment", nil, []string{"status", "nowhere"}, "unknown environment: nothing was ever accepted for it; check the name (looked in bolt://"},
 		{"malformed variable", map[string]string{"LATESTWINS_LEASE_TTL": "soon"}, []string{"gate", "--environment", "e", "--generation", "1", "--scopes", "api"}, "LATESTWINS_LEASE_TTL"},
 		{"bad store", map[string]string{"LATESTWINS_STORE": "redis://x"}, []string{"status", "e"}, "unknown scheme"},
 		{"unknown command", nil, []string{"deploy"}, "unknown command"},
 		{"bad outcome", nil, []string{"complete", "--environment", "e", "--generation", "1", "--scopes", "api", "--outcome", "meh"}, "invalid outcome"},
-		{"run without command", nil, []string{"run", "--environment", "e", "--scopes", "api", "--sha", "a1"}, "give the command"},
+		{"run without command", nil, []string{"run", "--environment", "e", "--scopes", "api", "--sha", shaA}, "give the command"},
 		{"unlock without reason", nil, []string{"unlock", "e/api"}, "--reason"},
 	}
 	for _, tc := range cases {
@@ -183,7 +183,7 @@ func TestBadInputIsTerminalAndSaysWhatToFix(t *testing.T) {
 func TestRunGivesTheCommandItsFencingAndCountsAttempts(t *testing.T) {
 	h := newHarness(t)
 	envFile := filepath.Join(h.dir, "env.txt")
-	h.must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "one", "--",
+	h.must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000", "--intent-id", "one", "--",
 		"sh", "-c", `echo "$LATESTWINS_GENERATION $LATESTWINS_FENCING_TOKEN $LATESTWINS_FENCING_TOKENS" > "$0"`, envFile)
 	b, err := os.ReadFile(envFile)
 	if err != nil {
@@ -194,12 +194,12 @@ func TestRunGivesTheCommandItsFencingAndCountsAttempts(t *testing.T) {
 	}
 	// A failing command: retryable on attempts 1 and 2, terminal on the third; the intent is the same.
 	for attempt, want := range map[string]int{"1": ExitRetry, "2": ExitRetry} {
-		h.must(want, "run", "--environment", "staging", "--scopes", "api", "--sha", "bbbb222", "--intent-id", "two", "--attempt", attempt, "--", "false")
+		h.must(want, "run", "--environment", "staging", "--scopes", "api", "--sha", "bbbb222000000000000000000000000000000000", "--intent-id", "two", "--attempt", attempt, "--", "false")
 		if f := scopeField(h.status("staging"), "api", "failure"); f != nil {
 			t.Fatalf("a non-final attempt published a failure: %v", f)
 		}
 	}
-	h.must(ExitFailed, "run", "--environment", "staging", "--scopes", "api", "--sha", "bbbb222", "--intent-id", "two", "--attempt", "3", "--", "false")
+	h.must(ExitFailed, "run", "--environment", "staging", "--scopes", "api", "--sha", "bbbb222000000000000000000000000000000000", "--intent-id", "two", "--attempt", "3", "--", "false")
 	st := h.status("staging")
 	if f, _ := scopeField(st, "api", "failure").(map[string]any); f == nil || f["generation"] != float64(2) {
 		t.Fatalf("final attempt: failure %v", scopeField(st, "api", "failure"))
@@ -207,7 +207,7 @@ func TestRunGivesTheCommandItsFencingAndCountsAttempts(t *testing.T) {
 	if st["observed_generation"] != float64(2) || scopeField(st, "api", "pending") != nil {
 		t.Fatalf("observed did not move past the terminal error: %v", st)
 	}
-	if live := scopeField(st, "api", "live").(map[string]any); live["sha"] != "aaaa111" {
+	if live := scopeField(st, "api", "live").(map[string]any); live["sha"] != "aaaa111000000000000000000000000000000000" {
 		t.Fatalf("live changed by a failed pass: %v", live)
 	}
 }
@@ -257,7 +257,7 @@ func TestRunStopsTheCommandWhenTheLeaseIsLost(t *testing.T) {
 	stopped := filepath.Join(h.dir, "stopped")
 	done := make(chan outcome, 1)
 	go func() {
-		done <- h.run(context.Background(), "run", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "one",
+		done <- h.run(context.Background(), "run", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000", "--intent-id", "one",
 			"--lease-ttl", "6s", "--grace", "2s", "--", "sh", "-c", `trap 'touch "$1"; exit 143' TERM; echo up > "$0"; while :; do sleep 0.1; done`, started, stopped)
 	}()
 	waitStarted(t, started, done)
@@ -286,7 +286,7 @@ func TestRunForwardsSignalsAndReleases(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan outcome, 1)
 	go func() {
-		done <- h.run(ctx, "run", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "one", "--",
+		done <- h.run(ctx, "run", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000", "--intent-id", "one", "--",
 			"sh", "-c", `trap 'echo INT > "$1"; exit 130' INT; echo up > "$0"; while :; do sleep 0.1; done`, started, got)
 	}()
 	waitStarted(t, started, done)
@@ -308,7 +308,7 @@ func TestRunTakesOverAnExpiredLeaseAndRecordsTheRecovery(t *testing.T) {
 	h := newHarness(t)
 	a, closeStore := h.authority()
 	ctx := context.Background()
-	res, err := a.Accept(ctx, authority.Intent{ID: "crashed", Environment: "staging", Scopes: []string{"api"}, Sha: "aaaa111"}, true)
+	res, err := a.Accept(ctx, authority.Intent{ID: "crashed", Environment: "staging", Scopes: []string{"api"}, Sha: "aaaa111000000000000000000000000000000000"}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestRunTakesOverAnExpiredLeaseAndRecordsTheRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeStore()
-	o := h.must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "bbbb222", "--intent-id", "next",
+	o := h.must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "bbbb222000000000000000000000000000000000", "--intent-id", "next",
 		"--wait", "30s", "--lease-skew", "1ms", "--", "true")
 	if !strings.Contains(o.stderr, "waiting: staging/api is locked by crashed-runner") {
 		t.Fatalf("no progress while waiting: %q", o.stderr)
@@ -328,7 +328,7 @@ func TestRunTakesOverAnExpiredLeaseAndRecordsTheRecovery(t *testing.T) {
 		t.Fatalf("history lacks the recovery:\n%s", hist)
 	}
 	live := scopeField(h.status("staging"), "api", "live").(map[string]any)
-	if live["sha"] != "bbbb222" || live["token"] != float64(2) {
+	if live["sha"] != "bbbb222000000000000000000000000000000000" || live["token"] != float64(2) {
 		t.Fatalf("live after takeover: %v", live)
 	}
 }
@@ -343,7 +343,7 @@ func TestDemoHoldsEveryGuarantee(t *testing.T) {
 
 func TestSweepListsThenRedrivesStalledWork(t *testing.T) {
 	h := newHarness(t)
-	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "one")
+	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000", "--intent-id", "one")
 	o := h.must(ExitOK, "sweep", "--stall", "1ns")
 	if !strings.Contains(o.stdout, "would re-drive staging generation 1 (api), attempt 1") || !strings.Contains(o.stdout, "dry run") {
 		t.Fatalf("dry run output: %q", o.stdout)
@@ -375,11 +375,11 @@ func TestRunJoinsTheCommitTheAppAccepted(t *testing.T) {
 	h := newHarness(t)
 	a, closeStore := h.authority()
 	if _, err := a.Accept(context.Background(), authority.Intent{ID: "delivery-1", Environment: "staging", Scopes: []string{"api"},
-		Sha: "aaaa111", Ref: "refs/heads/main", Source: "push acme/api"}, false); err != nil {
+		Sha: "aaaa111000000000000000000000000000000000", Ref: "refs/heads/main", Source: "push acme/api"}, false); err != nil {
 		t.Fatal(err)
 	}
 	closeStore()
-	o := h.must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111", "--ref", "refs/heads/main",
+	o := h.must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000", "--ref", "refs/heads/main",
 		"--intent-id", "gha:acme/api/77", "--", "true")
 	if !strings.Contains(o.stdout, "deployed") {
 		t.Fatalf("run output: %q", o.stdout)
@@ -388,7 +388,7 @@ func TestRunJoinsTheCommitTheAppAccepted(t *testing.T) {
 	if st["desired_generation"] != float64(1) || st["observed_generation"] != float64(1) {
 		t.Fatalf("the run took a generation of its own or left work pending: %v", st)
 	}
-	if live := scopeField(st, "api", "live").(map[string]any); live["sha"] != "aaaa111" || live["generation"] != float64(1) {
+	if live := scopeField(st, "api", "live").(map[string]any); live["sha"] != "aaaa111000000000000000000000000000000000" || live["generation"] != float64(1) {
 		t.Fatalf("live after the joined run: %v", live)
 	}
 }
@@ -397,7 +397,7 @@ func TestCompleteKeepsTheExitCodesOfRetryableEndings(t *testing.T) {
 	h := newHarness(t)
 	for outcome, want := range map[string]int{"lost": ExitLeaseLost, "interrupted": ExitInterrupted, "failure": ExitRetry} {
 		state := filepath.Join(h.dir, outcome+".json")
-		h.must(ExitOK, "claim", "--environment", "env-"+outcome, "--scopes", "api", "--sha", "aaaa111", "--intent-id", outcome, "--state", state)
+		h.must(ExitOK, "claim", "--environment", "env-"+outcome, "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000", "--intent-id", outcome, "--state", state)
 		h.must(ExitOK, "gate", "--state", state, "--phase", "deploy")
 		h.must(want, "complete", "--state", state, "--outcome", outcome, "--attempt", "1")
 	}
@@ -405,7 +405,7 @@ func TestCompleteKeepsTheExitCodesOfRetryableEndings(t *testing.T) {
 
 func TestUnlockOfAMistypedLeaseIsBadInput(t *testing.T) {
 	h := newHarness(t)
-	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "one")
+	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000", "--intent-id", "one")
 	if o := h.must(ExitUsage, "unlock", "stagng/api", "--reason", "stuck"); !strings.Contains(o.stderr, "no such lease") {
 		t.Fatalf("stderr %q", o.stderr)
 	}

@@ -20,7 +20,7 @@ import (
 func TestCorruptStateIsSaidPlainly(t *testing.T) {
 	h := newHarness(t)
 	path := strings.TrimPrefix(h.store, "bolt://")
-	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "a")
+	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000", "--intent-id", "a")
 	key := []byte(authority.EnvKey("staging"))
 	update := func(fn func(*bbolt.Tx) error) {
 		t.Helper()
@@ -45,7 +45,7 @@ func TestCorruptStateIsSaidPlainly(t *testing.T) {
 	want := `env#staging is corrupt: 0 <= observed <= desired does not hold (observed 50, desired 1); nothing was decided from it: restore the document from a backup, or repair it`
 	for _, args := range [][]string{
 		{"status", "staging"},
-		{"claim", "--environment", "staging", "--scopes", "api", "--sha", "bbbb222", "--intent-id", "b"},
+		{"claim", "--environment", "staging", "--scopes", "api", "--sha", "bbbb222000000000000000000000000000000000", "--intent-id", "b"},
 		{"gate", "--environment", "staging", "--generation", "1", "--scopes", "api", "--phase", "deploy"},
 		{"policy", "staging", "queue"},
 		{"history", "staging"},

@@ -23,7 +23,7 @@ func TestPolicyOfAnUnknownEnvironmentIsRefused(t *testing.T) {
 		t.Fatalf("a refused policy created the store: %v", err)
 	}
 
-	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "a")
+	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000", "--intent-id", "a")
 	before, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

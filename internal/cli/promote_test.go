@@ -12,11 +12,11 @@ import (
 // in prod, whose run then deploys it.
 func TestPromoteFromTheCommandLine(t *testing.T) {
 	h := newHarness(t)
-	h.must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "s-a", "--", "true")
-	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "p-a", "--requires", "staging", "--", "true")
-	h.must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "bbbb222", "--intent-id", "s-b", "--", "true")
+	h.must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000", "--intent-id", "s-a", "--", "true")
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000", "--intent-id", "p-a", "--requires", "staging", "--", "true")
+	h.must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "bbbb222000000000000000000000000000000000", "--intent-id", "s-b", "--", "true")
 
-	held := h.must(ExitLocked, "run", "--environment", "prod", "--scopes", "api", "--sha", "cccc333", "--intent-id", "p-c", "--wait", "0s", "--", "true")
+	held := h.must(ExitLocked, "run", "--environment", "prod", "--scopes", "api", "--sha", "cccc333000000000000000000000000000000000", "--intent-id", "p-c", "--wait", "0s", "--", "true")
 	if !strings.Contains(held.stderr, "waiting for staging: cccc333 is not live there yet (bbbb222 is)") {
 		t.Fatalf("a run of a commit staging does not have said:\n%s", held.stderr)
 	}
@@ -56,7 +56,7 @@ func TestPromoteFromTheCommandLine(t *testing.T) {
 		t.Fatalf("promote said:\n%s", p.stdout)
 	}
 	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--generation", "3", "--", "true")
-	if m := h.status("prod"); scopeField(m, "api", "live").(map[string]any)["sha"] != "bbbb222" {
+	if m := h.status("prod"); scopeField(m, "api", "live").(map[string]any)["sha"] != "bbbb222000000000000000000000000000000000" {
 		t.Fatalf("prod after the promotion's run: %v", m)
 	}
 	hist := h.must(ExitOK, "history", "prod")
@@ -65,8 +65,8 @@ func TestPromoteFromTheCommandLine(t *testing.T) {
 	}
 
 	// --requires none drops the requirement; --requires-ancestor alone is a mistake.
-	h.must(ExitUsage, "claim", "--environment", "prod", "--scopes", "api", "--sha", "dddd444", "--intent-id", "p-d", "--requires-ancestor")
-	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", "dddd444", "--intent-id", "p-d", "--requires", "none", "--", "true")
+	h.must(ExitUsage, "claim", "--environment", "prod", "--scopes", "api", "--sha", "dddd444000000000000000000000000000000000", "--intent-id", "p-d", "--requires-ancestor")
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", "dddd444000000000000000000000000000000000", "--intent-id", "p-d", "--requires", "none", "--", "true")
 	if hist := h.must(ExitOK, "history", "prod"); !strings.Contains(hist.stdout, "Promotion requirement changed from staging to none") {
 		t.Errorf("history does not record dropping the requirement:\n%s", hist.stdout)
 	}

@@ -16,7 +16,7 @@ func runRollback(ctx context.Context, c *cmdEnv, args []string) error {
 	var to, request string
 	c.newFlags("rollback")
 	c.interspersed = true
-	c.str(&to, "to", "", "the commit to roll back to (default: the one live before the current one)")
+	c.str(&to, "to", "", fmt.Sprintf("the commit to roll back to: its full sha, or at least %d hex digits of one that was live in the scope (default: the one live before the current one)", authority.MinShaPrefix))
 	c.str(&c.s.reason, "reason", "", "why, for the timeline (required)")
 	c.str(&c.s.actor, "actor", "", "who rolls back (default $GITHUB_ACTOR or $USER)")
 	c.str(&request, "request", "", "an id for this request: a repeat rolls back once")
@@ -28,16 +28,21 @@ func runRollback(ctx context.Context, c *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	raw := to
+	var bad *authority.InputError
+	if to = authority.CanonicalSha(to); to != "" && errors.As(authority.ValidateShaPrefix(to), &bad) {
+		return c.badSetting("to", raw, bad.Fix)
+	}
 	c.mode = storeMustExist
 	if err := c.connect(ctx); err != nil {
 		return err
 	}
 	defer c.done()
 	if client, ok := c.view.(*apiclient.Client); ok {
-		return c.rollbackRemote(ctx, client, authority.RollbackRequest{Environment: env, Scope: scope, To: strings.TrimSpace(to),
+		return c.rollbackRemote(ctx, client, authority.RollbackRequest{Environment: env, Scope: scope, To: to,
 			Reason: c.s.reason, Request: request})
 	}
-	res, err := c.auth.Rollback(ctx, authority.RollbackRequest{Environment: env, Scope: scope, To: strings.TrimSpace(to),
+	res, err := c.auth.Rollback(ctx, authority.RollbackRequest{Environment: env, Scope: scope, To: to,
 		Actor: c.s.actor, Reason: c.s.reason, Request: request, Source: "latestwins rollback"})
 	if err != nil {
 		return err

@@ -13,8 +13,8 @@ import (
 // freeze, and gives up with the locked exit code; unfreeze lets it go. Bad input changes nothing.
 func TestRollbackFreezesUntilUnfreeze(t *testing.T) {
 	h := newHarness(t)
-	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "a", "--", "true")
-	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", "bbbb222", "--intent-id", "b", "--", "true")
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000", "--intent-id", "a", "--", "true")
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", "bbbb222000000000000000000000000000000000", "--intent-id", "b", "--", "true")
 
 	h.must(ExitUsage, "rollback", "prod/api")                                       // no reason
 	h.must(ExitUsage, "rollback", "prod/api", "--reason", "x", "--to", "not a sha") // a sha with spaces
@@ -32,11 +32,11 @@ func TestRollbackFreezesUntilUnfreeze(t *testing.T) {
 		t.Fatalf("a repeated request said:\n%s", again.stdout)
 	}
 	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--generation", "3", "--", "true")
-	if m := h.status("prod"); scopeField(m, "api", "live").(map[string]any)["sha"] != "aaaa111" {
+	if m := h.status("prod"); scopeField(m, "api", "live").(map[string]any)["sha"] != "aaaa111000000000000000000000000000000000" {
 		t.Fatalf("after the rollback's run: %v", m)
 	}
 
-	held := h.must(ExitLocked, "run", "--environment", "prod", "--scopes", "api", "--sha", "cccc333", "--intent-id", "c", "--wait", "0s", "--", "true")
+	held := h.must(ExitLocked, "run", "--environment", "prod", "--scopes", "api", "--sha", "cccc333000000000000000000000000000000000", "--intent-id", "c", "--wait", "0s", "--", "true")
 	if !strings.Contains(held.stderr, "held by a freeze: rolled back to aaaa111 by oncall") || !strings.Contains(held.stderr, "latestwins unfreeze prod/api --freeze 3") {
 		t.Fatalf("a run while frozen said:\n%s", held.stderr)
 	}
@@ -46,9 +46,9 @@ func TestRollbackFreezesUntilUnfreeze(t *testing.T) {
 	if o := h.must(ExitOK, "unfreeze", "prod/api", "--freeze", "3", "--reason", "again"); !strings.Contains(o.stdout, "is not frozen") {
 		t.Fatalf("a second unfreeze said:\n%s", o.stdout)
 	}
-	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", "cccc333", "--intent-id", "c", "--", "true")
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", "cccc333000000000000000000000000000000000", "--intent-id", "c", "--", "true")
 	m := h.status("prod")
-	if scopeField(m, "api", "live").(map[string]any)["sha"] != "cccc333" || scopeField(m, "api", "freeze") != nil {
+	if scopeField(m, "api", "live").(map[string]any)["sha"] != "cccc333000000000000000000000000000000000" || scopeField(m, "api", "freeze") != nil {
 		t.Fatalf("after unfreeze: %v", m)
 	}
 	hist := h.must(ExitOK, "history", "prod")
@@ -65,11 +65,11 @@ func TestRollbackFreezesUntilUnfreeze(t *testing.T) {
 // rollback 2's freeze lifts it.
 func TestUnfreezeNamesTheFreeze(t *testing.T) {
 	h := newHarness(t)
-	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "a", "--", "true")
-	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", "bbbb222", "--intent-id", "b", "--", "true")
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000", "--intent-id", "a", "--", "true")
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", "bbbb222000000000000000000000000000000000", "--intent-id", "b", "--", "true")
 	h.must(ExitOK, "rollback", "prod/api", "--reason", "incident 1", "--actor", "oncall")
 	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--generation", "3", "--", "true")
-	if o := h.must(ExitOK, "rollback", "prod/api", "--to", "bbbb222", "--reason", "incident 2", "--actor", "night-shift"); !strings.Contains(o.stdout, "prod/api is frozen (freeze 4)") {
+	if o := h.must(ExitOK, "rollback", "prod/api", "--to", "bbbb222000000000000000000000000000000000", "--reason", "incident 2", "--actor", "night-shift"); !strings.Contains(o.stdout, "prod/api is frozen (freeze 4)") {
 		t.Fatalf("rollback 2 said:\n%s", o.stdout)
 	}
 
@@ -105,10 +105,10 @@ func TestUnfreezeNamesTheFreeze(t *testing.T) {
 // pass claims it first; an older one, superseded meanwhile, deploys nothing.
 func TestRunClaimsAGenerationAcceptedElsewhere(t *testing.T) {
 	h := newHarness(t)
-	h.must(ExitOK, "claim", "--environment", "prod", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "seed")
+	h.must(ExitOK, "claim", "--environment", "prod", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000", "--intent-id", "seed")
 	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--generation", "1", "--", "true")
 	a, done := h.authority()
-	for i, sha := range []string{"bbbb222", "cccc333"} {
+	for i, sha := range []string{"bbbb222000000000000000000000000000000000", "cccc333000000000000000000000000000000000"} {
 		if _, err := a.Accept(context.Background(), authority.Intent{ID: "push-" + sha, Environment: "prod", Scopes: []string{"api"}, Sha: sha,
 			Ref: "refs/heads/main", Source: "push"}, false); err != nil {
 			t.Fatalf("accept %d: %v", i, err)
@@ -119,7 +119,7 @@ func TestRunClaimsAGenerationAcceptedElsewhere(t *testing.T) {
 		t.Fatalf("run of the superseded generation said:\n%s", o.stderr)
 	}
 	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--generation", "3", "--", "true")
-	if m := h.status("prod"); scopeField(m, "api", "live").(map[string]any)["sha"] != "cccc333" {
+	if m := h.status("prod"); scopeField(m, "api", "live").(map[string]any)["sha"] != "cccc333000000000000000000000000000000000" {
 		t.Fatalf("after run --generation 3: %v", m)
 	}
 }

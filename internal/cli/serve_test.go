@@ -163,7 +163,7 @@ func TestServeStatusPage(t *testing.T) {
 	if _, err := auth.Complete(ctx, authority.Completion{Environment: "staging", Generation: 1, Scopes: []string{"api"}, Outcome: authority.OutcomeSuccess, Tokens: g.Tokens, Holder: "run-1"}); err != nil {
 		t.Fatal(err)
 	}
-	next, err := auth.Accept(ctx, authority.Intent{ID: "next", Environment: "staging", Scopes: []string{"api"}, Sha: "bbbb222"}, true)
+	next, err := auth.Accept(ctx, authority.Intent{ID: "next", Environment: "staging", Scopes: []string{"api"}, Sha: "bbbb222000000000000000000000000000000000"}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

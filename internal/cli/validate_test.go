@@ -26,7 +26,7 @@ type validationCase struct {
 // runArgs, gateArgs and completeArgs are complete command lines but for what a case adds: the case
 // is refused for its own flag, not for a missing one.
 func runArgs(extra ...string) []string {
-	return append(append([]string{"run", "--environment", "staging", "--scopes", "api", "--sha", "bbbb222", "--intent-id", "new"}, extra...), "--", "true")
+	return append(append([]string{"run", "--environment", "staging", "--scopes", "api", "--sha", "bbbb222000000000000000000000000000000000", "--intent-id", "new"}, extra...), "--", "true")
 }
 
 func gateArgs(extra ...string) []string {
@@ -38,7 +38,7 @@ func completeArgs(extra ...string) []string {
 }
 
 func claimArgs(extra ...string) []string {
-	return append([]string{"claim", "--environment", "staging", "--scopes", "api", "--sha", "cccc333", "--intent-id", "claim-new"}, extra...)
+	return append([]string{"claim", "--environment", "staging", "--scopes", "api", "--sha", "cccc333000000000000000000000000000000000", "--intent-id", "claim-new"}, extra...)
 }
 
 func validationCases() []validationCase {
@@ -58,11 +58,11 @@ func validationCases() []validationCase {
 		{"run generation -1", nil, runArgs("--generation", "-1"), []string{`--generation "-1"`, "give 0 or more"}},
 		{"run grace longer than a third of the lease", nil, runArgs("--grace", "50s"), []string{`--grace "50s"`, "does not fit a 2m0s lease: use at most 40s"}},
 		{"run default grace with a short lease", nil, runArgs("--lease-ttl", "20s"), []string{`--grace "10s"`, "does not fit a 20s lease", "--lease-ttl of at least 30s"}},
-		{"run word after a list", nil, []string{"run", "--environment", "staging", "--scopes", "api", "web", "--sha", "bbbb222", "--", "true"},
+		{"run word after a list", nil, []string{"run", "--environment", "staging", "--scopes", "api", "web", "--sha", "bbbb222000000000000000000000000000000000", "--", "true"},
 			[]string{`unexpected argument "web" before --`, "--scopes api,web"}},
-		{"run command without --", nil, []string{"run", "--environment", "staging", "--scopes", "api", "--sha", "bbbb222", "./deploy.sh"},
+		{"run command without --", nil, []string{"run", "--environment", "staging", "--scopes", "api", "--sha", "bbbb222000000000000000000000000000000000", "./deploy.sh"},
 			[]string{`unexpected argument "./deploy.sh" before --`, "give the command after --"}},
-		{"run without a command", nil, []string{"run", "--environment", "staging", "--scopes", "api", "--sha", "bbbb222", "--"}, []string{"give the command to run after --"}},
+		{"run without a command", nil, []string{"run", "--environment", "staging", "--scopes", "api", "--sha", "bbbb222000000000000000000000000000000000", "--"}, []string{"give the command to run after --"}},
 		// run: the same bounds, by variable
 		{"LATESTWINS_LEASE_TTL 0s", map[string]string{"LATESTWINS_LEASE_TTL": "0s"}, runArgs(), append([]string{`LATESTWINS_LEASE_TTL "0s"`}, ttl...)},
 		{"LATESTWINS_LEASE_TTL 25h", map[string]string{"LATESTWINS_LEASE_TTL": "25h"}, runArgs(), append([]string{`LATESTWINS_LEASE_TTL "25h0m0s"`}, ttl...)},
@@ -86,11 +86,11 @@ func validationCases() []validationCase {
 		{"LATESTWINS_LEASE flase", map[string]string{"LATESTWINS_LEASE": "flase"}, gateArgs(), []string{`LATESTWINS_LEASE="flase"`, "use true or false"}},
 		{"LATESTWINS_LEASE_TTL on gate", map[string]string{"LATESTWINS_LEASE_TTL": "100h"}, gateArgs(), append([]string{`LATESTWINS_LEASE_TTL "100h0m0s"`}, ttl...)},
 		// claim
-		{"claim word after a list", nil, []string{"claim", "--environment", "staging", "--scopes", "api", "web", "--sha", "cccc333"},
+		{"claim word after a list", nil, []string{"claim", "--environment", "staging", "--scopes", "api", "web", "--sha", "cccc333000000000000000000000000000000000"},
 			[]string{`unexpected argument "web"`, "latestwins claim takes flags only", "--scopes api,web"}},
 		{"claim attempt 0", nil, claimArgs("--attempt", "0"), []string{`--attempt "0"`, "1 or more"}},
 		{"claim without sha", nil, []string{"claim", "--environment", "staging", "--scopes", "api"}, []string{"invalid sha", "--sha"}},
-		{"claim scope name", nil, []string{"claim", "--environment", "staging", "--scopes", "api,a b/c", "--sha", "cccc333"}, []string{`invalid scope "b/c"`}},
+		{"claim scope name", nil, []string{"claim", "--environment", "staging", "--scopes", "api,a b/c", "--sha", "cccc333000000000000000000000000000000000"}, []string{`invalid scope "b/c"`}},
 		// complete
 		{"complete max-attempts 0", nil, completeArgs("--max-attempts", "0"), []string{`--max-attempts "0"`, "give 1 or more"}},
 		{"complete attempt -1", nil, completeArgs("--attempt", "-1"), []string{`--attempt "-1"`, "1 or more"}},
@@ -153,7 +153,7 @@ func TestBadSettingsAreRefusedBeforeAnyWrite(t *testing.T) {
 func storeWithPass(t *testing.T) (*harness, []byte) {
 	t.Helper()
 	h := newHarness(t)
-	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "one")
+	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000", "--intent-id", "one")
 	b, err := os.ReadFile(strings.TrimPrefix(h.store, "bolt://"))
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +328,7 @@ func TestInterruptedWaitsExit8(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	state := filepath.Join(h.dir, "s.json")
-	h.must(ExitOK, "claim", "--environment", "qa", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "a", "--state", state)
+	h.must(ExitOK, "claim", "--environment", "qa", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000", "--intent-id", "a", "--state", state)
 	h.must(ExitOK, "gate", "--state", state, "--holder", "first", "--lease-ttl", "1m")
 	for _, args := range [][]string{
 		{"gate", "--state", state, "--holder", "second", "--wait", "10m"},
@@ -379,10 +379,10 @@ func TestUserTextIsEscapedOnTheTerminal(t *testing.T) {
 	h := newHarness(t)
 	state := filepath.Join(h.dir, "s.json")
 	evil := "x\x1b[2J\x1b[H\nforged line\u202e"
-	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111", "--intent-id", "a", "--state", state, "--actor", evil)
+	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000", "--intent-id", "a", "--state", state, "--actor", evil)
 	h.must(ExitOK, "gate", "--state", state, "--holder", "holder"+evil, "--lease-ttl", "1m")
 	other := filepath.Join(h.dir, "o.json")
-	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "web", "--sha", "aaaa111", "--intent-id", "b", "--state", other)
+	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "web", "--sha", "aaaa111000000000000000000000000000000000", "--intent-id", "b", "--state", other)
 	h.must(ExitRetry, "complete", "--state", other, "--outcome", "failure", "--attempt", "1", "--message", "failed"+evil)
 	waited := h.run(context.Background(), "gate", "--state", state, "--holder", "second", "--wait", "1ms")
 	h.must(ExitOK, "unlock", "staging/api", "--reason", "reason"+evil, "--actor", "actor"+evil)

@@ -141,6 +141,8 @@ func (c *cmdEnv) stateFlag() {
 // far as it can be checked before anything is opened.
 func (c *cmdEnv) intent() (authority.Intent, error) {
 	c.githubDefaults()
+	raw := c.s.sha
+	c.s.sha, c.s.before = authority.CanonicalSha(c.s.sha), authority.CanonicalSha(c.s.before)
 	c.eventDefaults()
 	if err := c.requireEnvironment(); err != nil {
 		return authority.Intent{}, err
@@ -150,6 +152,13 @@ func (c *cmdEnv) intent() (authority.Intent, error) {
 	}
 	if c.s.sha == "" {
 		return authority.Intent{}, &authority.InputError{Field: "sha", Fix: "give the commit to deploy (--sha or LATESTWINS_SHA; in GitHub Actions, $GITHUB_SHA)"}
+	}
+	var bad *authority.InputError
+	if err := authority.ValidateSha(c.s.sha); errors.As(err, &bad) {
+		return authority.Intent{}, c.badSetting("sha", raw, bad.Fix)
+	}
+	if err := authority.ValidateSha(c.s.before); c.s.before != "" && errors.As(err, &bad) {
+		return authority.Intent{}, c.badSetting("before", c.s.before, "give the full sha of the commit this one was pushed on top of (40 hex digits, 64 in a SHA-256 repository), or leave it out")
 	}
 	if c.s.intentID == "" {
 		c.s.intentID = fmt.Sprintf("cli:%s:%d", hostname(), time.Now().UnixNano())

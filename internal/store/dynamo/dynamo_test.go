@@ -68,7 +68,7 @@ func realisticDocs(t *testing.T) []*authority.Doc {
 	clock := storetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC))
 	a := authority.New(mem, authority.WithClock(clock))
 	res, err := a.Accept(ctx, authority.Intent{ID: "d-1", Environment: "preview/pr-803", Scopes: []string{"api", "web"},
-		Sha: "a1b2c3d4e5", Ref: "refs/heads/main", Before: "0f0f0f", Source: "example/app", Actor: "octocat"}, true)
+		Sha: "a1b2c3d4e5000000000000000000000000000000", Ref: "refs/heads/main", Before: "0f0f0f0000000000000000000000000000000000", Source: "example/app", Actor: "octocat"}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

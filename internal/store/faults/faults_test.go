@@ -186,7 +186,7 @@ func raceAccepts(t *testing.T, n *network, rounds int) *findings {
 	f := newFindings(rounds)
 	intent := func(env string, w, i int) authority.Intent {
 		return authority.Intent{ID: fmt.Sprintf("intent-%d-%d", w, i), Environment: env,
-			Scopes: []string{fmt.Sprintf("svc%d", w%services)}, Sha: fmt.Sprintf("%07d", w*100+i)}
+			Scopes: []string{fmt.Sprintf("svc%d", w%services)}, Sha: fmt.Sprintf("%040d", w*100+i)}
 	}
 	var failedTotal int
 	for round := range rounds {

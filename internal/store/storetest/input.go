@@ -74,6 +74,25 @@ func testInputErrors(t *testing.T, h *harness) {
 			_, err := a.Accept(h.ctx, with(func(in *authority.Intent) { in.Sha = "not a sha" }), false)
 			return err
 		}},
+		{"abbreviated sha", "sha", "git rev-parse HEAD", func() error {
+			_, err := a.Accept(h.ctx, with(func(in *authority.Intent) { in.Sha = in.Sha[:7] }), false)
+			return err
+		}},
+		{"uppercase sha", "sha", "40 hex digits", func() error {
+			_, err := a.Accept(h.ctx, with(func(in *authority.Intent) { in.Sha = strings.ToUpper(in.Sha) }), false)
+			return err
+		}},
+		{"abbreviated parent", "before", "full sha", func() error {
+			_, err := a.Accept(h.ctx, with(func(in *authority.Intent) { in.Before = sha("a", 1)[:7] }), false)
+			return err
+		}},
+		{"abbreviated approval", "sha", "40 hex digits", func() error {
+			return a.Approve(h.ctx, authority.Approval{Environment: "staging", Scopes: []string{"api"}, Sha: sha("a", 1)[:7], Deployment: 7})
+		}},
+		{"abbreviated report", "sha", "40 hex digits", func() error {
+			_, err := a.Report(h.ctx, authority.Report{ID: "delivery-7", Environment: "staging", Scopes: []string{"api"}, Sha: sha("a", 1)[:7], Deployment: 7, Success: true})
+			return err
+		}},
 		{"no intent id", "intent-id", "", func() error {
 			_, err := a.Accept(h.ctx, with(func(in *authority.Intent) { in.ID = "" }), false)
 			return err

@@ -22,6 +22,7 @@ func rollbackCases() []testCase {
 		{"HeadNotTakenOver", testRollbackHeadKept},
 		{"UnfreezeLiftsOnlyTheFreezeItNames", testUnfreezeNamesTheFreeze},
 		{"FailedIntentKeepsItsOutcome", testRollbackFailedHead},
+		{"ToAPrefixOfACommitTheScopeRan", testRollbackPrefix},
 	}
 }
 
@@ -300,5 +301,68 @@ func testRollbackFailedHead(t *testing.T, h *harness) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("generation %d ended as %v; want %v: every intent ends in exactly one outcome", gen, got, want)
 		}
+	}
+}
+
+// A rollback may name its commit by a prefix of its sha, resolved against what the scope ran: live
+// now, live before, or deployed there long enough ago that only the timeline's records remember
+// it. A prefix of several is refused naming them, one of none saying so, and a commit only
+// accepted (never live) is none; a refusal writes nothing. ResolveCommit answers the same.
+func testRollbackPrefix(t *testing.T, h *harness) {
+	const env = "rb-prefix"
+	x := "abcdef1" + strings.Repeat("1", 33) // deployed first: in the records only
+	y := "abcdef1" + strings.Repeat("2", 33) // live before
+	z := "1234567" + strings.Repeat("0", 33) // live
+	w := "abcdef1" + strings.Repeat("3", 33) // accepted, never live
+	a := h.process()
+	gen := int64(0)
+	deploy := func(commit string) {
+		gen++
+		h.accept(a, push(env, fmt.Sprintf("push-%d", gen), commit, "api"), true)
+		h.deploy(a, env, gen, fmt.Sprintf("run-%d", gen), fmt.Sprintf("run-%d", gen), "api")
+	}
+	deploy(x)
+	deployedX := h.doc(authority.EnvKey(env)).Env.EventSeq
+	for i := 0; h.doc(authority.EnvKey(env)).Env.EventSeq-deployedX <= authority.StatusEvents; i++ { // more events than Status reads
+		deploy(sha("f", i))
+	}
+	deploy(y)
+	deploy(z)
+	h.accept(a, push(env, "push-w", w, "api"), false)
+
+	ops := h.process()
+	for _, c := range []struct{ prefix, want string }{{"abcdef11", x}, {"abcdef12", y}, {"1234567", z}, {z, z}} {
+		got, err := ops.ResolveCommit(h.ctx, env, "api", c.prefix)
+		if err != nil || got.Sha != c.want || got.Ref != "refs/heads/main" && c.want != x {
+			t.Errorf("ResolveCommit(%s) = %+v, %v; want %s", c.prefix, got, err, c.want)
+		}
+	}
+	before := h.doc(authority.EnvKey(env)).Rev
+	for _, c := range []struct{ prefix, says string }{
+		{"abcdef1", "start of 2 commits that were live in " + env + "/api (" + y + ", " + x + ")"},
+		{"abcdef13", "no commit with that prefix was live in " + env + "/api"},
+		{"fedcba9", "no commit with that prefix was live in " + env + "/api"},
+		{"abcdef", "at least its first 7 hex digits"},
+		{"ABCDEF11", "at least its first 7 hex digits"},
+	} {
+		_, err := ops.Rollback(h.ctx, authority.RollbackRequest{Environment: env, Scope: "api", To: c.prefix, Actor: "oncall", Reason: "r"})
+		if !errors.Is(err, authority.ErrInvalidInput) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("rollback to %s: %v; want bad input saying %q", c.prefix, err, c.says)
+		}
+		if _, err := ops.ResolveCommit(h.ctx, env, "api", c.prefix); !errors.Is(err, authority.ErrInvalidInput) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("ResolveCommit(%s): %v; want bad input saying %q", c.prefix, err, c.says)
+		}
+	}
+	if after := h.doc(authority.EnvKey(env)).Rev; after != before {
+		t.Fatalf("refused rollbacks wrote: revision %d, was %d", after, before)
+	}
+
+	res, err := ops.Rollback(h.ctx, authority.RollbackRequest{Environment: env, Scope: "api", To: "abcdef11", Actor: "oncall", Reason: "Z breaks checkout"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := h.env(env).Scopes["api"]
+	if m := sc.Mailbox; m == nil || m.Sha != x || m.Ref != "refs/heads/main" || m.Generation != res.Generation || len(sc.Queue) != 0 || sc.Freeze == nil || sc.Freeze.Sha != x {
+		t.Fatalf("after the rollback to abcdef11: pending %+v, freeze %+v; want %s at generation %d, frozen", m, sc.Freeze, x, res.Generation)
 	}
 }

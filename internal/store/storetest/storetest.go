@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -328,4 +329,16 @@ func ceilSeconds(d time.Duration) time.Duration {
 	return max(secs, 1) * time.Second
 }
 
-func sha(prefix string, i int) string { return fmt.Sprintf("%s%038d", prefix, i) }
+// sha is a full commit sha that reads as prefix and i: prefix's hex digits as they are, its other
+// letters as their hex code (w: 77), then i in decimal digits.
+func sha(prefix string, i int) string {
+	var p strings.Builder
+	for _, r := range prefix {
+		if strings.ContainsRune("0123456789abcdef", r) {
+			p.WriteRune(r)
+		} else {
+			fmt.Fprintf(&p, "%x", r)
+		}
+	}
+	return fmt.Sprintf("%s%0*d", p.String(), 40-p.Len(), i)
+}
