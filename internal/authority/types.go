@@ -244,6 +244,9 @@ type NamedLease struct {
 	Lease  Lease   `json:"lease"`
 	Events []Event `json:"events,omitempty"`
 	Seq    int64   `json:"seq"`
+	// Alarm is what the alert notifier told, on an alarm's lease (AlarmLease); a build that drops it
+	// only tells the current alarm again.
+	Alarm *Alarm `json:"alarm,omitempty"`
 }
 
 // EventKind names a timeline event.
