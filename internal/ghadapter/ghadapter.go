@@ -33,6 +33,8 @@ type Ports struct {
 	Files    *Files
 	Finder   Finder
 	AppOwner func(ctx context.Context) (string, error)
+	// Issues keeps the alert notifier's issues (alert.Issues).
+	Issues *Issues
 }
 
 // New builds the ports of the App whose installations inst makes clients for. auth holds the named
@@ -44,7 +46,7 @@ func New(inst *githubapp.Installations, auth *authority.Authority, log *slog.Log
 	}
 	return &Ports{Dispatcher: &Dispatcher{Installations: inst}, Conversation: &Conversation{Installations: inst},
 		Commits: &Commits{Installations: inst}, Reviewer: &Reviewer{Installations: inst},
-		Files: files, Finder: Finder{Installations: inst}, AppOwner: inst.AppOwner}, nil
+		Files: files, Finder: Finder{Installations: inst}, AppOwner: inst.AppOwner, Issues: &Issues{Installations: inst}}, nil
 }
 
 // Dispatcher starts workflows with workflow_dispatch, as the installation of each request.
