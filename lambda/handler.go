@@ -22,6 +22,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/latestwins/latestwins/internal/alert"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/metrics"
 )
@@ -61,7 +62,9 @@ type Options struct {
 	// Environments lists the configured environments, for the behind figures (beside those with
 	// pending work); nil: only those.
 	Environments func(ctx context.Context) ([]string, error)
-	Logger       *slog.Logger
+	// Alerts tells the convergence alarms at each scheduled sweep; nil: none.
+	Alerts *alert.Notifier
+	Logger *slog.Logger
 }
 
 // Handler answers Lambda invocations.
@@ -76,6 +79,7 @@ type Handler struct {
 	emf         *metrics.EMF
 	emfOut      io.Writer
 	envs        func(ctx context.Context) ([]string, error)
+	alerts      *alert.Notifier
 	log         *slog.Logger
 }
 
@@ -94,7 +98,7 @@ func New(o Options) (*Handler, error) {
 		return nil, &authority.InputError{Field: "reserve", Value: o.Reserve.String(), Fix: "give a positive duration, or 0 for the default"}
 	}
 	h := &Handler{http: o.HTTP, auth: o.Authority, redrive: o.Redrive, stall: o.Stall, maxAttempts: o.MaxAttempts,
-		reserve: o.Reserve, metrics: o.Metrics, emfOut: o.MetricsOut, envs: o.Environments, log: o.Logger}
+		reserve: o.Reserve, metrics: o.Metrics, emfOut: o.MetricsOut, envs: o.Environments, alerts: o.Alerts, log: o.Logger}
 	if h.metrics != nil {
 		h.emf = metrics.NewEMF(h.metrics.Gatherer())
 		if h.emfOut == nil {

@@ -21,6 +21,11 @@ type SweepResult struct {
 // invocation fail (so that the failure shows in the function's error metrics); the next sweep
 // retries them, and a failed re-drive costs no attempt.
 func (h *Handler) sweep(ctx context.Context) (*SweepResult, error) {
+	if h.alerts != nil {
+		if _, err := h.alerts.Sweep(ctx); err != nil {
+			h.log.WarnContext(ctx, "alarms not told; the next sweep tries again", "err", err)
+		}
+	}
 	res, err := h.sweepOnce(ctx)
 	if h.metrics != nil {
 		h.metrics.Swept(err)
