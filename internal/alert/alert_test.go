@@ -318,3 +318,58 @@ func TestNoSecretNoPost(t *testing.T) {
 		t.Fatalf("report %+v; want the missing secret named and nothing posted", rep)
 	}
 }
+
+// staleFirstRead is a store whose first read of key answers what was stored before hook ran: a
+// notifier that read the alarm just before another told it and let go of its lease.
+type staleFirstRead struct {
+	*memory.Store
+	key  string
+	once sync.Once
+	hook func()
+}
+
+func (s *staleFirstRead) Get(ctx context.Context, key string) (*authority.Doc, error) {
+	if key != s.key {
+		return s.Store.Get(ctx, key)
+	}
+	var (
+		d   *authority.Doc
+		err error
+		hit bool
+	)
+	s.once.Do(func() {
+		hit = true
+		d, err = s.Store.Get(ctx, key)
+		s.hook()
+	})
+	if hit {
+		return d, err
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// A notifier that saw the alarm untold, and takes its lease only after another told it, reads it
+// again under the lease and tells nothing.
+func TestANotifierReadsTheAlarmAgainUnderItsLease(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.cfg.Environments[0].AlertIssue = ""
+	if _, err := w.auth.Accept(w.ctx, authority.Intent{ID: "push-1", Environment: "prod", Scopes: []string{"api"}, Sha: sha}, false); err != nil {
+		t.Fatal(err)
+	}
+	w.sweep(w.notifier("setup"))
+	w.clock.Advance(45 * time.Minute)
+	first := w.notifier("n1")
+	slow := &staleFirstRead{Store: w.store, key: authority.LeaseKey(authority.AlarmLease("prod")), hook: func() { w.sweep(first) }}
+	n2, err := alert.New(alert.Options{Authority: authority.New(slow, authority.WithClock(w.clock)),
+		Trusted: func(context.Context) (*config.Config, error) { return w.cfg, nil }, Secret: secret, Holder: "n2", Clock: w.clock, Backoff: []time.Duration{0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := w.sweep(n2); len(rep.Told) != 0 {
+		t.Fatalf("the second notifier told it again: %+v", rep)
+	}
+	if posts := w.hook.posts(); len(posts) != 1 {
+		t.Fatalf("posts %+v; want the first notifier's only", posts)
+	}
+}

@@ -2,6 +2,7 @@ package authority_test
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -156,5 +157,64 @@ func TestAlertAfterCodec(t *testing.T) {
 	}
 	if err := json.Unmarshal(b, &probe); err != nil || probe.V != 2 {
 		t.Fatalf("an alert-after alone made layout %d; a build that drops it loses only the alarm, so it stays 2", probe.V)
+	}
+}
+
+// What a notifier told is written only under its alarm's lease: one whose lease was taken over
+// after its expiry writes nothing.
+func TestRecordAlarmIsFencedByTheLease(t *testing.T) {
+	t.Parallel()
+	clock := storetest.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	a := authority.New(memory.New(), authority.WithClock(clock), authority.WithSkew(time.Second))
+	ctx := t.Context()
+	name := authority.AlarmLease("prod")
+	g1, err := a.Acquire(ctx, name, "n1", "alert", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	told := authority.Alarm{Webhook: []authority.AlarmScope{{Scope: "api", State: "stuck", Since: clock.Now()}}, IssueNumber: 3, IssueRepo: "acme/ops"}
+	if err := a.RecordAlarm(ctx, g1, name, told); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Minute)
+	g2, err := a.Acquire(ctx, name, "n2", "alert", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RecordAlarm(ctx, g1, name, authority.Alarm{}); !errors.Is(err, authority.ErrLeaseLost) {
+		t.Fatalf("RecordAlarm under a lease taken over = %v; want ErrLeaseLost", err)
+	}
+	nl, err := a.LeaseStatus(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nl.Alarm == nil || nl.Alarm.IssueNumber != 3 || !authority.SameAlarm(nl.Alarm.Webhook, told.Webhook) {
+		t.Fatalf("stored alarm %+v; want the first holder's", nl.Alarm)
+	}
+	if err := a.RecordAlarm(ctx, g2, name, authority.Alarm{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.SetAlertAfter(ctx, "nowhere", time.Minute); !errors.Is(err, authority.ErrInvalidInput) {
+		t.Fatalf("SetAlertAfter of an unknown environment = %v; want bad input", err)
+	}
+}
+
+func TestSameAlarm(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	a := []authority.AlarmScope{{Scope: "api", State: "behind", Since: t0}}
+	for name, b := range map[string][]authority.AlarmScope{
+		"another state":   {{Scope: "api", State: "stuck", Since: t0}},
+		"another episode": {{Scope: "api", State: "behind", Since: t0.Add(time.Second)}},
+		"another scope":   {{Scope: "web", State: "behind", Since: t0}},
+		"one more":        {a[0], {Scope: "web", State: "behind", Since: t0}},
+		"none":            nil,
+	} {
+		if authority.SameAlarm(a, b) {
+			t.Errorf("%s: told as the same", name)
+		}
+	}
+	if !authority.SameAlarm(a, []authority.AlarmScope{{Scope: "api", State: "behind", Since: t0.In(time.FixedZone("x", 3600))}}) {
+		t.Error("the same instant in another zone is another alarm")
 	}
 }
