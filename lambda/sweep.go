@@ -21,12 +21,13 @@ type SweepResult struct {
 // invocation fail (so that the failure shows in the function's error metrics); the next sweep
 // retries them, and a failed re-drive costs no attempt.
 func (h *Handler) sweep(ctx context.Context) (*SweepResult, error) {
+	res, err := h.sweepOnce(ctx)
 	if h.alerts != nil {
-		if _, err := h.alerts.Sweep(ctx); err != nil {
-			h.log.WarnContext(ctx, "alarms not told; the next sweep tries again", "err", err)
+		// After the re-drives, so that a slow alarm receiver never holds them up.
+		if _, aerr := h.alerts.Sweep(ctx); aerr != nil {
+			h.log.WarnContext(ctx, "alarms not told; the next sweep tries again", "err", aerr)
 		}
 	}
-	res, err := h.sweepOnce(ctx)
 	if h.metrics != nil {
 		h.metrics.Swept(err)
 		figures, _ := metrics.Behind(ctx, h.auth, h.envs, h.log)
