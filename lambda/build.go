@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/latestwins/latestwins/app"
+	"github.com/latestwins/latestwins/internal/alert"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/ghadapter"
 	"github.com/latestwins/latestwins/internal/githubapp"
@@ -65,6 +66,7 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 		}
 	}
 	trusted := app.TrustedOptions{Path: s.Config, Repo: s.ConfigRepo}
+	var issues alert.Issues
 	if inst != nil {
 		gh, err := ghadapter.New(inst, auth, log)
 		if err != nil {
@@ -74,8 +76,13 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 		promote.Commits = gh.Commits
 		trusted.Files, trusted.Installations, trusted.AppOwner = gh.Files, gh.Finder, gh.AppOwner
 		o.Installations = gh.Finder
+		issues = gh.Issues
 	}
 	src, err := app.NewTrustedConfig(trusted)
+	if err != nil {
+		return nil, err
+	}
+	alerts, err := alert.New(alert.Options{Authority: auth, Trusted: src.Trusted, Secret: s.AlertSecret, Issues: issues, Holder: "lambda", Log: log})
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +116,7 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 		}
 	}
 	return New(Options{HTTP: m.Webhooks("/webhook", a), Authority: auth, Redrive: redrive, Stall: s.Stall, MaxAttempts: s.MaxAttempts,
-		Metrics: m, Environments: o.Environments, Healer: healer, Logger: log})
+		Metrics: m, Environments: o.Environments, Healer: healer, Alerts: alerts, Logger: log})
 }
 
 // openStore opens the stores a function can use: DynamoDB, or memory (for tests; state lives only

@@ -22,6 +22,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/latestwins/latestwins/internal/alert"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/heal"
 	"github.com/latestwins/latestwins/internal/metrics"
@@ -64,6 +65,8 @@ type Options struct {
 	Environments func(ctx context.Context) ([]string, error)
 	// Healer replays the webhook deliveries the App missed, before each scheduled sweep; nil: none.
 	Healer *heal.Healer
+	// Alerts tells the convergence alarms at each scheduled sweep; nil: none.
+	Alerts *alert.Notifier
 	Logger *slog.Logger
 }
 
@@ -80,6 +83,7 @@ type Handler struct {
 	emfOut      io.Writer
 	envs        func(ctx context.Context) ([]string, error)
 	healer      *heal.Healer
+	alerts      *alert.Notifier
 	log         *slog.Logger
 }
 
@@ -98,7 +102,7 @@ func New(o Options) (*Handler, error) {
 		return nil, &authority.InputError{Field: "reserve", Value: o.Reserve.String(), Fix: "give a positive duration, or 0 for the default"}
 	}
 	h := &Handler{http: o.HTTP, auth: o.Authority, redrive: o.Redrive, stall: o.Stall, maxAttempts: o.MaxAttempts,
-		reserve: o.Reserve, metrics: o.Metrics, emfOut: o.MetricsOut, envs: o.Environments, healer: o.Healer, log: o.Logger}
+		reserve: o.Reserve, metrics: o.Metrics, emfOut: o.MetricsOut, envs: o.Environments, healer: o.Healer, alerts: o.Alerts, log: o.Logger}
 	if h.metrics != nil {
 		h.emf = metrics.NewEMF(h.metrics.Gatherer())
 		if h.emfOut == nil {

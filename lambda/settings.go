@@ -42,6 +42,8 @@ const (
 	EnvClientSecretSSM   = "LATESTWINS_APP_CLIENT_SECRET_SSM_PARAMETER"
 	EnvSessionKey        = "LATESTWINS_SESSION_KEY"
 	EnvSessionKeySSM     = "LATESTWINS_SESSION_KEY_SSM_PARAMETER"
+	EnvAlertSecret       = "LATESTWINS_ALERT_SECRET"
+	EnvAlertSecretSSM    = "LATESTWINS_ALERT_SECRET_SSM_PARAMETER"
 	defaultGitHubAPIURL  = "https://api.github.com/"
 	storeExample         = "dynamodb://TABLE?region=REGION"
 	configFileConvention = "a file in the .github/latestwins.yml schema shipped with the function, e.g. /var/task/latestwins.yml"
@@ -84,12 +86,14 @@ type Settings struct {
 	// HealDeliveries replays, on each scheduled sweep, the webhook deliveries GitHub failed to
 	// deliver (with App credentials; on unless LATESTWINS_HEAL_DELIVERIES=false).
 	HealDeliveries bool
+	// AlertSecret signs the convergence alarms' webhook posts; empty: none is posted.
+	AlertSecret []byte
 }
 
 // UsesSSM reports whether any secret is to be read from SSM Parameter Store.
 func UsesSSM(getenv func(string) string) bool {
 	return getenv(EnvWebhookSecretSSM) != "" || getenv(EnvAppPrivateKeySSM) != "" ||
-		getenv(EnvClientSecretSSM) != "" || getenv(EnvSessionKeySSM) != ""
+		getenv(EnvClientSecretSSM) != "" || getenv(EnvSessionKeySSM) != "" || getenv(EnvAlertSecretSSM) != ""
 }
 
 // LoadSettings reads the settings through getenv. A secret named by a *_SSM_PARAMETER variable is
@@ -117,6 +121,11 @@ func LoadSettings(ctx context.Context, getenv func(string) string, params Parame
 			"the function refuses to start without one, since unsigned deliveries would be accepted", EnvWebhookSecretSSM, EnvWebhookSecret))
 	}
 	s.WebhookSecret = []byte(secret)
+	if alertSecret, err := secretSetting(ctx, getenv, params, EnvAlertSecret, EnvAlertSecretSSM); err != nil {
+		errs = append(errs, err)
+	} else if alertSecret != "" {
+		s.AlertSecret = []byte(alertSecret)
+	}
 	if err := s.loadCredentials(ctx, getenv, params); err != nil {
 		errs = append(errs, err)
 	}

@@ -43,7 +43,7 @@ var Permissions = map[string]string{
 	"metadata":      "read",  // every repository permission implies it; a commenter's permission (/latestwins unlock)
 	"contents":      "read",  // .github/latestwins.yml at a commit; push events
 	"actions":       "write", // workflow_dispatch of the configured workflows
-	"issues":        "write", // replies and reactions to comment commands; issue_comment events
+	"issues":        "write", // replies and reactions to comment commands; issue_comment events; convergence alarm issues
 	"pull_requests": "write", // the same on pull requests; pull_request events (previews)
 	"checks":        "read",  // check_run events (a re-run of a latestwins check run redeploys)
 	"deployments":   "write", // deployment protection rule answers; deployment_protection_rule events

@@ -334,6 +334,8 @@ var clientCalls = map[string]needs{
 	"AddReaction":            {"issues:write", "pull_requests:write"},
 	"CreateComment":          {"issues:write", "pull_requests:write"},
 	"UpsertComment":          {"issues:write", "pull_requests:write"},
+	"CreateIssue":            {"issues:write"}, // a convergence alarm's issue
+	"CloseIssue":             {"issues:write"},
 	"DispatchWorkflow":       {"actions:write"},
 	"CancelRun":              {"actions:write"},
 	"UpsertCheckRun":         {"checks:write"},

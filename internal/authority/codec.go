@@ -42,6 +42,7 @@ type storedEnv struct {
 	P  string                  `json:"p,omitempty"`  // policy, version 3
 	R  []string                `json:"r,omitempty"`  // required environments, version 4
 	Ra bool                    `json:"ra,omitempty"` // a descendant counts, version 4
+	Aa int64                   `json:"aa,omitempty"` // alert after, nanoseconds; a build that drops it only loses the alarm
 	S  map[string]*storedScope `json:"s,omitempty"`
 	X  []storedEvent           `json:"x,omitempty"`
 	A  []storedIntent          `json:"a,omitempty"`
@@ -219,7 +220,7 @@ func decodeOrder(o *storedOrder) Order {
 // EncodeEnv returns the stored form of an environment's state. Events (what Status reads for
 // rendering) is not part of it.
 func EncodeEnv(e *Env) ([]byte, error) {
-	s := storedEnv{V: storedVersionV2, N: e.Name, D: e.Desired, O: e.Observed, Q: e.EventSeq, P: string(e.Policy)}
+	s := storedEnv{V: storedVersionV2, N: e.Name, D: e.Desired, O: e.Observed, Q: e.EventSeq, P: string(e.Policy), Aa: int64(e.AlertAfter)}
 	switch {
 	case e.Requires != nil:
 		s.V, s.R, s.Ra = storedVersion, e.Requires.Environments, e.Requires.Ancestor
@@ -303,7 +304,7 @@ func decodeEnv(b []byte) (*Env, error) {
 	if err := dec.Decode(&s); err != nil {
 		return nil, fmt.Errorf("decode environment: %w", err)
 	}
-	e := &Env{Name: s.N, Desired: s.D, Observed: s.O, EventSeq: s.Q, Policy: Policy(s.P)}
+	e := &Env{Name: s.N, Desired: s.D, Observed: s.O, EventSeq: s.Q, Policy: Policy(s.P), AlertAfter: time.Duration(max(s.Aa, 0))}
 	if len(s.R) > 0 {
 		e.Requires = &Requirements{Environments: s.R, Ancestor: s.Ra}
 	}

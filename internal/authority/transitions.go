@@ -55,6 +55,10 @@ type Intent struct {
 	// says: another one than the stored one replaces it in the same write, and the change is
 	// recorded (an empty one requires nothing). nil keeps the stored requirement.
 	Requires *Requirements `json:"requires,omitempty"`
+	// AlertAfter, when set, is the environment's alert-after as its maker's configuration says
+	// (zero: no alarm); nil keeps the stored one. Never taken from JSON: over the App's API the
+	// trusted configuration's applies, whatever a workload sends.
+	AlertAfter *time.Duration `json:"-"`
 }
 
 func (in *Intent) validate() error {
@@ -81,6 +85,9 @@ func (in *Intent) validate() error {
 		if err := in.Requires.validate(in.Environment); err != nil {
 			return err
 		}
+	}
+	if err := validateAlertAfter(in.AlertAfter); err != nil {
+		return err
 	}
 	for _, b := range in.Barrier {
 		if !slices.Contains(in.Scopes, b) {
@@ -347,6 +354,7 @@ func (e *Env) accept(in *Intent, prior *IntentRecord, order map[string]verdict, 
 	}
 	e.setPolicy(in.Policy, in.Actor, now)
 	e.setRequires(in.Requires, in.Actor, now)
+	e.setAlertAfter(in.AlertAfter)
 	rec := IntentRecord{ID: in.ID, Sha: in.Sha, Scopes: slices.Clone(in.Scopes), At: now}
 	if gen, ok := e.joins(in); ok {
 		// Every scope already has this very commit pending at gen (the App accepted the push, and the

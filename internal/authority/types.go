@@ -105,13 +105,16 @@ type Env struct {
 	Policy Policy `json:"policy,omitempty"`
 	// Requires, when set, names the environments whose live commits gate this one's deploys
 	// (promotion, see Requirements).
-	Requires *Requirements     `json:"requires,omitempty"`
-	Desired  int64             `json:"desired"`
-	Observed int64             `json:"observed"`
-	Scopes   map[string]*Scope `json:"scopes,omitempty"`
-	EventSeq int64             `json:"event_seq"`         // the newest event's number
-	Outbox   []Event           `json:"outbox,omitempty"`  // events not yet known to be records
-	Accepts  []IntentRecord    `json:"accepts,omitempty"` // intents not yet known to be records
+	Requires *Requirements `json:"requires,omitempty"`
+	// AlertAfter is how long a scope may wait for its newest accepted commit before it counts as
+	// behind or stuck (Judge); zero: never. Nanoseconds in JSON, as Go spells a time.Duration.
+	AlertAfter time.Duration     `json:"alert_after,omitempty"`
+	Desired    int64             `json:"desired"`
+	Observed   int64             `json:"observed"`
+	Scopes     map[string]*Scope `json:"scopes,omitempty"`
+	EventSeq   int64             `json:"event_seq"`         // the newest event's number
+	Outbox     []Event           `json:"outbox,omitempty"`  // events not yet known to be records
+	Accepts    []IntentRecord    `json:"accepts,omitempty"` // intents not yet known to be records
 	// Events is not stored: Status fills it with the newest events, for rendering.
 	Events []Event `json:"events,omitempty"`
 }
@@ -243,6 +246,9 @@ type NamedLease struct {
 	Lease  Lease   `json:"lease"`
 	Events []Event `json:"events,omitempty"`
 	Seq    int64   `json:"seq"`
+	// Alarm is what the alert notifier told, on an alarm's lease (AlarmLease); a build that drops it
+	// only tells the current alarm again.
+	Alarm *Alarm `json:"alarm,omitempty"`
 }
 
 // EventKind names a timeline event.

@@ -16,6 +16,7 @@ import (
 	"github.com/bradleyfalzon/ghinstallation/v2"
 
 	"github.com/latestwins/latestwins/app"
+	"github.com/latestwins/latestwins/internal/alert"
 	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
@@ -55,6 +56,8 @@ type serveSettings struct {
 	// deliver; healer does it (nil without App credentials).
 	healDeliveries bool
 	healer         *heal.Healer
+	alertSecret    string
+	alerts         *alert.Notifier // told after each sweep
 }
 
 // Timeouts of serve's HTTP server. GitHub gives a webhook delivery 10 seconds; a client that
@@ -150,6 +153,7 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	c.secret(&ss.clientSecret, "app-client-secret", "the GitHub App's client secret, for --status-page github (prefer the variable)")
 	c.secret(&ss.sessionKey, "session-key", "at least 32 random bytes sealing the status page's sign-in cookies, for --status-page github (prefer the variable)")
 	c.str(&ss.githubURL, "github-url", githubapp.DefaultWebURL, "where users sign in to GitHub (GitHub Enterprise Server: https://HOST)")
+	c.secret(&ss.alertSecret, "alert-secret", "the secret the convergence alarms' webhook posts are signed with (X-Latestwins-Signature-256), for alert-webhook in the trusted file")
 	if err := c.parse(args); err != nil {
 		return nil, nil, err
 	}
@@ -212,6 +216,7 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 		return nil, nil, err
 	}
 	trusted := app.TrustedOptions{Path: ss.config, Repo: ss.configRepo}
+	var issues alert.Issues
 	if inst != nil {
 		gh, err := ghadapter.New(inst, c.auth, log)
 		if err != nil {
@@ -222,11 +227,17 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 		promote.Commits = gh.Commits
 		trusted.Files, trusted.Installations, trusted.AppOwner = gh.Files, gh.Finder, gh.AppOwner
 		o.Installations = gh.Finder
+		issues = gh.Issues
 	}
 	src, err := app.NewTrustedConfig(trusted)
 	if err != nil {
 		c.done()
 		return nil, nil, usageErrorf("%v", err)
+	}
+	if ss.alerts, err = alert.New(alert.Options{Authority: c.auth, Trusted: src.Trusted, Secret: []byte(ss.alertSecret), Issues: issues,
+		Holder: "serve@" + hostname(), Log: log}); err != nil {
+		c.done()
+		return nil, nil, err
 	}
 	o.Config = src
 	o.Environments = func(ctx context.Context) ([]string, error) { return configuredEnvironments(ctx, src) }
@@ -268,9 +279,9 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 }
 
 // sweepEvery replays the deliveries the App missed (with a healer), then runs the recovery sweep
-// every ss.sweepEvery until ctx ends, each time after replaying them again. With App credentials
-// it re-dispatches stalled work; without them it can start nothing, so it logs what it would
-// re-drive and uses up no attempts.
+// every ss.sweepEvery until ctx ends, each time after replaying them again and telling the
+// convergence alarms. With App credentials it re-dispatches stalled work; without them it can
+// start nothing, so it logs what it would re-drive and uses up no attempts.
 func (c *cmdEnv) sweepEvery(ctx context.Context, ss *serveSettings) {
 	c.heal(ctx, ss)
 	if ss.sweepEvery <= 0 {
@@ -285,6 +296,7 @@ func (c *cmdEnv) sweepEvery(ctx context.Context, ss *serveSettings) {
 		case <-t.C:
 		}
 		c.heal(ctx, ss)
+		c.tellAlarms(ctx, ss)
 		if ss.redrive == nil {
 			work, exhausted, err := c.auth.Stalled(ctx, ss.stall, ss.maxAttempts)
 			if err != nil {
@@ -332,6 +344,17 @@ func (c *cmdEnv) heal(ctx context.Context, ss *serveSettings) *heal.Report {
 			"stopped", rep.Stopped != nil, "deferred", rep.Deferred, "unchecked", rep.Unchecked, "cursor", rep.To.String())
 	}
 	return rep
+}
+
+// tellAlarms tells the convergence alarms at each sweep (alert.Notifier); what it could not tell
+// it logs, and the next sweep tries again.
+func (c *cmdEnv) tellAlarms(ctx context.Context, ss *serveSettings) {
+	if ss.alerts == nil {
+		return
+	}
+	if _, err := ss.alerts.Sweep(ctx); err != nil {
+		c.log.WarnContext(ctx, "alarms", "err", err)
+	}
 }
 
 func checkServeSettings(ss *serveSettings) error {

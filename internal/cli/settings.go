@@ -88,6 +88,7 @@ type settings struct {
 	// requires and requiresAncestor: the environment's promotion requirement (--requires).
 	requires         string
 	requiresAncestor bool
+	alertAfter       string // the environment's alert-after (--alert-after); "": keep the stored one
 	lease            bool
 	jsonOut          bool
 	quiet            bool

@@ -32,6 +32,7 @@ func (c *cmdEnv) intentFlags() {
 	c.str(&c.s.policy, "policy", "", "the environment's policy, latest or queue; a change is recorded (default: keep the stored one, latest for a new environment)")
 	c.str(&c.s.requires, "requires", "", "comma-separated environments a commit must be live in (same scope, deployed with success) before it deploys in this one; none: no longer any; a change is recorded (default: keep the stored requirement)")
 	c.boolean(&c.s.requiresAncestor, "requires-ancestor", false, "with --requires: a descendant of the commit live there counts too (only through the App, which asks GitHub; here only the same commit counts)")
+	c.str(&c.s.alertAfter, "alert-after", "", "how long a scope may wait for its newest commit before status calls it behind or stuck, e.g. 30m; 0: no alarm (default: keep the stored one)")
 	c.str(&c.s.barrier, "barrier", "", "comma-separated scopes in which this commit is a barrier: newer commits wait behind it instead of superseding it")
 	c.intVar(&c.s.queueLimit, "queue-limit", authority.DefaultQueueLimit, 1, "pending intents one scope may hold; one more is refused (exit 9)")
 }
@@ -183,7 +184,27 @@ func (c *cmdEnv) intent() (authority.Intent, error) {
 	if in.Requires, err = c.requirements(); err != nil {
 		return authority.Intent{}, err
 	}
+	if in.AlertAfter, err = c.alertAfter(); err != nil {
+		return authority.Intent{}, err
+	}
 	return in, nil
+}
+
+// alertAfter reads --alert-after: nil when not given (the stored one stays), zero for 0 or none.
+func (c *cmdEnv) alertAfter() (*time.Duration, error) {
+	raw := strings.TrimSpace(c.s.alertAfter)
+	switch raw {
+	case "":
+		return nil, nil
+	case "0", "none":
+		var none time.Duration
+		return &none, nil
+	}
+	d, err := time.ParseDuration(raw)
+	if err != nil || d <= 0 || d > authority.MaxAlertAfter {
+		return nil, c.badSetting("alert-after", raw, fmt.Sprintf("give a duration such as 30m (at most %s), or 0 for no alarm", authority.MaxAlertAfter))
+	}
+	return &d, nil
 }
 
 // requireScopes checks that scopes are named, and their names.
@@ -579,12 +600,14 @@ func (c *cmdEnv) readEnv(ctx context.Context, args []string) (*authority.Env, er
 func statusJSON(e *authority.Env, now time.Time) map[string]any {
 	scopes := map[string]any{}
 	for name, s := range e.Scopes {
+		lag := authority.Judge(s, now, e.AlertAfter)
 		scopes[name] = map[string]any{"live": s.Live, "pending": s.Mailbox, "queue": s.Queue, "owner": s.Owner, "lease": s.Lease,
 			"lease_held": s.Lease.Holder != "" && now.Before(s.Lease.ExpiresAt), "failure": s.Failure,
-			"blocked": s.Mailbox != nil && s.Mailbox.Failed, "freeze": s.Freeze}
+			"blocked": s.Mailbox != nil && s.Mailbox.Failed, "freeze": s.Freeze,
+			"convergence": lag.State, "waiting_seconds": int64(lag.Waited / time.Second)}
 	}
 	return map[string]any{"environment": e.Name, "policy": e.PolicyOrDefault(), "desired_generation": e.Desired, "observed_generation": e.Observed,
-		"settled": e.Observed == e.Desired, "scopes": scopes}
+		"settled": e.Observed == e.Desired, "alert_after_seconds": int64(e.AlertAfter / time.Second), "scopes": scopes}
 }
 
 func runHistory(ctx context.Context, c *cmdEnv, args []string) error {

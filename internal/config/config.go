@@ -6,11 +6,14 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"path"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"gopkg.in/yaml.v3"
@@ -61,7 +64,24 @@ type Environment struct {
 	// RequiresAncestor: a descendant of the commit live there counts too, as GitHub's compare API
 	// tells (requires-ancestor:).
 	RequiresAncestor bool
-	Line             int
+	// AlertAfter is how long a scope may wait for its newest accepted commit before it counts as
+	// behind or stuck (alert-after:, authority.Judge); zero: no alarm.
+	AlertAfter time.Duration
+	// AlertWebhook is the URL the alert notifier posts each change of the environment's alarm to
+	// (alert-webhook:); empty: none.
+	AlertWebhook string
+	// AlertIssue is the repository (OWNER/NAME) where the alert notifier keeps one issue open while
+	// the environment is late (alert-issue:); empty: none.
+	AlertIssue string
+	Line       int
+}
+
+// AlertThreshold is the environment's alert-after as intents carry it (authority.Intent.AlertAfter):
+// zero when the file sets none, so that an alert-after removed from the file is removed from the
+// environment too.
+func (e *Environment) AlertThreshold() *time.Duration {
+	d := e.AlertAfter
+	return &d
 }
 
 // Requirements is the environment's promotion requirement as intents carry it: an empty one
@@ -136,6 +156,8 @@ type Selection struct {
 	Scopes      []Scope
 	// Requires is the environment's promotion requirement (Environment.Requirements).
 	Requires *authority.Requirements
+	// AlertAfter is the environment's alert-after (Environment.AlertThreshold).
+	AlertAfter *time.Duration
 }
 
 // ScopeNames lists the selected scopes' names.
@@ -187,7 +209,7 @@ func (c *Config) selectScopes(preview bool, repo, branch string, changed []strin
 		if e.Preview() != preview {
 			continue
 		}
-		sel := Selection{Environment: e.Name, Policy: e.Policy, Requires: e.Requirements()}
+		sel := Selection{Environment: e.Name, Policy: e.Policy, Requires: e.Requirements(), AlertAfter: e.AlertThreshold()}
 		if preview {
 			sel.Environment = e.For(number)
 		}
@@ -495,6 +517,22 @@ func (p *parser) environment(key, val *yaml.Node) (Environment, bool) {
 			}
 		case "requires":
 			e.Requires = p.requires(e.Name, v)
+		case "alert-after":
+			e.AlertAfter = p.alertAfter(e.Name, k, v)
+		case "alert-webhook":
+			if u, ok := p.scalar(k, v); ok {
+				if err := CheckWebhookURL(u); err != nil {
+					p.addf(v, "environment %q: alert-webhook %v", e.Name, err)
+				}
+				e.AlertWebhook = u
+			}
+		case "alert-issue":
+			if r, ok := p.scalar(k, v); ok {
+				if !repoRE.MatchString(r) {
+					p.addf(v, "environment %q: alert-issue %q must be the repository to open the issue in, OWNER/NAME (e.g. acme/.github)", e.Name, r)
+				}
+				e.AlertIssue = r
+			}
 		case "requires-ancestor":
 			switch {
 			case v.Kind == yaml.ScalarNode && v.Tag == "!!bool":
@@ -503,9 +541,12 @@ func (p *parser) environment(key, val *yaml.Node) (Environment, bool) {
 				p.addf(v, "environment %q: requires-ancestor must be true or false", e.Name)
 			}
 		default:
-			p.addf(k, "unknown key %q in environment %q; allowed: policy, scopes, github-environment, allowed-overrides, requires, requires-ancestor", k.Value, e.Name)
+			p.addf(k, "unknown key %q in environment %q; allowed: policy, scopes, github-environment, allowed-overrides, requires, requires-ancestor, alert-after, alert-webhook, alert-issue", k.Value, e.Name)
 		}
 	})
+	if e.AlertAfter == 0 && (e.AlertWebhook != "" || e.AlertIssue != "") {
+		p.addf(key, "environment %q: alert-webhook and alert-issue need alert-after (e.g. alert-after: 30m): without it nothing is ever late, so nothing would be sent", e.Name)
+	}
 	if scopes == nil {
 		p.addf(key, "environment %q has no `scopes:`; give it at least one scope", e.Name)
 	} else if p.mapping(scopes, fmt.Sprintf("scopes of %q", e.Name)) {
@@ -528,6 +569,50 @@ func (p *parser) environment(key, val *yaml.Node) (Environment, bool) {
 		})
 	}
 	return e, len(p.problems) == before
+}
+
+// minAlertAfter is the shortest alert-after: a deploy takes minutes, and the sweep that notifies
+// runs once a minute.
+const minAlertAfter = time.Minute
+
+// alertAfter reads an environment's alert-after: a Go duration (30m, 1h30m) from a minute to
+// authority.MaxAlertAfter.
+func (p *parser) alertAfter(env string, k, v *yaml.Node) time.Duration {
+	s, ok := p.scalar(k, v)
+	if !ok {
+		return 0
+	}
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		p.addf(v, "environment %q: alert-after %q is not a duration; write it as Go does, e.g. 30m or 1h30m", env, s)
+	case d < minAlertAfter || d > authority.MaxAlertAfter:
+		p.addf(v, "environment %q: alert-after %s is out of range; give from %s to %s", env, s, minAlertAfter, authority.MaxAlertAfter)
+	default:
+		return d
+	}
+	return 0
+}
+
+// CheckWebhookURL checks an outgoing webhook's address: https, or http to a loopback host (a
+// receiver on the same machine); no credentials in it, since the URL shows in logs.
+func CheckWebhookURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.Opaque != "" {
+		return fmt.Errorf("%q must be an https URL, e.g. https://hooks.example.com/latestwins", raw)
+	}
+	if u.User != nil {
+		return fmt.Errorf("%q holds credentials; the URL shows in logs: let the receiver check the signature instead (LATESTWINS_ALERT_SECRET)", u.Redacted())
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		if h := u.Hostname(); h == "localhost" || net.ParseIP(h).IsLoopback() {
+			return nil
+		}
+	}
+	return fmt.Errorf("%q must be an https URL (http only to a loopback host)", raw)
 }
 
 // requires reads an environment's list of required environments; checkRequires checks them

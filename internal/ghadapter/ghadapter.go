@@ -35,6 +35,8 @@ type Ports struct {
 	AppOwner func(ctx context.Context) (string, error)
 	// Deliveries is the App's webhook delivery log, which the App replays what it missed from.
 	Deliveries *DeliveryLog
+	// Issues keeps the alert notifier's issues (alert.Issues).
+	Issues *Issues
 }
 
 // New builds the ports of the App whose installations inst makes clients for. auth holds the named
@@ -46,7 +48,8 @@ func New(inst *githubapp.Installations, auth *authority.Authority, log *slog.Log
 	}
 	return &Ports{Dispatcher: &Dispatcher{Installations: inst}, Conversation: &Conversation{Installations: inst},
 		Commits: &Commits{Installations: inst}, Reviewer: &Reviewer{Installations: inst},
-		Files: files, Finder: Finder{Installations: inst}, AppOwner: inst.AppOwner, Deliveries: &DeliveryLog{App: inst}}, nil
+		Files: files, Finder: Finder{Installations: inst}, AppOwner: inst.AppOwner, Deliveries: &DeliveryLog{App: inst},
+		Issues: &Issues{Installations: inst}}, nil
 }
 
 // Dispatcher starts workflows with workflow_dispatch, as the installation of each request.

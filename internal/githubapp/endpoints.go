@@ -18,6 +18,8 @@ func Endpoints() []Endpoint {
 		{http.MethodPost, "/repos/{owner}/{repo}/issues/{issue_number}/comments"},
 		{http.MethodPatch, "/repos/{owner}/{repo}/issues/comments/{comment_id}"},
 		{http.MethodPost, "/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions"},
+		{http.MethodPost, "/repos/{owner}/{repo}/issues"},
+		{http.MethodPatch, "/repos/{owner}/{repo}/issues/{issue_number}"},
 		{http.MethodGet, "/repos/{owner}/{repo}/commits/{ref}/check-runs"},
 		{http.MethodPost, "/repos/{owner}/{repo}/check-runs"},
 		{http.MethodPatch, "/repos/{owner}/{repo}/check-runs/{check_run_id}"},

@@ -95,6 +95,11 @@ func writeStatusTable(b *strings.Builder, st *Status) {
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", cell(r.Scope), live, gen, at, pending, owner, cell(r.Lease.text()))
 	}
 	for _, r := range st.Rows {
+		if r.Late != "" {
+			fmt.Fprintf(b, "\n> [!CAUTION]\n> %s: %s\n", cell(r.Scope), cell(r.Late))
+		}
+	}
+	for _, r := range st.Rows {
 		if r.Warning != "" {
 			fmt.Fprintf(b, "\n> [!WARNING]\n> %s: %s\n", cell(r.Scope), cell(r.Warning))
 		}

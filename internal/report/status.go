@@ -21,7 +21,10 @@ type Status struct {
 	Desired  int64
 	// Settled: every accepted generation has its outcome (observed reached desired).
 	Settled bool
-	Rows    []Row // one per scope, by name
+	// AlertAfter is the environment's alert-after, what each row's Convergence is judged against;
+	// zero: none.
+	AlertAfter time.Duration
+	Rows       []Row // one per scope, by name
 }
 
 // Row is one scope's status: what is live, the work pending with each intent's place, who owns
@@ -49,6 +52,12 @@ type Row struct {
 	Owner   int64 // generation of the newest pass that claimed the scope; 0: none
 	Lease   Lease
 	Failure *authority.Failure // the last terminal error, until a deploy succeeds
+	// Convergence is whether the scope caught up with its newest accepted commit, and since when it
+	// waits (authority.Judge against the environment's alert-after).
+	Convergence authority.Lag
+	// Late is set while the scope is behind or stuck: how long it has waited against alert-after,
+	// and what it waits for ("behind 42m (alert after 30m): a pass is deploying bbbbbbb ...").
+	Late string
 }
 
 // Live is what is deployed in a scope.
@@ -145,13 +154,17 @@ func NewStatus(e *authority.Env, now time.Time) *Status { return NewStatusWith(e
 // read from the store, by name (a missing one has nothing live). required nil: not known, nothing
 // is said. Every place and wait is the deploy gate's own decision (authority.Hold), worded.
 func NewStatusWith(e *authority.Env, now time.Time, required map[string]*authority.Env) *Status {
-	st := &Status{Name: e.Name, Policy: e.PolicyOrDefault(), Observed: e.Observed, Desired: e.Desired, Settled: e.Observed >= e.Desired}
+	st := &Status{Name: e.Name, Policy: e.PolicyOrDefault(), Observed: e.Observed, Desired: e.Desired, Settled: e.Observed >= e.Desired,
+		AlertAfter: e.AlertAfter}
 	for _, n := range slices.Sorted(maps.Keys(e.Scopes)) {
 		v := e.View(n, required)
 		if required == nil {
 			v.Requires = nil // what is live where it must go first is not known: nothing is said of it
 		}
-		st.Rows = append(st.Rows, newRow(v, now))
+		r := newRow(v, now)
+		r.Convergence = authority.Judge(v.State, now, e.AlertAfter)
+		r.Late = r.lateText(e.Name)
+		st.Rows = append(st.Rows, r)
 	}
 	return st
 }

@@ -46,6 +46,13 @@ func StatusText(w io.Writer, e *authority.Env, now time.Time) error {
 		return err
 	}
 	for _, r := range st.Rows {
+		if r.Late != "" {
+			if _, err := fmt.Fprintf(w, "%s: %s: %s\n", r.Convergence.State, Escape(r.Scope), Escape(r.Late)); err != nil {
+				return err
+			}
+		}
+	}
+	for _, r := range st.Rows {
 		if r.Warning != "" {
 			if _, err := fmt.Fprintf(w, "warning: %s: %s\n", Escape(r.Scope), Escape(r.Warning)); err != nil {
 				return err

@@ -72,8 +72,8 @@ func (v Viewer) Events(events []authority.Event) []authority.Event {
 	return out
 }
 
-// Status rewrites st's rows for the viewer: the promotion waits without what is live where the
-// viewer may not see.
+// Status rewrites st's rows for the viewer: the promotion waits, and the late rows' words that
+// quote them, without what is live where the viewer may not see.
 func (v Viewer) Status(st *Status) *Status {
 	if v == nil {
 		return st
@@ -82,6 +82,7 @@ func (v Viewer) Status(st *Status) *Status {
 		r := &st.Rows[i]
 		if hidden := v.Wait(r.PromotionWait); hidden != r.PromotionWait {
 			r.PromotionWait, r.Promotion = hidden, authority.WaitText(&authority.HeldError{Promotion: hidden})
+			r.Late = r.lateText(st.Name) // a stuck row words the promotion wait too
 		}
 	}
 	return st

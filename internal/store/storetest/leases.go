@@ -25,6 +25,7 @@ func leaseCases() []testCase {
 		{"HolderOnly", testHolderOnly},
 		{"Independent", testLeasesIndependent},
 		{"NamedLifecycle", testNamedLifecycle},
+		{"AlarmKept", testAlarmKeptWithItsLease},
 	}
 }
 
