@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
@@ -41,7 +42,7 @@ func (a *App) routeAPI(tokens TokenVerifier) {
 // environments among them while they have work pending: listing every stored one is a scan).
 func (p *api) serveOverview(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	log := p.app.log.With("api", "environments")
+	log := p.app.Log.With("api", "environments")
 	wl, err := p.authenticate(ctx, r)
 	if err != nil {
 		log.WarnContext(ctx, "API request refused", "err", err)
@@ -54,15 +55,15 @@ func (p *api) serveOverview(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, err)
 		return
 	}
-	writeAPI(w, http.StatusOK, apiclient.OverviewResponse{Overview: o, Now: p.app.auth.Now()})
+	writeAPI(w, http.StatusOK, apiclient.OverviewResponse{Overview: o, Now: p.app.Auth.Now()})
 }
 
 func (p *api) overview(ctx context.Context, log *slog.Logger, wl *Workload) (*report.Overview, error) {
-	repo, err := ParseRepo(wl.Repository)
+	repo, err := core.ParseRepo(wl.Repository)
 	if err != nil {
 		return nil, &TokenError{Reason: err.Error()}
 	}
-	cfg, err := p.app.configFor(ctx, log, 0, repo, "")
+	cfg, err := p.app.ConfigFor(ctx, log, 0, repo, "")
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +73,7 @@ func (p *api) overview(ctx context.Context, log *slog.Logger, wl *Workload) (*re
 			configured = append(configured, e.Name)
 		}
 	}
-	names, read, err := p.app.readThese(ctx, configured)
+	names, read, err := p.app.ReadThese(ctx, configured)
 	if err != nil {
 		return nil, err
 	}
@@ -88,9 +89,9 @@ func (p *api) overview(ctx context.Context, log *slog.Logger, wl *Workload) (*re
 	}
 	if len(feeds) == 0 {
 		return nil, &forbiddenError{fmt.Sprintf("%s feeds no environment: no scope in %s is built from it (an administrator adds repository: %s to a scope there)",
-			wl.Repository, p.app.configWhere(), wl.Repository)}
+			wl.Repository, p.app.ConfigWhere(), wl.Repository)}
 	}
-	return overviewOf(read, feeds, p.app.auth.Now()), nil
+	return core.OverviewOf(read, feeds, p.app.Auth.Now()), nil
 }
 
 // verbMethod is each endpoint's method.
@@ -123,7 +124,7 @@ func (p *api) serve(w http.ResponseWriter, r *http.Request) {
 		writeAPI(w, http.StatusMethodNotAllowed, apiclient.ErrorBody{Error: apiclient.CodeInvalid, Message: fmt.Sprintf("%s takes %s", verb, method)})
 		return
 	}
-	log := p.app.log.With("api", verb, "environment", env)
+	log := p.app.Log.With("api", verb, "environment", env)
 	wl, err := p.authenticate(ctx, r)
 	if err != nil {
 		log.WarnContext(ctx, "API request refused", "err", err)
@@ -154,11 +155,11 @@ func (p *api) serve(w http.ResponseWriter, r *http.Request) {
 // the trusted configuration. What one environment says of another's commits is shown only to a
 // repository that feeds that other one too.
 func (p *api) viewer(ctx context.Context, log *slog.Logger, wl *Workload) (report.Viewer, error) {
-	repo, err := ParseRepo(wl.Repository)
+	repo, err := core.ParseRepo(wl.Repository)
 	if err != nil {
 		return nil, &TokenError{Reason: err.Error()}
 	}
-	cfg, err := p.app.configFor(ctx, log, 0, repo, "")
+	cfg, err := p.app.ConfigFor(ctx, log, 0, repo, "")
 	if err != nil {
 		return nil, err
 	}
@@ -201,14 +202,14 @@ func (e *viewedError) Unwrap() error { return e.err }
 // do runs one verb for an authenticated workload; allowed are the scopes it may touch, trusted the
 // environment as the trusted configuration defines it.
 func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl *Workload, env, verb string, allowed []string, trusted *config.Environment) (any, error) {
-	auth := p.app.auth
+	auth := p.app.Auth
 	switch verb {
 	case "status":
 		e, err := auth.Status(ctx, env)
 		if err != nil {
 			return nil, err
 		}
-		v, err := p.viewer(ctx, p.app.log, wl)
+		v, err := p.viewer(ctx, p.app.Log, wl)
 		if err != nil {
 			return nil, err
 		}
@@ -222,7 +223,7 @@ func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl
 		if err != nil {
 			return nil, err
 		}
-		v, err := p.viewer(ctx, p.app.log, wl)
+		v, err := p.viewer(ctx, p.app.Log, wl)
 		if err != nil {
 			return nil, err
 		}
@@ -338,7 +339,7 @@ func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl
 		if err != nil {
 			return nil, err
 		}
-		p.app.startHeld(ctx, p.app.log, env, req.Scope)
+		p.app.StartHeld(ctx, p.app.Log, env, req.Scope)
 		return apiclient.UnfreezeResponse{Freeze: f}, nil
 	default: // complete
 		var req apiclient.CompleteRequest
@@ -374,7 +375,7 @@ func (p *api) claimGeneration(ctx context.Context, wl *Workload, env string, req
 	if err := p.permit(wl, env, req.Scopes, allowed); err != nil {
 		return nil, err
 	}
-	cr, err := p.app.auth.Claim(ctx, env, req.Generation, req.Scopes)
+	cr, err := p.app.Auth.Claim(ctx, env, req.Generation, req.Scopes)
 	if err != nil {
 		return nil, err
 	}
@@ -385,41 +386,41 @@ func (p *api) claimGeneration(ctx context.Context, wl *Workload, env string, req
 // as the App's installation on that repository (as the comment command and the status page do).
 func (p *api) rollback(ctx context.Context, wl *Workload, env string, req apiclient.RollbackRequest) (any, error) {
 	a := p.app
-	log := a.log.With("api", "rollback", "environment", env, "repo", wl.Repository, "actor", wl.Actor)
-	repo, err := ParseRepo(wl.Repository)
+	log := a.Log.With("api", "rollback", "environment", env, "repo", wl.Repository, "actor", wl.Actor)
+	repo, err := core.ParseRepo(wl.Repository)
 	if err != nil {
 		return nil, &TokenError{Reason: err.Error()}
 	}
 	to := strings.ToLower(strings.TrimSpace(req.To))
-	if to != "" && !isCommitSha(to) {
+	if to != "" && !core.IsCommitSha(to) {
 		return nil, &authority.InputError{Field: "to", Value: req.To, Fix: "give 7 to 40 hexadecimal digits of the commit's sha, or leave it out for the commit live before the current one"}
 	}
-	installation, err := a.installationOf(ctx, repo)
+	installation, err := a.InstallationOf(ctx, repo)
 	if err != nil {
 		return nil, fmt.Errorf("the App's installation on %s: %w", repo, err)
 	}
 	// The repository's own file may have chosen the scope's workflow: the narrowed configuration,
 	// as a comment command's (the trusted one alone if that file is refused). The scope itself was
 	// checked against the trusted file (allowed).
-	cfg, err := a.incidentConfig(ctx, log, installation, repo)
+	cfg, err := a.IncidentConfig(ctx, log, installation, repo)
 	if err != nil {
 		return nil, err
 	}
-	sels, problem := namedScope(cfg, repo, env, req.Scope)
+	sels, problem := core.NamedScope(cfg, repo, env, req.Scope)
 	if problem != "" {
 		return nil, &forbiddenError{problem}
 	}
-	t := rollbackTarget{sel: sels[0], installation: installation}
+	t := core.Target{Sel: sels[0], Installation: installation}
 	if e, ok := cfg.Environment(env); ok && !e.Preview() {
-		t.branch = t.scope().Branch
+		t.Branch = t.Scope().Branch
 	}
-	done, err := a.rollback(ctx, log, t, to, wl.Actor, req.Reason, apiRequest(wl, req.Request), "api rollback by "+wl.Repository)
+	done, err := a.Rollback(ctx, log, t, to, wl.Actor, req.Reason, apiRequest(wl, req.Request), "api rollback by "+wl.Repository)
 	if done == nil {
 		return nil, err
 	}
 	res := apiclient.RollbackResponse{Generation: done.Generation, Sha: done.Sha, Duplicate: done.Duplicate}
 	for _, dr := range done.Dispatched {
-		if a.dispatch == nil {
+		if a.Dispatch == nil {
 			break // no App credentials: logged, not started
 		}
 		res.Dispatched = append(res.Dispatched, apiclient.Dispatch{Repository: dr.Repo.String(), Workflow: dr.Workflow, Ref: dr.Ref})
@@ -438,35 +439,35 @@ func (p *api) rollback(ctx context.Context, wl *Workload, env string, req apicli
 // that repository (as the comment command does).
 func (p *api) promote(ctx context.Context, wl *Workload, env string, req apiclient.PromoteRequest, trusted *config.Environment) (any, error) {
 	a := p.app
-	log := a.log.With("api", "promote", "environment", env, "repo", wl.Repository, "actor", wl.Actor)
-	from, problem := promoteFrom(trusted, strings.TrimSpace(req.From))
+	log := a.Log.With("api", "promote", "environment", env, "repo", wl.Repository, "actor", wl.Actor)
+	from, problem := core.PromoteFrom(trusted, strings.TrimSpace(req.From))
 	if problem != "" {
 		return nil, &authority.InputError{Field: "from", Value: req.From, Fix: problem}
 	}
-	repo, err := ParseRepo(wl.Repository)
+	repo, err := core.ParseRepo(wl.Repository)
 	if err != nil {
 		return nil, &TokenError{Reason: err.Error()}
 	}
-	installation, err := a.installationOf(ctx, repo)
+	installation, err := a.InstallationOf(ctx, repo)
 	if err != nil {
 		return nil, fmt.Errorf("the App's installation on %s: %w", repo, err)
 	}
-	cfg, err := a.configFor(ctx, log, installation, repo, "")
+	cfg, err := a.ConfigFor(ctx, log, installation, repo, "")
 	if err != nil {
 		return nil, err
 	}
-	sels, problem := namedScope(cfg, repo, env, req.Scope)
+	sels, problem := core.NamedScope(cfg, repo, env, req.Scope)
 	if problem != "" {
 		return nil, &forbiddenError{problem}
 	}
-	t := promoteTarget(trusted, sels[0], installation)
-	done, err := a.promote(ctx, log, t, from, wl.Actor, apiRequest(wl, req.Request), "api promote by "+wl.Repository)
+	t := core.PromoteTarget(trusted, sels[0], installation)
+	done, err := a.Promote(ctx, log, t, from, wl.Actor, apiRequest(wl, req.Request), "api promote by "+wl.Repository)
 	if done == nil {
 		return nil, err
 	}
 	res := apiclient.PromoteResponse{From: from, Generation: done.Generation, Sha: done.Sha, Duplicate: done.Duplicate}
 	for _, dr := range done.Dispatched {
-		if a.dispatch == nil {
+		if a.Dispatch == nil {
 			break // no App credentials: logged, not started
 		}
 		res.Dispatched = append(res.Dispatched, apiclient.Dispatch{Repository: dr.Repo.String(), Workflow: dr.Workflow, Ref: dr.Ref})
@@ -500,15 +501,15 @@ func (p *api) authenticate(ctx context.Context, r *http.Request) (*Workload, err
 // trusted configuration defines it (a repository's own file cannot add scopes, so it is not read);
 // no scope is a *forbiddenError.
 func (p *api) allowed(ctx context.Context, log *slog.Logger, wl *Workload, env string) ([]string, *config.Environment, error) {
-	repo, err := ParseRepo(wl.Repository)
+	repo, err := core.ParseRepo(wl.Repository)
 	if err != nil {
 		return nil, nil, &TokenError{Reason: err.Error()}
 	}
-	cfg, err := p.app.configFor(ctx, log, 0, repo, "")
+	cfg, err := p.app.ConfigFor(ctx, log, 0, repo, "")
 	if err != nil {
 		return nil, nil, err
 	}
-	where := p.app.configWhere()
+	where := p.app.ConfigWhere()
 	e, ok := cfg.Environment(env)
 	if !ok {
 		return nil, nil, &forbiddenError{fmt.Sprintf("%s may not act on %s: %s defines no such environment", wl.Repository, env, where)}
@@ -606,7 +607,7 @@ func (e *forbiddenError) Error() string { return e.msg }
 func (p *api) fail(w http.ResponseWriter, err error) {
 	status, body := apiError(err)
 	if body.Error == apiclient.CodeUnavailable {
-		p.app.log.Error("API request failed", "err", err)
+		p.app.Log.Error("API request failed", "err", err)
 	}
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
@@ -633,7 +634,7 @@ func apiError(err error) (int, apiclient.ErrorBody) {
 		lost       *authority.LostError
 		input      *authority.InputError
 		forbidden  *forbiddenError
-		refreshing *RefreshingError
+		refreshing *core.RefreshingError
 		limited    rateLimited
 	)
 	msg := err.Error()
@@ -674,7 +675,7 @@ func apiError(err error) (int, apiclient.ErrorBody) {
 	case errors.As(err, &limited):
 		return http.StatusServiceUnavailable, apiclient.ErrorBody{Error: apiclient.CodeUnavailable,
 			Message: "the App is rate limited by GitHub; retry after the time given", RetryAfter: max(int64(limited.RetryDelay()/time.Second), 1)}
-	case errors.Is(err, ErrConfigUnavailable):
+	case errors.Is(err, core.ErrConfigUnavailable):
 		return http.StatusServiceUnavailable, apiclient.ErrorBody{Error: apiclient.CodeUnavailable, Message: msg, RetryAfter: 30}
 	}
 	return http.StatusServiceUnavailable, apiclient.ErrorBody{Error: apiclient.CodeUnavailable,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/testutil/oidctest"
@@ -194,7 +195,7 @@ func TestAPIClaimCannotChooseAnOrigin(t *testing.T) {
 	t.Parallel()
 	h := newPolicyAPIHarness(t, 100)
 	req := intent("run-a", 'a', "api")
-	req.Intent.Origin = originFor(99, "acme/secrets", "main")
+	req.Intent.Origin = core.OriginFor(99, "acme/secrets", "main")
 	if a := h.call(t, "POST", "/v1/environments/staging/claim", h.token(t, "Codertocat/Hello-World"), req); a.status != http.StatusOK {
 		t.Fatalf("claim: %d %s", a.status, a.body)
 	}

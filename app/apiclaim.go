@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
 	"github.com/latestwins/latestwins/internal/pass"
@@ -20,7 +21,7 @@ import (
 // configuration's barrier-paths. Without credentials, or where the App is not installed, the claim
 // is taken as it arrives and is a barrier nowhere.
 func (p *api) claimIntent(ctx context.Context, wl *Workload, in authority.Intent, trusted *config.Environment) (*authority.AcceptResult, error) {
-	log := p.app.log.With("api", "claim", "environment", in.Environment, "repo", wl.Repository, "actor", wl.Actor, "intent", in.ID)
+	log := p.app.Log.With("api", "claim", "environment", in.Environment, "repo", wl.Repository, "actor", wl.Actor, "intent", in.ID)
 	gh, err := p.askGitHub(ctx, log, wl)
 	if err != nil {
 		return nil, err
@@ -29,36 +30,36 @@ func (p *api) claimIntent(ctx context.Context, wl *Workload, in authority.Intent
 	if gh != nil {
 		opts = append(opts, authority.WithComparer(gh), authority.CompareLive(), authority.WithBarriers(gh.barriers(trusted, in.Sha)))
 	}
-	return pass.Claim(ctx, p.app.auth, in, opts...)
+	return pass.Claim(ctx, p.app.Auth, in, opts...)
 }
 
 // askGitHub is GitHub as the App's installation on the workload's repository, or nil when it
 // cannot be asked: no App credentials, or no installation there (logged).
 func (p *api) askGitHub(ctx context.Context, log *slog.Logger, wl *Workload) (*claimGitHub, error) {
 	a := p.app
-	if a.commits == nil || a.installations == nil {
+	if a.Commits == nil || a.Installations == nil {
 		return nil, nil
 	}
-	repo, err := ParseRepo(wl.Repository)
+	repo, err := core.ParseRepo(wl.Repository)
 	if err != nil {
 		return nil, &TokenError{Reason: err.Error()}
 	}
-	installation, err := a.installations.ForRepo(ctx, repo.Owner, repo.Name)
-	if errors.Is(err, ErrNotInstalled) {
+	installation, err := a.Installations.ForRepo(ctx, repo.Owner, repo.Name)
+	if errors.Is(err, core.ErrNotInstalled) {
 		log.WarnContext(ctx, "the App is not installed on the repository: its claims are taken as they arrive, and are barriers nowhere", "err", err)
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("the App's installation on %s: %w", repo, err)
 	}
-	return &claimGitHub{commits: a.commits, installation: installation, repo: repo, log: log, seen: map[string]comparison{}}, nil
+	return &claimGitHub{commits: a.Commits, installation: installation, repo: repo, log: log, seen: map[string]comparison{}}, nil
 }
 
 // claimGitHub asks GitHub's compare API about the commits of one claim, each pair once.
 type claimGitHub struct {
-	commits      Commits
+	commits      core.Commits
 	installation int64
-	repo         RepoRef
+	repo         core.RepoRef
 	log          *slog.Logger
 
 	mu   sync.Mutex
@@ -66,14 +67,14 @@ type claimGitHub struct {
 }
 
 type comparison struct {
-	c   Comparison
+	c   core.Comparison
 	err error
 }
 
 var _ authority.Comparer = (*claimGitHub)(nil)
 
 // changes compares base with head, once per claim.
-func (g *claimGitHub) changes(ctx context.Context, base, head string) (Comparison, error) {
+func (g *claimGitHub) changes(ctx context.Context, base, head string) (core.Comparison, error) {
 	key := base + "..." + head
 	g.mu.Lock()
 	got, ok := g.seen[key]
@@ -82,7 +83,7 @@ func (g *claimGitHub) changes(ctx context.Context, base, head string) (Compariso
 		return got.c, got.err
 	}
 	// Asked while the environment's updates in this process wait (see Authority.Accept): bounded.
-	cctx, cancel := context.WithTimeout(ctx, compareTimeout)
+	cctx, cancel := context.WithTimeout(ctx, core.CompareTimeout)
 	defer cancel()
 	got.c, got.err = g.commits.Changes(cctx, g.installation, g.repo, base, head)
 	g.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 )
 
@@ -74,7 +75,7 @@ func TestPushFromTheFutureIsTakenInArrivalOrder(t *testing.T) {
 	future, real := strings.Repeat("f", 40), strings.Repeat("e", 40)
 
 	w := h.post(t, "push", "from-the-future", pushAt(t, zeroSha, future, year2100, time.Unix(year2100, 0)))
-	if res := decodeResult(t, w); w.Code != http.StatusOK || res.Outcome != OutcomeAccepted || len(res.Intents) != 1 || len(res.Intents[0].Accepted) != 1 {
+	if res := decodeResult(t, w); w.Code != http.StatusOK || res.Outcome != core.OutcomeAccepted || len(res.Intents) != 1 || len(res.Intents[0].Accepted) != 1 {
 		t.Fatalf("push from the future: %d %s; want it accepted", w.Code, w.Body)
 	}
 	var warned []string

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
 )
@@ -21,31 +22,31 @@ const checkRunPrefix = "latestwins / "
 // handleCheckRun turns "Re-run" on a latestwins check run into a redeploy intent: the check run's
 // head commit, for the scopes of its environment that are built from the repository and that the
 // store has seen at that commit (all of them when it has seen none).
-func (a *App) handleCheckRun(ctx context.Context, log *slog.Logger, d Delivery, res *Result) error {
+func (a *App) handleCheckRun(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {
 	ev, ok := d.Payload.(*github.CheckRunEvent)
 	if !ok {
-		return &MalformedError{Reason: fmt.Sprintf("check_run payload is a %T", d.Payload)}
+		return &core.MalformedError{Reason: fmt.Sprintf("check_run payload is a %T", d.Payload)}
 	}
 	cr := ev.GetCheckRun()
 	log = log.With("installation_id", ev.GetInstallation().GetID(), "repo", ev.GetRepo().GetFullName(), "check_run", cr.GetName(), "action", ev.GetAction())
 	envName, ours := strings.CutPrefix(cr.GetName(), checkRunPrefix)
 	switch {
 	case ev.GetAction() != "rerequested":
-		res.Outcome, res.Status, res.Message = OutcomeIgnored, http.StatusAccepted, fmt.Sprintf("check_run %s: only a re-run request redeploys", ev.GetAction())
+		res.Outcome, res.Status, res.Message = core.OutcomeIgnored, http.StatusAccepted, fmt.Sprintf("check_run %s: only a re-run request redeploys", ev.GetAction())
 		return nil
 	case !ours:
-		res.Outcome, res.Status, res.Message = OutcomeIgnored, http.StatusAccepted, fmt.Sprintf("check run %s is not one latestwins publishes", quote(cr.GetName()))
+		res.Outcome, res.Status, res.Message = core.OutcomeIgnored, http.StatusAccepted, fmt.Sprintf("check run %s is not one latestwins publishes", core.Quote(cr.GetName()))
 		return nil
 	}
 	if err := authority.ValidateEnvironment(envName); err != nil {
-		return fmt.Errorf("check run %s: %w", quote(cr.GetName()), err)
+		return fmt.Errorf("check run %s: %w", core.Quote(cr.GetName()), err)
 	}
-	repo, err := ParseRepo(ev.GetRepo().GetFullName())
+	repo, err := core.ParseRepo(ev.GetRepo().GetFullName())
 	if err != nil {
 		return err
 	}
 	sha := cr.GetHeadSHA()
-	cfg, err := a.configFor(ctx, log, ev.GetInstallation().GetID(), repo, sha)
+	cfg, err := a.ConfigFor(ctx, log, ev.GetInstallation().GetID(), repo, sha)
 	if err != nil {
 		return err
 	}
@@ -61,7 +62,7 @@ func (a *App) handleCheckRun(ctx context.Context, log *slog.Logger, d Delivery, 
 		}
 	}
 	if len(sel.Scopes) == 0 {
-		res.Outcome, res.Message = OutcomeNoScopes, fmt.Sprintf("no scope of %s is built from %s", envName, repo)
+		res.Outcome, res.Message = core.OutcomeNoScopes, fmt.Sprintf("no scope of %s is built from %s", envName, repo)
 		return nil
 	}
 	if err := a.narrowToSha(ctx, &sel, sha); err != nil {
@@ -73,10 +74,10 @@ func (a *App) handleCheckRun(ctx context.Context, log *slog.Logger, d Delivery, 
 		in.Ref = "refs/heads/" + branch
 	}
 	// A redeploy's changes are not known: a barrier wherever the scope has barrier-paths.
-	if err := a.accept(ctx, log, []config.Selection{sel}, in, nil, branch, ev.GetInstallation().GetID(), res); err != nil {
+	if err := a.Accept(ctx, log, []config.Selection{sel}, in, nil, branch, ev.GetInstallation().GetID(), res); err != nil {
 		return err
 	}
-	if branch == "" && res.Outcome == OutcomeAccepted {
+	if branch == "" && res.Outcome == core.OutcomeAccepted {
 		res.Message = "accepted; the check suite names no branch, so nothing was dispatched: the workflow claims it when it runs"
 	}
 	return nil
@@ -85,7 +86,7 @@ func (a *App) handleCheckRun(ctx context.Context, log *slog.Logger, d Delivery, 
 // narrowToSha keeps the selection's scopes for which the store has seen sha (pending, live, failed
 // or in the timeline); when it has seen it for none, the selection stays as it is.
 func (a *App) narrowToSha(ctx context.Context, sel *config.Selection, sha string) error {
-	env, err := a.auth.Status(ctx, sel.Environment)
+	env, err := a.Auth.Status(ctx, sel.Environment)
 	if err != nil {
 		if errors.Is(err, authority.ErrInvalidInput) {
 			return nil

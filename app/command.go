@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 )
 
@@ -98,7 +99,7 @@ func ParseCommand(body string) (Command, bool) {
 	case CommandStatus, CommandHelp:
 		problem = checkScopes(args, 0, 0, string(name))
 	default:
-		return Command{Problem: fmt.Sprintf("unknown command %s; %s", quote(string(name)), Usage)}, true
+		return Command{Problem: fmt.Sprintf("unknown command %s; %s", core.Quote(string(name)), Usage)}, true
 	}
 	if problem != "" {
 		return Command{Problem: problem}, true
@@ -129,7 +130,7 @@ func parseTarget(name CommandName, args []string) (Command, bool) {
 		env, scope, err := authority.SplitResource(target)
 		var ie *authority.InputError
 		if errors.As(err, &ie) {
-			return Command{Problem: fmt.Sprintf("%s is not SCOPE or ENV/SCOPE: %s", quote(target), ie.Fix)}, true
+			return Command{Problem: fmt.Sprintf("%s is not SCOPE or ENV/SCOPE: %s", core.Quote(target), ie.Fix)}, true
 		}
 		cmd.Environment, target = env, scope
 	}
@@ -140,31 +141,18 @@ func parseTarget(name CommandName, args []string) (Command, bool) {
 	if len(args) == 2 && name == CommandUnfreeze {
 		g, err := strconv.ParseInt(args[1], 10, 64)
 		if err != nil || g < 1 || args[1][0] == '+' {
-			return Command{Problem: fmt.Sprintf("%s is not a freeze: name it by its rollback's generation, a whole number such as 5, as the rollback's reply and the status give it", quote(args[1]))}, true
+			return Command{Problem: fmt.Sprintf("%s is not a freeze: name it by its rollback's generation, a whole number such as 5, as the rollback's reply and the status give it", core.Quote(args[1]))}, true
 		}
 		cmd.Freeze = g
 		return cmd, true
 	}
 	if len(args) == 2 {
-		if !isCommitSha(args[1]) {
-			return Command{Problem: fmt.Sprintf("%s is not a commit: give 7 to 40 hexadecimal digits of its sha", quote(args[1]))}, true
+		if !core.IsCommitSha(args[1]) {
+			return Command{Problem: fmt.Sprintf("%s is not a commit: give 7 to 40 hexadecimal digits of its sha", core.Quote(args[1]))}, true
 		}
 		cmd.Sha = strings.ToLower(args[1])
 	}
 	return cmd, true
-}
-
-// isCommitSha reports whether s is a full or abbreviated commit sha: 7 to 40 hexadecimal digits.
-func isCommitSha(s string) bool {
-	if len(s) < 7 || len(s) > 40 {
-		return false
-	}
-	for _, r := range s {
-		if !('0' <= r && r <= '9' || 'a' <= r && r <= 'f' || 'A' <= r && r <= 'F') {
-			return false
-		}
-	}
-	return true
 }
 
 func firstLine(body string) string {
@@ -193,22 +181,12 @@ func checkScopes(args []string, lo, hi int, usage string) string {
 	for _, a := range args {
 		var ie *authority.InputError
 		if err := authority.ValidateScope(a); errors.As(err, &ie) {
-			return fmt.Sprintf("%s is not a scope name: %s", quote(a), ie.Fix)
+			return fmt.Sprintf("%s is not a scope name: %s", core.Quote(a), ie.Fix)
 		}
 		if seen[a] {
-			return fmt.Sprintf("scope %s is named twice; name each scope once", quote(a))
+			return fmt.Sprintf("scope %s is named twice; name each scope once", core.Quote(a))
 		}
 		seen[a] = true
 	}
 	return ""
-}
-
-// quote shows untrusted text in a reply: cut short and quoted, so it cannot format or mention.
-func quote(s string) string {
-	const max = 40
-	r := []rune(s)
-	if len(r) > max {
-		s = string(r[:max]) + "..."
-	}
-	return "`" + strings.ReplaceAll(fmt.Sprintf("%q", s), "`", "'") + "`"
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 )
 
@@ -142,7 +143,7 @@ func FuzzParseCommand(f *testing.F) {
 				t.Fatalf("environment %q passed: %v", c.Environment, err)
 			}
 		}
-		if c.Sha != "" && !isCommitSha(c.Sha) {
+		if c.Sha != "" && !core.IsCommitSha(c.Sha) {
 			t.Fatalf("sha %q passed", c.Sha)
 		}
 		if c.Freeze < 0 || (c.Freeze != 0 && c.Name != CommandUnfreeze) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
 	"github.com/latestwins/latestwins/internal/report"
@@ -19,12 +20,12 @@ import (
 
 // commentRun is one comment command on its way through the App.
 type commentRun struct {
-	d      Delivery
-	at     CommentRef
+	d      core.Delivery
+	at     core.CommentRef
 	actor  string
 	cmd    Command
 	log    *slog.Logger
-	res    *Result
+	res    *core.Result
 	reply  strings.Builder
 	number int
 }
@@ -32,14 +33,14 @@ type commentRun struct {
 // handleIssueComment runs a /latestwins command written in a new comment on a pull request. Edited
 // comments, comments on issues and comments by bots (the App's own among them) are ignored. Every
 // command gets an eyes reaction and a reply; mutating ones need write permission.
-func (a *App) handleIssueComment(ctx context.Context, log *slog.Logger, d Delivery, res *Result) error {
+func (a *App) handleIssueComment(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {
 	ev, ok := d.Payload.(*github.IssueCommentEvent)
 	if !ok {
-		return &MalformedError{Reason: fmt.Sprintf("issue_comment payload is a %T", d.Payload)}
+		return &core.MalformedError{Reason: fmt.Sprintf("issue_comment payload is a %T", d.Payload)}
 	}
 	user := ev.GetComment().GetUser()
 	ignore := func(msg string) error {
-		res.Outcome, res.Status, res.Message = OutcomeIgnored, http.StatusAccepted, msg
+		res.Outcome, res.Status, res.Message = core.OutcomeIgnored, http.StatusAccepted, msg
 		return nil
 	}
 	switch {
@@ -54,25 +55,25 @@ func (a *App) handleIssueComment(ctx context.Context, log *slog.Logger, d Delive
 	if !addressed {
 		return ignore("not a /latestwins command")
 	}
-	repo, err := ParseRepo(ev.GetRepo().GetFullName())
+	repo, err := core.ParseRepo(ev.GetRepo().GetFullName())
 	if err != nil {
 		return err
 	}
 	run := &commentRun{d: d, actor: user.GetLogin(), cmd: cmd, res: res, number: ev.GetIssue().GetNumber(),
-		at: CommentRef{Installation: ev.GetInstallation().GetID(), Repo: repo, Number: ev.GetIssue().GetNumber(), CommentID: ev.GetComment().GetID()}}
+		at: core.CommentRef{Installation: ev.GetInstallation().GetID(), Repo: repo, Number: ev.GetIssue().GetNumber(), CommentID: ev.GetComment().GetID()}}
 	if run.number <= 0 || run.at.CommentID <= 0 {
-		return &MalformedError{Reason: "issue_comment payload has no issue number or comment id"}
+		return &core.MalformedError{Reason: "issue_comment payload has no issue number or comment id"}
 	}
 	run.log = log.With("installation_id", run.at.Installation, "repo", repo.String(), "pull_request", run.number,
 		"comment_id", run.at.CommentID, "actor", run.actor, "command", string(cmd.Name))
 	res.Command = string(cmd.Name)
 	if a.convo != nil {
-		if err := a.convo.React(ctx, run.at, ReactionEyes); err != nil {
+		if err := a.convo.React(ctx, run.at, core.ReactionEyes); err != nil {
 			run.log.WarnContext(ctx, "react to command", "err", err) // the reply still says what happened
 		}
 	}
 	cmdErr := a.runCommand(ctx, run)
-	if res.Outcome == OutcomeDuplicate {
+	if res.Outcome == core.OutcomeDuplicate {
 		return cmdErr // the first delivery answered
 	}
 	if cmdErr != nil {
@@ -103,7 +104,7 @@ func (a *App) answer(ctx context.Context, run *commentRun) error {
 
 func (a *App) runCommand(ctx context.Context, run *commentRun) error {
 	res, cmd := run.res, run.cmd
-	res.Outcome = OutcomeReplied
+	res.Outcome = core.OutcomeReplied
 	switch {
 	case cmd.Problem != "":
 		run.reply.WriteString(cmd.Problem)
@@ -121,10 +122,10 @@ func (a *App) runCommand(ctx context.Context, run *commentRun) error {
 			return nil
 		}
 	}
-	read := a.configFor
+	read := a.ConfigFor
 	if cmd.Name == CommandRollback || cmd.Name == CommandUnfreeze {
-		read = func(ctx context.Context, log *slog.Logger, installation int64, repo RepoRef, _ string) (*config.Config, error) {
-			return a.incidentConfig(ctx, log, installation, repo)
+		read = func(ctx context.Context, log *slog.Logger, installation int64, repo core.RepoRef, _ string) (*config.Config, error) {
+			return a.IncidentConfig(ctx, log, installation, repo)
 		}
 	}
 	cfg, err := read(ctx, run.log, run.at.Installation, run.at.Repo, "")
@@ -135,14 +136,14 @@ func (a *App) runCommand(ctx context.Context, run *commentRun) error {
 	var problem string
 	switch {
 	case cmd.Environment != "":
-		sels, problem = namedScope(cfg, run.at.Repo, cmd.Environment, cmd.Scopes[0])
+		sels, problem = core.NamedScope(cfg, run.at.Repo, cmd.Environment, cmd.Scopes[0])
 	case cmd.Name == CommandPromote:
 		sels, problem = promotionScopes(cfg, run.at.Repo, cmd.Scopes[0])
 	default:
 		sels, problem = previewScopes(cfg, run.at.Repo, run.number, cmd.Scopes)
 	}
 	if problem != "" {
-		res.Outcome = OutcomeNoScopes
+		res.Outcome = core.OutcomeNoScopes
 		run.reply.WriteString(problem)
 		return nil
 	}
@@ -172,7 +173,7 @@ func (a *App) runCommand(ctx context.Context, run *commentRun) error {
 // canWrite checks the commenter's permission, and says so in the reply when it is not enough.
 func (a *App) canWrite(ctx context.Context, run *commentRun) (bool, error) {
 	if a.convo == nil {
-		run.res.Outcome = OutcomeRefused
+		run.res.Outcome = core.OutcomeRefused
 		fmt.Fprintf(&run.reply, "`/latestwins %s` needs write permission, which cannot be checked: this latestwins runs without App credentials.", run.cmd.Name)
 		return false, nil
 	}
@@ -181,17 +182,17 @@ func (a *App) canWrite(ctx context.Context, run *commentRun) (bool, error) {
 		return false, fmt.Errorf("permission of %s on %s: %w", run.actor, run.at.Repo, err)
 	}
 	if !ok {
-		run.res.Outcome = OutcomeRefused
+		run.res.Outcome = core.OutcomeRefused
 		run.log.InfoContext(ctx, "command refused: no write permission")
 		fmt.Fprintf(&run.reply, "%s cannot run `/latestwins %s`: it needs write permission on %s. `/latestwins status` and `/latestwins help` are open to everyone.",
-			quote(run.actor), run.cmd.Name, run.at.Repo)
+			core.Quote(run.actor), run.cmd.Name, run.at.Repo)
 	}
 	return ok, nil
 }
 
 // previewScopes selects the pull request's preview environments and, in each, the scopes built from
 // repo: all of them, or the ones named. A problem is a reply for the commenter.
-func previewScopes(cfg *config.Config, repo RepoRef, number int, named []string) ([]config.Selection, string) {
+func previewScopes(cfg *config.Config, repo core.RepoRef, number int, named []string) ([]config.Selection, string) {
 	var sels []config.Selection
 	known := map[string]bool{}
 	for i := range cfg.Environments {
@@ -219,32 +220,10 @@ func previewScopes(cfg *config.Config, repo RepoRef, number int, named []string)
 	}
 	for _, n := range named {
 		if !known[n] {
-			names := make([]string, 0, len(known))
-			for k := range known {
-				names = append(names, k)
-			}
-			slices.Sort(names)
-			return nil, fmt.Sprintf("%s is not a preview scope of %s; the scopes are: %s.", quote(n), repo, strings.Join(names, ", "))
+			return nil, fmt.Sprintf("%s is not a preview scope of %s; the scopes are: %s.", core.Quote(n), repo, strings.Join(slices.Sorted(maps.Keys(known)), ", "))
 		}
 	}
 	return sels, ""
-}
-
-// namedScope selects scope of the environment named env (rollback and unfreeze of ENV/SCOPE): the
-// configuration must build that scope from repo. The trusted configuration decides which
-// repository builds a scope (a repository's own file cannot add one), so a pull request can act
-// only on scopes its repository feeds, and the commenter needs write permission on it.
-func namedScope(cfg *config.Config, repo RepoRef, env, scope string) ([]config.Selection, string) {
-	e, ok := cfg.Environment(env)
-	if !ok {
-		return nil, fmt.Sprintf("%s is not an environment of %s.", quote(env), config.Path)
-	}
-	for _, s := range e.Scopes {
-		if s.Name == scope && s.FedBy(repo.String()) {
-			return []config.Selection{{Environment: env, Policy: e.Policy, Scopes: []config.Scope{s}}}, ""
-		}
-	}
-	return nil, fmt.Sprintf("%s/%s is not built from %s in %s, so a pull request of %s cannot act on it.", env, quote(scope), repo, config.Path, repo)
 }
 
 func (a *App) commandStatus(ctx context.Context, run *commentRun, sels []config.Selection) error {
@@ -253,7 +232,7 @@ func (a *App) commandStatus(ctx context.Context, run *commentRun, sels []config.
 			run.reply.WriteString("\n")
 		}
 		fmt.Fprintf(&run.reply, "**%s**", sel.Environment)
-		env, err := a.auth.Status(ctx, sel.Environment)
+		env, err := a.Auth.Status(ctx, sel.Environment)
 		if errors.Is(err, authority.ErrInvalidInput) {
 			run.reply.WriteString(": nothing accepted yet.\n")
 			continue
@@ -261,11 +240,11 @@ func (a *App) commandStatus(ctx context.Context, run *commentRun, sels []config.
 		if err != nil {
 			return err
 		}
-		required, err := a.requiredOf(ctx, env, nil)
+		required, err := a.RequiredOf(ctx, env, nil)
 		if err != nil {
 			return err
 		}
-		st := report.NewStatusWith(env, a.now(), required)
+		st := report.NewStatusWith(env, a.Now(), required)
 		fmt.Fprintf(&run.reply, " %d/%d %s (observed/desired generation)", st.Observed, st.Desired, st.State())
 		if p := st.PolicyNote(); p != "" {
 			fmt.Fprintf(&run.reply, ", policy **%s**", p)
@@ -276,7 +255,7 @@ func (a *App) commandStatus(ctx context.Context, run *commentRun, sels []config.
 		fed := report.Viewer(func(name string) bool {
 			return slices.ContainsFunc(sels, func(s config.Selection) bool { return s.Environment == name })
 		})
-		if err := report.StatusMarkdownFor(&run.reply, env, a.now(), required, fed); err != nil {
+		if err := report.StatusMarkdownFor(&run.reply, env, a.Now(), required, fed); err != nil {
 			return fmt.Errorf("render status of %s: %w", sel.Environment, err)
 		}
 	}
@@ -284,7 +263,7 @@ func (a *App) commandStatus(ctx context.Context, run *commentRun, sels []config.
 }
 
 func (a *App) commandUnlock(ctx context.Context, run *commentRun, sels []config.Selection) error {
-	run.res.Outcome = OutcomeUnlocked
+	run.res.Outcome = core.OutcomeUnlocked
 	// Each unlock is done once per delivery (the id is kept for the retention), so that a
 	// re-delivered comment does not free whatever newer pass holds the lease by then.
 	reason := fmt.Sprintf("/latestwins unlock on %s#%d (delivery %s)", run.at.Repo, run.number, run.d.ID)
@@ -292,7 +271,7 @@ func (a *App) commandUnlock(ctx context.Context, run *commentRun, sels []config.
 	for _, sel := range sels {
 		for _, s := range sel.ScopeNames() {
 			resource := sel.Environment + "/" + s
-			prev, err := a.auth.Unlock(ctx, resource, reason, run.actor, authority.UnlockOnce(run.d.ID))
+			prev, err := a.Auth.Unlock(ctx, resource, reason, run.actor, authority.UnlockOnce(run.d.ID))
 			if errors.Is(err, authority.ErrRepeated) {
 				fmt.Fprintf(&run.reply, "%s: this command was carried out before (delivery %s); nothing more to unlock.\n", resource, run.d.ID)
 				continue
@@ -307,7 +286,7 @@ func (a *App) commandUnlock(ctx context.Context, run *commentRun, sels []config.
 			}
 			run.res.Released = append(run.res.Released, resource)
 			run.log.InfoContext(ctx, "lease unlocked", "resource", resource, "holder", prev.Holder, "token", prev.Token)
-			fmt.Fprintf(&run.reply, "Unlocked %s (was held by %s for %s, token %d).\n", resource, quote(prev.Holder), prev.Purpose, prev.Token)
+			fmt.Fprintf(&run.reply, "Unlocked %s (was held by %s for %s, token %d).\n", resource, core.Quote(prev.Holder), prev.Purpose, prev.Token)
 		}
 	}
 	if len(free) > 0 {
@@ -320,12 +299,12 @@ func (a *App) commandUnlock(ctx context.Context, run *commentRun, sels []config.
 // each preview environment (a queue's head, or a barrier): skip it, or retry it. The delivery id
 // goes with the decision, so that a re-delivered comment does not skip the next failure too.
 func (a *App) commandDecide(ctx context.Context, run *commentRun, sels []config.Selection, action authority.DecisionAction) error {
-	run.res.Outcome = OutcomeDecided
+	run.res.Outcome = core.OutcomeDecided
 	scope := run.cmd.Scopes[0]
 	reason := fmt.Sprintf("/latestwins %s on %s#%d (delivery %s)", action, run.at.Repo, run.number, run.d.ID)
 	for _, sel := range sels {
 		resource := sel.Environment + "/" + scope
-		failed, err := a.auth.Decide(ctx, authority.Decision{Environment: sel.Environment, Scope: scope, Action: action,
+		failed, err := a.Auth.Decide(ctx, authority.Decision{Environment: sel.Environment, Scope: scope, Action: action,
 			Reason: reason, Actor: run.actor, Request: run.d.ID})
 		switch {
 		case errors.Is(err, authority.ErrRepeated):
@@ -340,13 +319,13 @@ func (a *App) commandDecide(ctx context.Context, run *commentRun, sels []config.
 		case action == authority.DecideSkip:
 			run.log.InfoContext(ctx, "blocking failure skipped", "resource", resource, "generation", failed.Generation, "sha", failed.Sha)
 			fmt.Fprintf(&run.reply, "Skipped %s (generation %d) in %s: it stays failed, and the next waiting commit goes.\n", report.ShortSha(failed.Sha), failed.Generation, resource)
-			a.startHeld(ctx, run.log, sel.Environment, scope)
+			a.StartHeld(ctx, run.log, sel.Environment, scope)
 		default:
 			run.log.InfoContext(ctx, "blocking failure to be retried", "resource", resource, "generation", failed.Generation, "sha", failed.Sha)
 			fmt.Fprintf(&run.reply, "%s (generation %d) in %s will be retried from its first attempt: its workflow is started again now "+
 				"(or by the recovery sweep, for work the App did not start; or re-run the workflow).\n",
 				report.ShortSha(failed.Sha), failed.Generation, resource)
-			a.startHeld(ctx, run.log, sel.Environment, scope)
+			a.StartHeld(ctx, run.log, sel.Environment, scope)
 		}
 	}
 	return nil
@@ -377,9 +356,9 @@ func (a *App) commandDeploy(ctx context.Context, run *commentRun, sels []config.
 func (a *App) commandRedeploy(ctx context.Context, run *commentRun, sels []config.Selection) error {
 	scope := run.cmd.Scopes[0]
 	for _, sel := range sels {
-		in, err := a.redeployIntent(ctx, sel.Environment, scope, authority.Intent{ID: run.d.ID,
+		in, err := a.RedeployIntent(ctx, sel.Environment, scope, authority.Intent{ID: run.d.ID,
 			Source: fmt.Sprintf("redeploy comment %s#%d", run.at.Repo, run.number), Actor: run.actor})
-		if errors.Is(err, errNothingLive) {
+		if errors.Is(err, core.ErrNothingLive) {
 			fmt.Fprintf(&run.reply, "%s: %s has nothing live to redeploy; use `/latestwins deploy %s`.\n", sel.Environment, scope, scope)
 			continue
 		}
@@ -393,45 +372,22 @@ func (a *App) commandRedeploy(ctx context.Context, run *commentRun, sels []confi
 	return nil
 }
 
-// errNothingLive is a redeploy of a scope with nothing deployed.
-var errNothingLive = errors.New("nothing live to redeploy")
-
-// redeployIntent is the intent that deploys scope of env again at its live commit: in, with the live
-// commit, its ref and Redeploy set. Accepted for a selection of that scope alone, it changes nothing
-// of the other scopes (their live sha, generation, run and time). The comment command and the status
-// page's button both make it.
-func (a *App) redeployIntent(ctx context.Context, env, scope string, in authority.Intent) (authority.Intent, error) {
-	doc, err := a.auth.Status(ctx, env)
-	if err != nil && !errors.Is(err, authority.ErrInvalidInput) {
-		return in, err
-	}
-	var live *authority.Live
-	if doc != nil && doc.Scopes[scope] != nil {
-		live = doc.Scopes[scope].Live
-	}
-	if live == nil {
-		return in, fmt.Errorf("%s/%s: %w", env, scope, errNothingLive)
-	}
-	in.Sha, in.Ref, in.Redeploy = live.Sha, live.Ref, true
-	return in, nil
-}
-
 // acceptOne accepts in for one selection, dispatching on the intent's branch, and says what happened.
 // An intent whose ref is not a branch of the repository (a fork's pull request, refs/pull/N/head) is
 // accepted but neither dispatched nor given an origin for the recovery sweep.
 func (a *App) acceptOne(ctx context.Context, run *commentRun, sel config.Selection, in authority.Intent) error {
 	res := run.res
-	sub, isBranch, err := a.acceptSelection(ctx, run.log, sel, in, run.at.Installation)
+	sub, isBranch, err := a.AcceptSelection(ctx, run.log, sel, in, run.at.Installation)
 	res.Intents = append(res.Intents, sub.Intents...)
 	res.Dispatched = append(res.Dispatched, sub.Dispatched...)
 	res.Refused = append(res.Refused, sub.Refused...)
 	switch {
-	case sub.Outcome == OutcomeQueueFull || res.Outcome == OutcomeQueueFull:
-		res.Outcome, res.Status = OutcomeQueueFull, http.StatusTooManyRequests
-	case sub.Outcome == OutcomeAccepted:
-		res.Outcome = OutcomeAccepted
-	case sub.Outcome == OutcomeDuplicate && res.Outcome != OutcomeAccepted:
-		res.Outcome = OutcomeDuplicate
+	case sub.Outcome == core.OutcomeQueueFull || res.Outcome == core.OutcomeQueueFull:
+		res.Outcome, res.Status = core.OutcomeQueueFull, http.StatusTooManyRequests
+	case sub.Outcome == core.OutcomeAccepted:
+		res.Outcome = core.OutcomeAccepted
+	case sub.Outcome == core.OutcomeDuplicate && res.Outcome != core.OutcomeAccepted:
+		res.Outcome = core.OutcomeDuplicate
 	}
 	for _, r := range sub.Refused {
 		fmt.Fprintf(&run.reply, "%s: not accepted, the queue is full: %s.\n", r.Environment, r.Message)
@@ -464,22 +420,8 @@ func (a *App) acceptOne(ctx context.Context, run *commentRun, sel config.Selecti
 	return nil
 }
 
-// acceptSelection accepts in for one selection and dispatches its scopes' workflows on the intent's
-// branch, as installation; isBranch is false when the intent's ref is no branch (then nothing is
-// dispatched).
-func (a *App) acceptSelection(ctx context.Context, log *slog.Logger, sel config.Selection, in authority.Intent, installation int64) (sub Result, isBranch bool, err error) {
-	branch, isBranch := strings.CutPrefix(in.Ref, "refs/heads/")
-	if !isBranch {
-		branch = ""
-	}
-	// A command's commit comes with no list of changed files: unknown, so a barrier wherever a
-	// scope has barrier-paths.
-	err = a.accept(ctx, log, []config.Selection{sel}, in, nil, branch, installation, &sub)
-	return sub, isBranch, err
-}
-
 // generationOf is the generation at which the intents accepted scopes, 0 when they accepted none.
-func generationOf(intents []IntentInfo) int64 {
+func generationOf(intents []core.IntentInfo) int64 {
 	var g int64
 	for _, ii := range intents {
 		if len(ii.Accepted) > 0 {
@@ -491,7 +433,7 @@ func generationOf(intents []IntentInfo) int64 {
 
 // knownHead is the newest commit the store holds for the selection's scopes: pending, else live.
 func (a *App) knownHead(ctx context.Context, sel config.Selection) (*authority.Ref, error) {
-	env, err := a.auth.Status(ctx, sel.Environment)
+	env, err := a.Auth.Status(ctx, sel.Environment)
 	if errors.Is(err, authority.ErrInvalidInput) {
 		return nil, nil
 	}
@@ -520,37 +462,37 @@ func (a *App) knownHead(ctx context.Context, sel config.Selection) (*authority.R
 // scope is frozen, and its workflow is dispatched at once. The delivery id goes with the request,
 // so a re-delivered comment rolls back once.
 func (a *App) commandRollback(ctx context.Context, run *commentRun, sels []config.Selection, cfg *config.Config) error {
-	run.res.Outcome = OutcomeRolledBack
+	run.res.Outcome = core.OutcomeRolledBack
 	reason := fmt.Sprintf("/latestwins rollback on %s#%d (delivery %s)", run.at.Repo, run.number, run.d.ID)
 	source := fmt.Sprintf("rollback comment %s#%d", run.at.Repo, run.number)
 	for _, sel := range sels {
-		t := rollbackTarget{sel: sel, installation: run.at.Installation}
+		t := core.Target{Sel: sel, Installation: run.at.Installation}
 		if e, ok := cfg.Environment(sel.Environment); ok && !e.Preview() {
-			t.branch = sel.Scopes[0].Branch
+			t.Branch = sel.Scopes[0].Branch
 		}
-		done, err := a.rollback(ctx, run.log, t, run.cmd.Sha, run.actor, reason, run.d.ID, source)
+		done, err := a.Rollback(ctx, run.log, t, run.cmd.Sha, run.actor, reason, run.d.ID, source)
 		if done == nil {
 			if errors.Is(err, authority.ErrInvalidInput) {
-				fmt.Fprintf(&run.reply, "Could not roll back %s: %v\n", t.resource(), err)
+				fmt.Fprintf(&run.reply, "Could not roll back %s: %v\n", t.Resource(), err)
 				continue
 			}
 			return err
 		}
-		run.res.Intents = append(run.res.Intents, IntentInfo{Environment: sel.Environment, Generation: done.Generation,
-			Duplicate: done.Duplicate, Accepted: []string{t.scope().Name}})
+		run.res.Intents = append(run.res.Intents, core.IntentInfo{Environment: sel.Environment, Generation: done.Generation,
+			Duplicate: done.Duplicate, Accepted: []string{t.Scope().Name}})
 		run.res.Dispatched = append(run.res.Dispatched, done.Dispatched...)
 		if done.Duplicate {
-			fmt.Fprintf(&run.reply, "%s: this command was carried out before (delivery %s): the rollback is generation %d.\n", t.resource(), run.d.ID, done.Generation)
+			fmt.Fprintf(&run.reply, "%s: this command was carried out before (delivery %s): the rollback is generation %d.\n", t.Resource(), run.d.ID, done.Generation)
 			continue
 		}
 		fmt.Fprintf(&run.reply, "Rolled %s back to %s at generation %d, ahead of everything pending. %s is frozen (freeze %d): newer commits are recorded and wait until `/latestwins unfreeze %s %d`.\n",
-			t.resource(), report.ShortSha(done.Sha), done.Generation, t.resource(), done.Generation, unfreezeArg(run.cmd, t), done.Generation)
+			t.Resource(), report.ShortSha(done.Sha), done.Generation, t.Resource(), done.Generation, unfreezeArg(run.cmd, t), done.Generation)
 		for _, dr := range done.Dispatched {
 			fmt.Fprintf(&run.reply, "Dispatched %s on %s in %s (scopes %s, generation %s).\n", dr.Workflow, dr.Ref, dr.Repo, dr.Inputs["scopes"], dr.Inputs["generation"])
 		}
 		if done.NotBranch != "" {
 			fmt.Fprintf(&run.reply, "%s: %s is not a branch of %s: nothing was dispatched; run the scope's workflow with environment %s and generation %d.\n",
-				t.resource(), done.NotBranch, run.at.Repo, sel.Environment, done.Generation)
+				t.Resource(), done.NotBranch, run.at.Repo, sel.Environment, done.Generation)
 		}
 		if err != nil {
 			return err
@@ -560,24 +502,24 @@ func (a *App) commandRollback(ctx context.Context, run *commentRun, sels []confi
 }
 
 // unfreezeArg is the argument of the unfreeze command that lifts the freeze t is given.
-func unfreezeArg(cmd Command, t rollbackTarget) string {
+func unfreezeArg(cmd Command, t core.Target) string {
 	if cmd.Environment != "" {
-		return t.resource()
+		return t.Resource()
 	}
-	return t.scope().Name
+	return t.Scope().Name
 }
 
 // commandUnfreeze lifts, in each selected environment, the freeze of the named scope that the
-// command names: the commit held meanwhile goes next, its workflow started at once (startHeld).
+// command names: the commit held meanwhile goes next, its workflow started at once (core.StartHeld).
 // Another freeze (a newer rollback's), or none named, is refused with a reply that names the
 // current freeze and the command that lifts it.
 func (a *App) commandUnfreeze(ctx context.Context, run *commentRun, sels []config.Selection) error {
-	run.res.Outcome = OutcomeUnfrozen
+	run.res.Outcome = core.OutcomeUnfrozen
 	scope := run.cmd.Scopes[0]
 	reason := fmt.Sprintf("/latestwins unfreeze on %s#%d (delivery %s)", run.at.Repo, run.number, run.d.ID)
 	for _, sel := range sels {
 		resource := sel.Environment + "/" + scope
-		f, err := a.auth.Unfreeze(ctx, authority.UnfreezeRequest{Environment: sel.Environment, Scope: scope, Freeze: run.cmd.Freeze,
+		f, err := a.Auth.Unfreeze(ctx, authority.UnfreezeRequest{Environment: sel.Environment, Scope: scope, Freeze: run.cmd.Freeze,
 			Actor: run.actor, Reason: reason, Request: run.d.ID})
 		var mismatch *authority.FreezeMismatchError
 		switch {
@@ -592,7 +534,7 @@ func (a *App) commandUnfreeze(ctx context.Context, run *commentRun, sels []confi
 				arg = resource
 			}
 			fmt.Fprintf(&run.reply, "%s is frozen by freeze %d: the rollback to %s by %s (%s). Nothing was unfrozen. To lift freeze %d, comment `/latestwins unfreeze %s %d`.\n",
-				resource, cur.Generation, report.ShortSha(cur.Sha), quote(cur.Actor), quote(cur.Reason), cur.Generation, arg, cur.Generation)
+				resource, cur.Generation, report.ShortSha(cur.Sha), core.Quote(cur.Actor), core.Quote(cur.Reason), cur.Generation, arg, cur.Generation)
 		case errors.Is(err, authority.ErrRepeated):
 			fmt.Fprintf(&run.reply, "%s: this command was carried out before (delivery %s); nothing more to unfreeze.\n", resource, run.d.ID)
 		case errors.Is(err, authority.ErrNotFrozen):
@@ -604,8 +546,8 @@ func (a *App) commandUnfreeze(ctx context.Context, run *commentRun, sels []confi
 		default:
 			run.log.InfoContext(ctx, "scope unfrozen", "resource", resource, "generation", f.Generation, "sha", f.Sha)
 			fmt.Fprintf(&run.reply, "Unfroze %s: lifted the freeze of the rollback to %s by %s (freeze %d). The commit held meanwhile, if any, goes next: "+
-				"its workflow is started now (or by the recovery sweep, for work the App did not start).\n", resource, report.ShortSha(f.Sha), quote(f.Actor), f.Generation)
-			a.startHeld(ctx, run.log, sel.Environment, scope)
+				"its workflow is started now (or by the recovery sweep, for work the App did not start).\n", resource, report.ShortSha(f.Sha), core.Quote(f.Actor), f.Generation)
+			a.StartHeld(ctx, run.log, sel.Environment, scope)
 		}
 	}
 	return nil
@@ -616,45 +558,67 @@ func (a *App) commandUnfreeze(ctx context.Context, run *commentRun, sels []confi
 // it requires, and dispatches the scope's workflow for the new generation. The delivery id goes
 // with the request, so a re-delivered comment promotes once.
 func (a *App) commandPromote(ctx context.Context, run *commentRun, sels []config.Selection, cfg *config.Config) error {
-	run.res.Outcome = OutcomePromoted
+	run.res.Outcome = core.OutcomePromoted
 	source := fmt.Sprintf("promote comment %s#%d", run.at.Repo, run.number)
 	for _, sel := range sels {
 		e, ok := cfg.Environment(sel.Environment)
 		if !ok {
 			return fmt.Errorf("environment %s vanished from the configuration", sel.Environment)
 		}
-		t := promoteTarget(e, sel, run.at.Installation)
-		from, problem := promoteFrom(e, "")
+		t := core.PromoteTarget(e, sel, run.at.Installation)
+		from, problem := core.PromoteFrom(e, "")
 		if problem != "" {
 			run.reply.WriteString(problem + "\n")
 			continue
 		}
-		done, err := a.promote(ctx, run.log, t, from, run.actor, run.d.ID, source)
+		done, err := a.Promote(ctx, run.log, t, from, run.actor, run.d.ID, source)
 		if done == nil {
 			if errors.Is(err, authority.ErrInvalidInput) {
-				fmt.Fprintf(&run.reply, "Could not promote %s from %s: %v\n", t.resource(), from, err)
+				fmt.Fprintf(&run.reply, "Could not promote %s from %s: %v\n", t.Resource(), from, err)
 				continue
 			}
 			return err
 		}
-		run.res.Intents = append(run.res.Intents, IntentInfo{Environment: sel.Environment, Generation: done.Generation,
-			Duplicate: done.Duplicate, Accepted: []string{t.scope().Name}})
+		run.res.Intents = append(run.res.Intents, core.IntentInfo{Environment: sel.Environment, Generation: done.Generation,
+			Duplicate: done.Duplicate, Accepted: []string{t.Scope().Name}})
 		run.res.Dispatched = append(run.res.Dispatched, done.Dispatched...)
 		if done.Duplicate {
-			fmt.Fprintf(&run.reply, "%s: this command was carried out before (delivery %s): the promotion is generation %d.\n", t.resource(), run.d.ID, done.Generation)
+			fmt.Fprintf(&run.reply, "%s: this command was carried out before (delivery %s): the promotion is generation %d.\n", t.Resource(), run.d.ID, done.Generation)
 			continue
 		}
-		fmt.Fprintf(&run.reply, "Promoted %s, live in %s/%s, to %s at generation %d.\n", report.ShortSha(done.Sha), from, t.scope().Name, t.resource(), done.Generation)
+		fmt.Fprintf(&run.reply, "Promoted %s, live in %s/%s, to %s at generation %d.\n", report.ShortSha(done.Sha), from, t.Scope().Name, t.Resource(), done.Generation)
 		for _, dr := range done.Dispatched {
 			fmt.Fprintf(&run.reply, "Dispatched %s on %s in %s (scopes %s, generation %s).\n", dr.Workflow, dr.Ref, dr.Repo, dr.Inputs["scopes"], dr.Inputs["generation"])
 		}
 		if done.NoBranch {
 			fmt.Fprintf(&run.reply, "%s: the scope has no branch in %s: nothing was dispatched; run its workflow with environment %s and generation %d.\n",
-				t.resource(), config.Path, sel.Environment, done.Generation)
+				t.Resource(), config.Path, sel.Environment, done.Generation)
 		}
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// promotionScopes selects, for /latestwins promote SCOPE, every environment that requires another
+// and has SCOPE built from repo in the configuration. A problem is a reply for the commenter.
+func promotionScopes(cfg *config.Config, repo core.RepoRef, scope string) ([]config.Selection, string) {
+	var sels []config.Selection
+	for i := range cfg.Environments {
+		e := &cfg.Environments[i]
+		if e.Preview() || len(e.Requires) == 0 {
+			continue
+		}
+		for _, s := range e.Scopes {
+			if s.Name == scope && s.FedBy(repo.String()) {
+				sels = append(sels, config.Selection{Environment: e.Name, Policy: e.Policy, Requires: e.Requirements(), Scopes: []config.Scope{s}})
+			}
+		}
+	}
+	if len(sels) == 0 {
+		return nil, fmt.Sprintf("No environment of %s that requires another builds %s from %s, so there is nothing to promote (name one as ENV/%s, or add requires: to an environment).",
+			config.Path, core.Quote(scope), repo, scope)
+	}
+	return sels, ""
 }

@@ -15,14 +15,14 @@ import (
 	"strings"
 
 	"github.com/google/go-github/v60/github"
+
+	"github.com/latestwins/latestwins/app/internal/core"
 )
 
 // Categories of refused deliveries; the handler maps them to HTTP statuses with errors.Is.
 var (
 	// ErrUnauthorized: the signature is missing or wrong (401). Nothing of the body was parsed.
 	ErrUnauthorized = errors.New("webhook signature rejected")
-	// ErrMalformed: a correctly signed delivery that cannot be read (400).
-	ErrMalformed = errors.New("malformed webhook delivery")
 )
 
 // SignatureError says why a delivery's signature was refused.
@@ -33,51 +33,34 @@ func (e *SignatureError) Error() string { return "webhook signature rejected: " 
 // Is matches ErrUnauthorized.
 func (e *SignatureError) Is(target error) bool { return target == ErrUnauthorized }
 
-// MalformedError says what is wrong with a signed delivery.
-type MalformedError struct{ Reason string }
-
-func (e *MalformedError) Error() string { return "malformed webhook delivery: " + e.Reason }
-
-// Is matches ErrMalformed.
-func (e *MalformedError) Is(target error) bool { return target == ErrMalformed }
-
-// Delivery is one verified webhook delivery.
-type Delivery struct {
-	ID    string // X-GitHub-Delivery: the intent id of what it causes, so a re-delivery is idempotent
-	Event string // X-GitHub-Event
-	// Payload is the parsed event (*github.PushEvent, *github.PullRequestEvent, ...) of an event the
-	// App uses, or nil for any other event, which is acknowledged without being parsed.
-	Payload any
-}
-
 const maxDeliveryIDLen = 100
 
 // usedEvents are the events Handle acts on. Only their payloads are parsed: every other event,
 // known to go-github or not, is acknowledged unread, so an example GitHub sends that go-github
 // cannot parse (discussion, package) is never refused.
 var usedEvents = map[string]bool{
-	"push":              true,
-	"pull_request":      true,
-	"installation":      true,
-	"issue_comment":     true,
-	"check_run":         true,
-	protectionRuleEvent: true,
-	"deployment_status": true,
+	"push":                   true,
+	"pull_request":           true,
+	"installation":           true,
+	"issue_comment":          true,
+	"check_run":              true,
+	core.EventProtectionRule: true,
+	"deployment_status":      true,
 }
 
 // ParseDelivery verifies and parses a webhook delivery. The signature (X-Hub-Signature-256, with a
 // non-empty secret) is checked in constant time over the raw body before anything is parsed; SHA-1
 // signatures are not accepted. The payload of an event the App uses must be a JSON object; that
 // of any other event is not read.
-func ParseDelivery(secret []byte, h http.Header, body []byte) (Delivery, error) {
+func ParseDelivery(secret []byte, h http.Header, body []byte) (core.Delivery, error) {
 	want, err := signatureOf(secret, h)
 	if err != nil {
-		return Delivery{}, err
+		return core.Delivery{}, err
 	}
 	mac := hmac.New(sha256.New, secret)
 	mac.Write(body)
 	if err := checkSignature(mac, want); err != nil {
-		return Delivery{}, err
+		return core.Delivery{}, err
 	}
 	return parseSigned(h, body)
 }
@@ -116,27 +99,27 @@ func checkSignature(mac hash.Hash, want []byte) error {
 
 // parseSigned reads the headers and, for an event the App uses, the payload of a delivery whose
 // signature was checked. body is not read for any other event (it may be nil).
-func parseSigned(h http.Header, body []byte) (Delivery, error) {
-	d := Delivery{ID: h.Get(github.DeliveryIDHeader), Event: h.Get(github.EventTypeHeader)}
+func parseSigned(h http.Header, body []byte) (core.Delivery, error) {
+	d := core.Delivery{ID: h.Get(github.DeliveryIDHeader), Event: h.Get(github.EventTypeHeader)}
 	if d.ID == "" || len(d.ID) > maxDeliveryIDLen || strings.ContainsFunc(d.ID, isControlOrSpace) {
-		return Delivery{}, &MalformedError{Reason: fmt.Sprintf("X-GitHub-Delivery must be a delivery id of 1-%d printable characters", maxDeliveryIDLen)}
+		return core.Delivery{}, &core.MalformedError{Reason: fmt.Sprintf("X-GitHub-Delivery must be a delivery id of 1-%d printable characters", maxDeliveryIDLen)}
 	}
 	if d.Event == "" {
-		return Delivery{}, &MalformedError{Reason: "no X-GitHub-Event header"}
+		return core.Delivery{}, &core.MalformedError{Reason: "no X-GitHub-Event header"}
 	}
 	if !usedEvents[d.Event] {
 		return d, nil // signed but not used: acknowledged and ignored
 	}
 	payload, err := jsonBody(h.Get("Content-Type"), body)
 	if err != nil {
-		return Delivery{}, err
+		return core.Delivery{}, err
 	}
 	if trimmed := bytes.TrimLeft(payload, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
-		return Delivery{}, &MalformedError{Reason: fmt.Sprintf("%s payload must be a JSON object", d.Event)}
+		return core.Delivery{}, &core.MalformedError{Reason: fmt.Sprintf("%s payload must be a JSON object", d.Event)}
 	}
 	ev, err := parseEvent(d.Event, payload)
 	if err != nil {
-		return Delivery{}, &MalformedError{Reason: fmt.Sprintf("%s payload: %v", d.Event, err)}
+		return core.Delivery{}, &core.MalformedError{Reason: fmt.Sprintf("%s payload: %v", d.Event, err)}
 	}
 	d.Payload = ev
 	return d, nil
@@ -145,8 +128,8 @@ func parseSigned(h http.Header, body []byte) (Delivery, error) {
 // parseEvent is github.ParseWebHook, except for deployment_protection_rule, whose sha and ref
 // go-github v60 does not read: it becomes a *ProtectionRuleEvent.
 func parseEvent(event string, payload []byte) (any, error) {
-	if event == protectionRuleEvent {
-		ev := &ProtectionRuleEvent{}
+	if event == core.EventProtectionRule {
+		ev := &core.ProtectionRuleEvent{}
 		if err := json.Unmarshal(payload, ev); err != nil {
 			return nil, err
 		}
@@ -161,7 +144,7 @@ func jsonBody(contentType string, body []byte) ([]byte, error) {
 	if contentType != "" {
 		var err error
 		if mt, _, err = mime.ParseMediaType(contentType); err != nil {
-			return nil, &MalformedError{Reason: fmt.Sprintf("Content-Type %q: %v", contentType, err)}
+			return nil, &core.MalformedError{Reason: fmt.Sprintf("Content-Type %q: %v", contentType, err)}
 		}
 	}
 	switch mt {
@@ -170,15 +153,15 @@ func jsonBody(contentType string, body []byte) ([]byte, error) {
 	case "application/x-www-form-urlencoded":
 		form, err := url.ParseQuery(string(body))
 		if err != nil {
-			return nil, &MalformedError{Reason: fmt.Sprintf("form body: %v", err)}
+			return nil, &core.MalformedError{Reason: fmt.Sprintf("form body: %v", err)}
 		}
 		if !form.Has("payload") {
 			// A JSON body sent without its content type (curl --data sends this one) is no form.
-			return nil, &MalformedError{Reason: fmt.Sprintf("Content-Type %s without a payload field: send the JSON payload as Content-Type: application/json", mt)}
+			return nil, &core.MalformedError{Reason: fmt.Sprintf("Content-Type %s without a payload field: send the JSON payload as Content-Type: application/json", mt)}
 		}
 		return []byte(form.Get("payload")), nil
 	}
-	return nil, &MalformedError{Reason: fmt.Sprintf("Content-Type %q: send application/json", mt)}
+	return nil, &core.MalformedError{Reason: fmt.Sprintf("Content-Type %q: send application/json", mt)}
 }
 
 func isControlOrSpace(r rune) bool { return r <= ' ' || r == 0x7f }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 
 	"github.com/google/go-github/v60/github"
+
+	"github.com/latestwins/latestwins/app/internal/core"
 )
 
 // GitHub Actions creates a deployment for every job that names an environment, so the App creates
@@ -17,7 +19,7 @@ const maxStatusDescription = 140
 
 // markSuperseded shows a superseded job's deployment as inactive. It is best effort: the review,
 // already posted, is what stops the job; an App without the deployments permission logs a warning.
-func (a *App) markSuperseded(ctx context.Context, log *slog.Logger, installation int64, repo RepoRef, d *github.Deployment, why string) {
+func (a *App) markSuperseded(ctx context.Context, log *slog.Logger, installation int64, repo core.RepoRef, d *github.Deployment, why string) {
 	if d.GetID() == 0 {
 		return // the job creates no deployment
 	}

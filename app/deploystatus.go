@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 )
 
@@ -17,10 +18,10 @@ import (
 // success makes the approved commit live; a failure or error counts an attempt (terminal on the
 // last); other states are not outcomes. Only a scope whose pending intent is that very commit is
 // changed (authority.Report).
-func (a *App) handleDeploymentStatus(ctx context.Context, log *slog.Logger, d Delivery, res *Result) error {
+func (a *App) handleDeploymentStatus(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {
 	ev, ok := d.Payload.(*github.DeploymentStatusEvent)
 	if !ok {
-		return &MalformedError{Reason: fmt.Sprintf("deployment_status payload is a %T", d.Payload)}
+		return &core.MalformedError{Reason: fmt.Sprintf("deployment_status payload is a %T", d.Payload)}
 	}
 	state := ev.GetDeploymentStatus().GetState()
 	installation := ev.GetInstallation().GetID()
@@ -28,19 +29,19 @@ func (a *App) handleDeploymentStatus(ctx context.Context, log *slog.Logger, d De
 	sha := ev.GetDeployment().GetSHA()
 	log = log.With("installation_id", installation, "repo", ev.GetRepo().GetFullName(), "github_environment", ghEnv, "state", state, "sha", sha)
 	if state != "success" && state != "failure" && state != "error" {
-		res.Outcome, res.Status, res.Message = OutcomeIgnored, http.StatusAccepted, fmt.Sprintf("deployment status %q is not an outcome", state)
+		res.Outcome, res.Status, res.Message = core.OutcomeIgnored, http.StatusAccepted, fmt.Sprintf("deployment status %q is not an outcome", state)
 		return nil
 	}
-	repo, err := ParseRepo(ev.GetRepo().GetFullName())
+	repo, err := core.ParseRepo(ev.GetRepo().GetFullName())
 	if err != nil {
 		return err
 	}
 	if ghEnv == "" || sha == "" {
-		return &MalformedError{Reason: "the deployment names no environment or no commit"}
+		return &core.MalformedError{Reason: "the deployment names no environment or no commit"}
 	}
-	cfg, err := a.configFor(ctx, log, installation, repo, "")
+	cfg, err := a.ConfigFor(ctx, log, installation, repo, "")
 	if errors.Is(err, authority.ErrInvalidInput) {
-		res.Outcome, res.Status, res.Message = OutcomeIgnored, http.StatusAccepted, fmt.Sprintf("not recorded: %v", err)
+		res.Outcome, res.Status, res.Message = core.OutcomeIgnored, http.StatusAccepted, fmt.Sprintf("not recorded: %v", err)
 		return nil
 	}
 	if err != nil {
@@ -52,7 +53,7 @@ func (a *App) handleDeploymentStatus(ctx context.Context, log *slog.Logger, d De
 		scopes = envCfg.ScopesFedBy(repo.String())
 	}
 	if len(scopes) == 0 {
-		res.Outcome, res.Status = OutcomeIgnored, http.StatusAccepted
+		res.Outcome, res.Status = core.OutcomeIgnored, http.StatusAccepted
 		res.Message = fmt.Sprintf("no latestwins scope of %s deploys to the GitHub environment %q", repo, ghEnv)
 		return nil
 	}
@@ -60,18 +61,18 @@ func (a *App) handleDeploymentStatus(ctx context.Context, log *slog.Logger, d De
 	if run == "" {
 		run = ev.GetDeploymentStatus().GetTargetURL()
 	}
-	r, err := a.auth.Report(ctx, authority.Report{ID: d.ID, Environment: envName, Scopes: scopes, Sha: sha, Deployment: ev.GetDeployment().GetID(), Success: state == "success",
+	r, err := a.Auth.Report(ctx, authority.Report{ID: d.ID, Environment: envName, Scopes: scopes, Sha: sha, Deployment: ev.GetDeployment().GetID(), Success: state == "success",
 		Run: run, Message: fmt.Sprintf("deployment %d %s: %s", ev.GetDeployment().GetID(), state, ev.GetDeploymentStatus().GetDescription())})
 	if errors.Is(err, authority.ErrInvalidInput) {
-		res.Outcome, res.Status, res.Message = OutcomeIgnored, http.StatusAccepted, fmt.Sprintf("not recorded: %v", err)
+		res.Outcome, res.Status, res.Message = core.OutcomeIgnored, http.StatusAccepted, fmt.Sprintf("not recorded: %v", err)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	res.Outcome, res.Message = OutcomeRecorded, fmt.Sprintf("%s: %v", envName, r.Results)
+	res.Outcome, res.Message = core.OutcomeRecorded, fmt.Sprintf("%s: %v", envName, r.Results)
 	if r.Overall() == authority.ResultUnapproved {
-		res.Outcome = OutcomeUnapproved
+		res.Outcome = core.OutcomeUnapproved
 		res.Message = fmt.Sprintf("%s: deployment %d was not approved by latestwins' protection rule: recorded as a warning, not counted as live", envName, ev.GetDeployment().GetID())
 		log.WarnContext(ctx, "deployment status of a deployment latestwins did not approve", "environment", envName, "deployment_id", ev.GetDeployment().GetID())
 		return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
 )
@@ -21,27 +22,27 @@ const zeroSha = "0000000000000000000000000000000000000000"
 // its changed files are unknown.
 const maxListedCommits = 2048
 
-func (a *App) handlePush(ctx context.Context, log *slog.Logger, d Delivery, res *Result) error {
+func (a *App) handlePush(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {
 	ev, ok := d.Payload.(*github.PushEvent)
 	if !ok {
-		return &MalformedError{Reason: fmt.Sprintf("push payload is a %T", d.Payload)}
+		return &core.MalformedError{Reason: fmt.Sprintf("push payload is a %T", d.Payload)}
 	}
 	repoName := ev.GetRepo().GetFullName()
 	log = log.With("installation_id", ev.GetInstallation().GetID(), "repo", repoName)
 	branch, isBranch := strings.CutPrefix(ev.GetRef(), "refs/heads/")
 	switch {
 	case !isBranch:
-		res.Outcome, res.Message = OutcomeIgnored, fmt.Sprintf("%s is not a branch", ev.GetRef())
+		res.Outcome, res.Message = core.OutcomeIgnored, fmt.Sprintf("%s is not a branch", ev.GetRef())
 		return nil
 	case ev.GetDeleted() || ev.GetAfter() == zeroSha:
-		res.Outcome, res.Message = OutcomeIgnored, fmt.Sprintf("branch %s was deleted", branch)
+		res.Outcome, res.Message = core.OutcomeIgnored, fmt.Sprintf("branch %s was deleted", branch)
 		return nil
 	}
-	repo, err := ParseRepo(repoName)
+	repo, err := core.ParseRepo(repoName)
 	if err != nil {
 		return err
 	}
-	cfg, err := a.configFor(ctx, log, ev.GetInstallation().GetID(), repo, ev.GetAfter())
+	cfg, err := a.ConfigFor(ctx, log, ev.GetInstallation().GetID(), repo, ev.GetAfter())
 	if err != nil {
 		return err
 	}
@@ -53,46 +54,19 @@ func (a *App) handlePush(ctx context.Context, log *slog.Logger, d Delivery, res 
 		in.Before = ""
 	}
 	var opts []authority.AcceptOption
-	if a.commits != nil {
-		opts = append(opts, authority.WithComparer(comparer{commits: a.commits, installation: ev.GetInstallation().GetID(), repo: repo, log: log}))
+	if a.Commits != nil {
+		opts = append(opts, authority.WithComparer(core.Comparer{Commits: a.Commits, Installation: ev.GetInstallation().GetID(), Repo: repo, Log: log}))
 	}
-	if err := a.accept(ctx, log, sels, in, changed, branch, ev.GetInstallation().GetID(), res, opts...); err != nil {
+	if err := a.Accept(ctx, log, sels, in, changed, branch, ev.GetInstallation().GetID(), res, opts...); err != nil {
 		return err
 	}
-	if res.Outcome == OutcomeNoScopes {
+	if res.Outcome == core.OutcomeNoScopes {
 		res.Message = fmt.Sprintf("no scope is built from %s on %s", repoName, branch)
 	}
 	return nil
 }
 
-// PromotionCompare is the comparer of promotion gates (authority.WithPromotionComparer): where an
-// environment accepts a descendant of a commit (requires-ancestor), it asks GitHub's compare API, as
-// the installation on the repository the waiting intent's Origin names, whether the commit live in
-// the required environment builds on it. An intent without an origin the App wrote (made on the
-// command line) is not compared, nor is anything while Commits is nil (no App credentials): only the
-// same commit counts then. Set Commits before the App takes requests.
-type PromotionCompare struct {
-	Commits Commits
-	Log     *slog.Logger
-}
-
-var _ authority.Comparer = (*PromotionCompare)(nil)
-
-// Compare implements authority.Comparer.
-func (p *PromotionCompare) Compare(ctx context.Context, in authority.Intent, base, head string) (authority.CommitOrder, error) {
-	if p.Commits == nil {
-		return authority.Diverged, nil
-	}
-	installation, repo, _, err := parseOrigin(in.Origin)
-	if err != nil {
-		return authority.Diverged, nil
-	}
-	log := p.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return comparer{commits: p.Commits, installation: installation, repo: repo, log: log}.Compare(ctx, in, base, head)
-}
+var _ authority.Comparer = (*core.PromotionCompare)(nil)
 
 // pushOrder is what a push payload says about when it happened: repository.pushed_at, the head
 // commit's timestamp, and whether it was forced. GitHub documents that deliveries can arrive out of
@@ -114,7 +88,7 @@ func pushOrder(ev *github.PushEvent) authority.Order {
 // must not be lost for a skewed clock: the fact is left out and the push is ordered by the others,
 // or as it arrives, with a warning.
 func (a *App) boundedOrder(ctx context.Context, log *slog.Logger, o authority.Order) authority.Order {
-	now := a.auth.Now()
+	now := a.Auth.Now()
 	o, dropped := o.Bounded(now)
 	for _, e := range dropped {
 		log.WarnContext(ctx, "push ordering fact later than the clock: left out, the push is ordered without it",
@@ -142,10 +116,10 @@ func changedPaths(ev *github.PushEvent) []string {
 	return out
 }
 
-func (a *App) handlePullRequest(ctx context.Context, log *slog.Logger, d Delivery, res *Result) error {
+func (a *App) handlePullRequest(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {
 	ev, ok := d.Payload.(*github.PullRequestEvent)
 	if !ok {
-		return &MalformedError{Reason: fmt.Sprintf("pull_request payload is a %T", d.Payload)}
+		return &core.MalformedError{Reason: fmt.Sprintf("pull_request payload is a %T", d.Payload)}
 	}
 	pr := ev.GetPullRequest()
 	repoName := ev.GetRepo().GetFullName()
@@ -156,19 +130,19 @@ func (a *App) handlePullRequest(ctx context.Context, log *slog.Logger, d Deliver
 	log = log.With("installation_id", ev.GetInstallation().GetID(), "repo", repoName, "pull_request", number, "action", ev.GetAction())
 	action := ev.GetAction()
 	if action != "opened" && action != "synchronize" && action != "reopened" && action != "closed" {
-		res.Outcome, res.Status = OutcomeIgnored, http.StatusAccepted
+		res.Outcome, res.Status = core.OutcomeIgnored, http.StatusAccepted
 		res.Message = fmt.Sprintf("pull_request %s does not change previews", action)
 		return nil
 	}
-	repo, err := ParseRepo(repoName)
+	repo, err := core.ParseRepo(repoName)
 	if err != nil {
 		return err
 	}
 	if number <= 0 {
-		return &MalformedError{Reason: "pull_request payload has no number"}
+		return &core.MalformedError{Reason: "pull_request payload has no number"}
 	}
 	head := pr.GetHead().GetSHA()
-	cfg, err := a.configFor(ctx, log, ev.GetInstallation().GetID(), repo, pr.GetBase().GetSHA())
+	cfg, err := a.ConfigFor(ctx, log, ev.GetInstallation().GetID(), repo, pr.GetBase().GetSHA())
 	if err != nil {
 		return err
 	}
@@ -192,10 +166,10 @@ func (a *App) handlePullRequest(ctx context.Context, log *slog.Logger, d Deliver
 	}
 	// A pull request's changed files are not in its payload: unknown, so its head is a barrier
 	// wherever a preview scope has barrier-paths.
-	if err := a.accept(ctx, log, sels, in, nil, dispatchRef, ev.GetInstallation().GetID(), res); err != nil {
+	if err := a.Accept(ctx, log, sels, in, nil, dispatchRef, ev.GetInstallation().GetID(), res); err != nil {
 		return err
 	}
-	if res.Outcome == OutcomeNoScopes {
+	if res.Outcome == core.OutcomeNoScopes {
 		res.Message = fmt.Sprintf("no preview environment is built from %s for pull requests into %s", repoName, pr.GetBase().GetRef())
 	}
 	return nil
@@ -204,19 +178,19 @@ func (a *App) handlePullRequest(ctx context.Context, log *slog.Logger, d Deliver
 // releasePreviews withdraws a closed pull request's pending preview work and frees its leases,
 // recording why: observed moves past the withdrawn generations, and the recovery sweep never
 // re-drives a preview whose pull request is gone. A re-delivery finds nothing left to withdraw.
-func (a *App) releasePreviews(ctx context.Context, log *slog.Logger, sels []config.Selection, number int, actor string, merged bool, res *Result) error {
+func (a *App) releasePreviews(ctx context.Context, log *slog.Logger, sels []config.Selection, number int, actor string, merged bool, res *core.Result) error {
 	reason := fmt.Sprintf("pull request #%d closed", number)
 	if merged {
 		reason = fmt.Sprintf("pull request #%d merged", number)
 	}
-	res.Outcome, res.Message = OutcomeReleased, reason
+	res.Outcome, res.Message = core.OutcomeReleased, reason
 	for _, sel := range sels {
 		scopes := sel.ScopeNames()
 		held, err := a.heldLeases(ctx, sel.Environment, scopes)
 		if err != nil {
 			return err
 		}
-		withdrawn, err := a.auth.Withdraw(ctx, sel.Environment, scopes, reason, actor)
+		withdrawn, err := a.Auth.Withdraw(ctx, sel.Environment, scopes, reason, actor)
 		if err != nil {
 			return fmt.Errorf("withdraw the previews of %s: %w", sel.Environment, err)
 		}
@@ -232,7 +206,7 @@ func (a *App) releasePreviews(ctx context.Context, log *slog.Logger, sels []conf
 // heldLeases lists the ENV/SCOPE leases of scopes that someone holds, for the record of what a
 // withdrawal freed.
 func (a *App) heldLeases(ctx context.Context, envName string, scopes []string) ([]string, error) {
-	env, err := a.auth.Status(ctx, envName)
+	env, err := a.Auth.Status(ctx, envName)
 	if errors.Is(err, authority.ErrInvalidInput) {
 		return nil, nil // nothing accepted yet
 	}
@@ -248,8 +222,8 @@ func (a *App) heldLeases(ctx context.Context, envName string, scopes []string) (
 	return held, nil
 }
 
-func (a *App) handleInstallation(ctx context.Context, log *slog.Logger, d Delivery, res *Result) {
-	res.Outcome = OutcomeRecorded
+func (a *App) handleInstallation(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) {
+	res.Outcome = core.OutcomeRecorded
 	ev, ok := d.Payload.(*github.InstallationEvent)
 	if !ok {
 		return

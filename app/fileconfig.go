@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/config"
 )
 
@@ -14,10 +15,10 @@ type FileConfig struct {
 	Path string
 }
 
-var _ ConfigSource = (*FileConfig)(nil)
+var _ core.ConfigSource = (*FileConfig)(nil)
 
 // Config reads and parses the file.
-func (f *FileConfig) Config(_ context.Context, _ int64, _ RepoRef, _ string) (*config.Config, error) {
+func (f *FileConfig) Config(_ context.Context, _ int64, _ core.RepoRef, _ string) (*config.Config, error) {
 	b, err := os.ReadFile(f.Path)
 	if err != nil {
 		return nil, fmt.Errorf("read configuration: %w", err)

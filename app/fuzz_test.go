@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/latestwins/latestwins/app/internal/core"
 )
 
 func FuzzParseDelivery(f *testing.F) {
@@ -33,7 +35,7 @@ func FuzzParseDelivery(f *testing.F) {
 			return
 		}
 		if err != nil {
-			if !errors.Is(err, ErrMalformed) {
+			if !errors.Is(err, core.ErrMalformed) {
 				t.Fatalf("signed delivery refused with %v, want a malformed error", err)
 			}
 			if _, headers := parseSigned(h, nil); !usedEvents[event] && headers == nil {

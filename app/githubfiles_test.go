@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/ghadapter"
 	"github.com/latestwins/latestwins/internal/githubapp"
@@ -21,7 +22,7 @@ import (
 	"github.com/latestwins/latestwins/internal/store/storetest"
 )
 
-var helloWorld = RepoRef{Owner: "Codertocat", Name: "Hello-World"}
+var helloWorld = core.RepoRef{Owner: "Codertocat", Name: "Hello-World"}
 
 // holdingTransport holds the first request until release is closed or the request's context ends,
 // after saying so on entered.
@@ -181,8 +182,8 @@ func TestGitHubFilesRefreshElsewhereServesTheCachedCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg, err := src.File(context.Background(), 1, helloWorld, pushSha)
-	var refreshing *RefreshingError
-	if cfg == nil || !errors.As(err, &refreshing) || !errors.Is(err, ErrRefreshInProgress) || refreshing.Holder != "other-process" || refreshing.RetryAfter < time.Second {
+	var refreshing *core.RefreshingError
+	if cfg == nil || !errors.As(err, &refreshing) || !errors.Is(err, core.ErrRefreshInProgress) || refreshing.Holder != "other-process" || refreshing.RetryAfter < time.Second {
 		t.Errorf("refresh elsewhere: %v, %v; want the cached copy with a *RefreshingError naming other-process", cfg, err)
 	}
 	if rec := h.post(t, "push", "d-again", fixture(t, "push.json")); rec.Code != http.StatusOK {

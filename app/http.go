@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/latestwins/latestwins/app/internal/core"
 )
 
 // serveWebhook verifies a delivery as its body streams in (within the intake's bounds), parses it,
@@ -25,27 +27,27 @@ func (a *App) serveWebhook(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusServiceUnavailable
 			w.Header().Set("Retry-After", fmt.Sprint(int64(BusyRetryAfter.Seconds())))
 			err = fmt.Errorf("%w: retry later", err)
-		case !errors.Is(err, ErrMalformed):
+		case !errors.Is(err, core.ErrMalformed):
 			err = fmt.Errorf("reading the body: %w", err)
 		}
-		a.log.WarnContext(r.Context(), "webhook refused", "status", status, "err", err,
+		a.Log.WarnContext(r.Context(), "webhook refused", "status", status, "err", err,
 			"delivery_id", r.Header.Get("X-GitHub-Delivery"), "event", r.Header.Get("X-GitHub-Event"))
 		writeError(w, status, err.Error())
 		return
 	}
 	if d.Payload == nil {
-		writeJSON(w, http.StatusAccepted, Result{Delivery: d.ID, Event: d.Event, Outcome: OutcomeIgnored,
+		writeJSON(w, http.StatusAccepted, core.Result{Delivery: d.ID, Event: d.Event, Outcome: core.OutcomeIgnored,
 			Message: fmt.Sprintf("event %q is not used by latestwins", d.Event)})
 		return
 	}
 	res, err := a.Handle(r.Context(), d)
 	if err != nil {
-		status := StatusFor(err)
-		if errors.Is(err, ErrMalformed) {
+		status := core.StatusFor(err)
+		if errors.Is(err, core.ErrMalformed) {
 			status = http.StatusBadRequest
 		}
-		a.log.ErrorContext(r.Context(), "webhook failed", "delivery_id", d.ID, "event", d.Event, "status", status, "err", err)
-		var refreshing *RefreshingError
+		a.Log.ErrorContext(r.Context(), "webhook failed", "delivery_id", d.ID, "event", d.Event, "status", status, "err", err)
+		var refreshing *core.RefreshingError
 		if errors.As(err, &refreshing) {
 			w.Header().Set("Retry-After", fmt.Sprint(int64(refreshing.RetryAfter.Seconds())))
 		}

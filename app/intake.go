@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/go-github/v60/github"
+
+	"github.com/latestwins/latestwins/app/internal/core"
 )
 
 // Bounds of the webhook intake. Anybody can post to /webhook, and a body cannot be known to be
@@ -131,20 +133,20 @@ func (t *ticket) done() {
 // is checked before anything is read; the body is hashed as it arrives and kept (within the
 // intake's budget) only for an event the App uses. The ticket, when not nil, holds the delivery's
 // share of the intake until done.
-func (a *App) readDelivery(w http.ResponseWriter, r *http.Request) (Delivery, *ticket, error) {
+func (a *App) readDelivery(w http.ResponseWriter, r *http.Request) (core.Delivery, *ticket, error) {
 	if mutant == mutantReadAll {
 		return a.readDeliveryWhole(w, r)
 	}
 	want, err := signatureOf(a.secret, r.Header)
 	if err != nil {
-		return Delivery{}, nil, err
+		return core.Delivery{}, nil, err
 	}
 	if r.ContentLength > a.maxBody {
-		return Delivery{}, nil, &http.MaxBytesError{Limit: a.maxBody}
+		return core.Delivery{}, nil, &http.MaxBytesError{Limit: a.maxBody}
 	}
 	t, err := a.intake.enter()
 	if err != nil {
-		return Delivery{}, nil, err
+		return core.Delivery{}, nil, err
 	}
 	mac := hmac.New(sha256.New, a.secret)
 	body := http.MaxBytesReader(w, r.Body, a.maxBody)
@@ -156,10 +158,10 @@ func (a *App) readDelivery(w http.ResponseWriter, r *http.Request) (Delivery, *t
 		err = t.hashBody(body, mac)
 	}
 	if err != nil {
-		return Delivery{}, t, err
+		return core.Delivery{}, t, err
 	}
 	if err := checkSignature(mac, want); err != nil {
-		return Delivery{}, t, err
+		return core.Delivery{}, t, err
 	}
 	var payload []byte
 	if used {
@@ -170,17 +172,17 @@ func (a *App) readDelivery(w http.ResponseWriter, r *http.Request) (Delivery, *t
 }
 
 // readDeliveryWhole is the old intake, rebuilt for the mutant "readall".
-func (a *App) readDeliveryWhole(w http.ResponseWriter, r *http.Request) (Delivery, *ticket, error) {
+func (a *App) readDeliveryWhole(w http.ResponseWriter, r *http.Request) (core.Delivery, *ticket, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
 	if err != nil {
-		return Delivery{}, nil, err
+		return core.Delivery{}, nil, err
 	}
 	d, err := ParseDelivery(a.secret, r.Header, body)
 	return d, nil, err
 }
 
 // errLongerThanDeclared: the body goes on past its Content-Length.
-var errLongerThanDeclared = &MalformedError{Reason: "the body is longer than its Content-Length"}
+var errLongerThanDeclared = &core.MalformedError{Reason: "the body is longer than its Content-Length"}
 
 // hashBody writes a body into mac through one page, keeping nothing.
 func (t *ticket) hashBody(body io.Reader, mac hash.Hash) error {

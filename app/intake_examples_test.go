@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/testutil"
 )
 
@@ -53,7 +54,7 @@ func TestGitHubExamples(t *testing.T) {
 			case !usedEvents[def.Name]:
 				unused++
 				res := decodeResult(t, rec)
-				if rec.Code != http.StatusAccepted || res.Outcome != OutcomeIgnored {
+				if rec.Code != http.StatusAccepted || res.Outcome != core.OutcomeIgnored {
 					t.Errorf("%s (not used): %d %s, want 202 ignored", name, rec.Code, rec.Body)
 				}
 			case unparsableExamples[name]:

@@ -13,6 +13,8 @@ import (
 	"testing/iotest"
 
 	"github.com/google/go-github/v60/github"
+
+	"github.com/latestwins/latestwins/app/internal/core"
 )
 
 // checkIntakeIdle fails the test unless every delivery gave its share of the intake back.
@@ -45,7 +47,7 @@ func TestUnusedEventsAreAcknowledgedUnread(t *testing.T) {
 			h := newHarness(t, testConfig)
 			rec := h.post(t, event, "d-"+name, body)
 			res := decodeResult(t, rec)
-			if rec.Code != http.StatusAccepted || res.Outcome != OutcomeIgnored || !strings.Contains(res.Message, "not used by latestwins") {
+			if rec.Code != http.StatusAccepted || res.Outcome != core.OutcomeIgnored || !strings.Contains(res.Message, "not used by latestwins") {
 				t.Errorf("%s: %d %s, want 202 ignored", name, rec.Code, rec.Body)
 			}
 			checkIntakeIdle(t, h.app)
@@ -100,7 +102,7 @@ func TestUsedEventsNeedAnObject(t *testing.T) {
 func TestUsedEventsAreThoseHandled(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, testConfig)
-	events := append(github.MessageTypes(), protectionRuleEvent)
+	events := append(github.MessageTypes(), core.EventProtectionRule)
 	for event := range usedEvents {
 		if !slices.Contains(events, event) {
 			t.Errorf("used event %q is neither go-github's nor the protection rule's", event)
@@ -111,8 +113,8 @@ func TestUsedEventsAreThoseHandled(t *testing.T) {
 		if err != nil {
 			t.Fatalf("parse %s {}: %v", event, err)
 		}
-		res, err := h.app.Handle(context.Background(), Delivery{ID: "d-" + event, Event: event, Payload: payload})
-		notUsed := err == nil && res.Outcome == OutcomeIgnored && strings.Contains(res.Message, "is not used by latestwins")
+		res, err := h.app.Handle(context.Background(), core.Delivery{ID: "d-" + event, Event: event, Payload: payload})
+		notUsed := err == nil && res.Outcome == core.OutcomeIgnored && strings.Contains(res.Message, "is not used by latestwins")
 		if notUsed == usedEvents[event] {
 			t.Errorf("event %s: in usedEvents %v, but Handle answered %+v, %v", event, usedEvents[event], res, err)
 		}
@@ -205,13 +207,13 @@ func (a *App) serveWhole(r *http.Request) *httptest.ResponseRecorder {
 		return w
 	}
 	if d.Payload == nil {
-		writeJSON(w, http.StatusAccepted, Result{Delivery: d.ID, Event: d.Event, Outcome: OutcomeIgnored,
+		writeJSON(w, http.StatusAccepted, core.Result{Delivery: d.ID, Event: d.Event, Outcome: core.OutcomeIgnored,
 			Message: fmt.Sprintf("event %q is not used by latestwins", d.Event)})
 		return w
 	}
 	res, err := a.Handle(r.Context(), d)
 	if err != nil {
-		writeError(w, StatusFor(err), err.Error())
+		writeError(w, core.StatusFor(err), err.Error())
 		return w
 	}
 	writeJSON(w, res.Status, res)

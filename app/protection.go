@@ -12,37 +12,24 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/go-github/v60/github"
-
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
 	"github.com/latestwins/latestwins/internal/report"
 )
 
-// protectionRuleEvent is the X-GitHub-Event of a deployment protection rule's request.
-const protectionRuleEvent = "deployment_protection_rule"
-
 // Outcomes of a deployment_protection_rule delivery.
 const (
-	OutcomeApproved Outcome = "approved" // the job deploys the newest accepted commit: approved
-	OutcomeRejected Outcome = "rejected" // superseded, not accepted, or not configured: rejected, with a comment
+	OutcomeApproved core.Outcome = "approved" // the job deploys the newest accepted commit: approved
+	OutcomeRejected core.Outcome = "rejected" // superseded, not accepted, or not configured: rejected, with a comment
 )
-
-// ProtectionRuleEvent is a deployment_protection_rule delivery: go-github's event plus the commit
-// and ref GitHub sends beside it (always, even when the job creates no deployment), which go-github
-// v60 does not read.
-type ProtectionRuleEvent struct {
-	github.DeploymentProtectionRuleEvent
-	Sha string `json:"sha,omitempty"`
-	Ref string `json:"ref,omitempty"`
-}
 
 // ProtectionReviewer answers deployment protection rules, as the installation the event came with.
 type ProtectionReviewer interface {
 	// Review approves or rejects the rule for the run's environment.
-	Review(ctx context.Context, installation int64, run ProtectionRun, a ProtectionAnswer) error
+	Review(ctx context.Context, installation int64, run core.ProtectionRun, a core.ProtectionAnswer) error
 	// MarkInactive sets a deployment's status to inactive, saying why.
-	MarkInactive(ctx context.Context, installation int64, repo RepoRef, deploymentID int64, description string) error
+	MarkInactive(ctx context.Context, installation int64, repo core.RepoRef, deploymentID int64, description string) error
 }
 
 // callbackRE matches the path of a deployment_callback_url, on github.com or under a GitHub
@@ -52,20 +39,20 @@ var callbackRE = regexp.MustCompile(`/repos/([^/]+)/([^/]+)/actions/runs/([0-9]+
 // parseCallback reads the repository and workflow run from a deployment_protection_rule event's
 // deployment_callback_url. Only the run is taken from it: the answer goes to the App's configured
 // GitHub API, never to a host named in a payload.
-func parseCallback(rawURL string) (ProtectionRun, error) {
+func parseCallback(rawURL string) (core.ProtectionRun, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return ProtectionRun{}, fmt.Errorf("deployment callback URL %q: %w", rawURL, err)
+		return core.ProtectionRun{}, fmt.Errorf("deployment callback URL %q: %w", rawURL, err)
 	}
 	m := callbackRE.FindStringSubmatch(u.Path)
 	if m == nil {
-		return ProtectionRun{}, fmt.Errorf("deployment callback URL %q: want .../repos/OWNER/REPO/actions/runs/RUN_ID/deployment_protection_rule", rawURL)
+		return core.ProtectionRun{}, fmt.Errorf("deployment callback URL %q: want .../repos/OWNER/REPO/actions/runs/RUN_ID/deployment_protection_rule", rawURL)
 	}
 	id, err := strconv.ParseInt(m[3], 10, 64)
 	if err != nil || id <= 0 {
-		return ProtectionRun{}, fmt.Errorf("deployment callback URL %q: run id %q is not a positive number", rawURL, m[3])
+		return core.ProtectionRun{}, fmt.Errorf("deployment callback URL %q: run id %q is not a positive number", rawURL, m[3])
 	}
-	return ProtectionRun{Repo: RepoRef{Owner: m[1], Name: m[2]}, RunID: id}, nil
+	return core.ProtectionRun{Repo: core.RepoRef{Owner: m[1], Name: m[2]}, RunID: id}, nil
 }
 
 // verdict is the answer to one deployment protection rule.
@@ -84,28 +71,28 @@ type verdict struct {
 // with a comment that says why, a superseded one, a commit latestwins never accepted, and a GitHub
 // environment no latestwins environment answers (docs/config.md, "Deployment protection rules").
 // It only reads the store: answering twice gives the same answer while nothing new is accepted.
-func (a *App) handleProtectionRule(ctx context.Context, log *slog.Logger, d Delivery, res *Result) error {
-	ev, ok := d.Payload.(*ProtectionRuleEvent)
+func (a *App) handleProtectionRule(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {
+	ev, ok := d.Payload.(*core.ProtectionRuleEvent)
 	if !ok {
-		return &MalformedError{Reason: fmt.Sprintf("%s payload is a %T", protectionRuleEvent, d.Payload)}
+		return &core.MalformedError{Reason: fmt.Sprintf("%s payload is a %T", core.EventProtectionRule, d.Payload)}
 	}
 	installation := ev.GetInstallation().GetID()
 	ghEnv := ev.GetEnvironment()
 	log = log.With("installation_id", installation, "repo", ev.GetRepo().GetFullName(), "github_environment", ghEnv, "action", ev.GetAction())
 	if ev.GetAction() != "requested" {
-		res.Outcome, res.Status, res.Message = OutcomeIgnored, http.StatusAccepted, fmt.Sprintf("%s %s: only a request is answered", protectionRuleEvent, ev.GetAction())
+		res.Outcome, res.Status, res.Message = core.OutcomeIgnored, http.StatusAccepted, fmt.Sprintf("%s %s: only a request is answered", core.EventProtectionRule, ev.GetAction())
 		return nil
 	}
-	repo, err := ParseRepo(ev.GetRepo().GetFullName())
+	repo, err := core.ParseRepo(ev.GetRepo().GetFullName())
 	if err != nil {
 		return err
 	}
 	run, err := parseCallback(ev.GetDeploymentCallbackURL())
 	if err != nil {
-		return &MalformedError{Reason: err.Error()}
+		return &core.MalformedError{Reason: err.Error()}
 	}
 	if !strings.EqualFold(run.Repo.String(), repo.String()) {
-		return &MalformedError{Reason: fmt.Sprintf("the deployment callback URL names %s, the event %s", run.Repo, repo)}
+		return &core.MalformedError{Reason: fmt.Sprintf("the deployment callback URL names %s, the event %s", run.Repo, repo)}
 	}
 	sha := ev.Sha
 	if sha == "" {
@@ -113,9 +100,9 @@ func (a *App) handleProtectionRule(ctx context.Context, log *slog.Logger, d Deli
 	}
 	switch {
 	case ghEnv == "":
-		return &MalformedError{Reason: "the event names no environment"}
+		return &core.MalformedError{Reason: "the event names no environment"}
 	case sha == "":
-		return &MalformedError{Reason: "the event names no commit (neither sha nor deployment.sha)"}
+		return &core.MalformedError{Reason: "the event names no commit (neither sha nor deployment.sha)"}
 	}
 	log = log.With("sha", sha, "run_id", run.RunID)
 
@@ -126,7 +113,7 @@ func (a *App) handleProtectionRule(ctx context.Context, log *slog.Logger, d Deli
 	if dep := ev.GetDeployment().GetID(); v.approve && dep > 0 {
 		// Recorded before GitHub hears of it: only a deployment approved here makes its commit
 		// live when its status comes (Authority.Report).
-		err := a.auth.Approve(ctx, authority.Approval{Environment: v.env, Scopes: v.scopes, Sha: sha, Deployment: dep, Run: run.RunID, Actor: ev.GetSender().GetLogin()})
+		err := a.Auth.Approve(ctx, authority.Approval{Environment: v.env, Scopes: v.scopes, Sha: sha, Deployment: dep, Run: run.RunID, Actor: ev.GetSender().GetLogin()})
 		switch {
 		case errors.Is(err, authority.ErrInvalidInput):
 			v = verdict{comment: fmt.Sprintf("latestwins cannot approve this deployment: %v", err)}
@@ -134,7 +121,7 @@ func (a *App) handleProtectionRule(ctx context.Context, log *slog.Logger, d Deli
 			return fmt.Errorf("record the approval of deployment %d: %w", dep, err)
 		}
 	}
-	review := ProtectionAnswer{Environment: ghEnv, Approved: v.approve, Comment: v.comment}
+	review := core.ProtectionAnswer{Environment: ghEnv, Approved: v.approve, Comment: v.comment}
 	res.Outcome, res.Message = OutcomeRejected, v.comment
 	if v.approve {
 		res.Outcome = OutcomeApproved
@@ -145,7 +132,7 @@ func (a *App) handleProtectionRule(ctx context.Context, log *slog.Logger, d Deli
 		return nil
 	}
 	if err := a.review.Review(ctx, installation, run, review); err != nil {
-		return &dispatchError{fmt.Errorf("%s: %w", protectionRuleEvent, err)}
+		return &core.DispatchError{Err: fmt.Errorf("%s: %w", core.EventProtectionRule, err)}
 	}
 	if v.superseded {
 		a.markSuperseded(ctx, log, installation, repo, ev.GetDeployment(), v.comment)
@@ -157,8 +144,8 @@ func (a *App) handleProtectionRule(ctx context.Context, log *slog.Logger, d Deli
 // configuration is a rejection that says what to fix, since a job left waiting helps nobody. The
 // configuration is the default branch's, never the gated commit's: a branch's own file could map
 // its GitHub environment onto any latestwins environment (github-environment) and approve itself.
-func (a *App) protectionVerdict(ctx context.Context, log *slog.Logger, installation int64, repo RepoRef, ghEnv, sha string) (verdict, error) {
-	cfg, err := a.configFor(ctx, log, installation, repo, "")
+func (a *App) protectionVerdict(ctx context.Context, log *slog.Logger, installation int64, repo core.RepoRef, ghEnv, sha string) (verdict, error) {
+	cfg, err := a.ConfigFor(ctx, log, installation, repo, "")
 	if errors.Is(err, authority.ErrInvalidInput) {
 		return verdict{comment: fmt.Sprintf("latestwins cannot check this deployment: %s", err)}, nil
 	}
@@ -176,14 +163,14 @@ func (a *App) protectionVerdict(ctx context.Context, log *slog.Logger, installat
 		return verdict{comment: fmt.Sprintf("The latestwins environment %s has no scope built from %s: add one to %s, "+
 			"or remove latestwins from the protection rules of the GitHub environment %q.", envName, repo, config.Path, ghEnv)}, nil
 	}
-	env, err := a.auth.Status(ctx, envName)
+	env, err := a.Auth.Status(ctx, envName)
 	switch {
 	case errors.Is(err, authority.ErrInvalidInput):
 		env = &authority.Env{Name: envName} // nothing accepted yet
 	case err != nil:
 		return verdict{}, fmt.Errorf("status of %s: %w", envName, err)
 	}
-	required, err := a.requiredOf(ctx, env, nil)
+	required, err := a.RequiredOf(ctx, env, nil)
 	if err != nil {
 		return verdict{}, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
 	"github.com/latestwins/latestwins/internal/ghadapter"
@@ -86,7 +87,7 @@ func TestProtectionRule(t *testing.T) {
 		name    string
 		config  string
 		setup   func(t *testing.T, h *harness)
-		outcome Outcome
+		outcome core.Outcome
 		calls   []call
 	}{
 		{
@@ -170,7 +171,7 @@ func TestProtectionRule(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(t, h)
 			}
-			rec := h.post(t, protectionRuleEvent, "d-protect", protectionFixture(t, nil))
+			rec := h.post(t, core.EventProtectionRule, "d-protect", protectionFixture(t, nil))
 			res := decodeResult(t, rec)
 			if rec.Code != http.StatusOK || res.Outcome != tt.outcome {
 				t.Errorf("%d %s, want 200 %s", rec.Code, rec.Body, tt.outcome)
@@ -209,12 +210,12 @@ func TestProtectionRuleReplay(t *testing.T) {
 	pending(t, h, "prod", "push", protectedSha, "api", "docs")
 	ctx := context.Background()
 	body := protectionFixture(t, nil)
-	first := h.post(t, protectionRuleEvent, "d-protect", body)
+	first := h.post(t, core.EventProtectionRule, "d-protect", body)
 	before, err := h.auth.Status(ctx, "prod")
 	if err != nil {
 		t.Fatal(err)
 	}
-	again := h.post(t, protectionRuleEvent, "d-protect", body)
+	again := h.post(t, core.EventProtectionRule, "d-protect", body)
 	if first.Code != http.StatusOK || first.Body.String() != again.Body.String() {
 		t.Errorf("first %d %s, again %d %s: want the same 200", first.Code, first.Body, again.Code, again.Body)
 	}
@@ -262,7 +263,7 @@ func TestProtectionRuleRefusedOrIgnored(t *testing.T) {
 			if tt.sign != nil {
 				sig = tt.sign(tt.body)
 			}
-			rec := h.do(newDelivery(protectionRuleEvent, "d1", tt.body, sig))
+			rec := h.do(newDelivery(core.EventProtectionRule, "d1", tt.body, sig))
 			if rec.Code != tt.status || !strings.Contains(rec.Body.String(), tt.contains) {
 				t.Errorf("%d %s, want %d containing %q", rec.Code, rec.Body, tt.status, tt.contains)
 			}
@@ -276,11 +277,11 @@ func TestProtectionRuleRefusedOrIgnored(t *testing.T) {
 // failingConfig is a ConfigSource that answers err.
 type failingConfig struct{ err error }
 
-func (f failingConfig) Config(context.Context, int64, RepoRef, string) (*config.Config, error) {
+func (f failingConfig) Config(context.Context, int64, core.RepoRef, string) (*config.Config, error) {
 	return nil, f.err
 }
 
-var _ ConfigSource = failingConfig{}
+var _ core.ConfigSource = failingConfig{}
 
 // Bad configuration rejects with what to fix (a waiting job helps nobody); a failure to read it is
 // a 5xx worth a re-delivery, and nothing is answered.
@@ -293,7 +294,7 @@ func TestProtectionRuleConfigErrors(t *testing.T) {
 		want := review("rejected", fmt.Sprintf("latestwins cannot check this deployment: configuration of Codertocat/Hello-World at the default branch: %s", bad))
 		stubReview(gh)
 		h := newHarness(t, protectionConfig, withReviewer(inst), func(o *Options) { o.Config = failingConfig{bad} })
-		rec := h.post(t, protectionRuleEvent, "d1", protectionFixture(t, nil))
+		rec := h.post(t, core.EventProtectionRule, "d1", protectionFixture(t, nil))
 		if rec.Code != http.StatusOK || decodeResult(t, rec).Outcome != OutcomeRejected {
 			t.Errorf("%d %s, want 200 rejected", rec.Code, rec.Body)
 		}
@@ -305,7 +306,7 @@ func TestProtectionRuleConfigErrors(t *testing.T) {
 		t.Parallel()
 		gh, inst := newGitHub(t)
 		h := newHarness(t, protectionConfig, withReviewer(inst), func(o *Options) { o.Config = failingConfig{fmt.Errorf("GitHub answered 502")} })
-		rec := h.post(t, protectionRuleEvent, "d1", protectionFixture(t, nil))
+		rec := h.post(t, core.EventProtectionRule, "d1", protectionFixture(t, nil))
 		if rec.Code != http.StatusInternalServerError {
 			t.Errorf("%d %s, want 500", rec.Code, rec.Body)
 		}
@@ -380,11 +381,11 @@ func TestProtectionRuleReadsTheDefaultBranchConfiguration(t *testing.T) {
 	if err := os.WriteFile(path, []byte("allowed-overrides: [paths]\n"+protectionConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if h.app.config, err = NewTrustedConfig(TrustedOptions{Path: path, Files: files}); err != nil {
+	if h.app.Config, err = NewTrustedConfig(TrustedOptions{Path: path, Files: files}); err != nil {
 		t.Fatal(err)
 	}
 	deployed(t, h, "prod", "push", protectedSha, "api", "docs")
-	if rec := h.post(t, protectionRuleEvent, "d-protect", protectionFixture(t, nil)); rec.Code != http.StatusOK {
+	if rec := h.post(t, core.EventProtectionRule, "d-protect", protectionFixture(t, nil)); rec.Code != http.StatusOK {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
 	for _, r := range contents.Requests() {
@@ -398,17 +399,17 @@ func TestParseProtectionCallback(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		url     string
-		want    ProtectionRun
+		want    core.ProtectionRun
 		wantErr string
 	}{
 		{"https://api.github.com/repos/octo-org/api/actions/runs/1234/deployment_protection_rule",
-			ProtectionRun{Repo: RepoRef{Owner: "octo-org", Name: "api"}, RunID: 1234}, ""},
+			core.ProtectionRun{Repo: core.RepoRef{Owner: "octo-org", Name: "api"}, RunID: 1234}, ""},
 		{"https://ghe.example.com/api/v3/repos/acme/web/actions/runs/9/deployment_protection_rule",
-			ProtectionRun{Repo: RepoRef{Owner: "acme", Name: "web"}, RunID: 9}, ""},
-		{"https://api.github.com/repos/o/r/actions/runs/0/deployment_protection_rule", ProtectionRun{}, "not a positive number"},
-		{"https://api.github.com/repos/o/r/actions/runs/12/approve", ProtectionRun{}, "want .../repos/OWNER/REPO/actions/runs/RUN_ID/deployment_protection_rule"},
-		{"", ProtectionRun{}, "want .../repos/OWNER/REPO"},
-		{"http://[::1", ProtectionRun{}, "missing ']'"},
+			core.ProtectionRun{Repo: core.RepoRef{Owner: "acme", Name: "web"}, RunID: 9}, ""},
+		{"https://api.github.com/repos/o/r/actions/runs/0/deployment_protection_rule", core.ProtectionRun{}, "not a positive number"},
+		{"https://api.github.com/repos/o/r/actions/runs/12/approve", core.ProtectionRun{}, "want .../repos/OWNER/REPO/actions/runs/RUN_ID/deployment_protection_rule"},
+		{"", core.ProtectionRun{}, "want .../repos/OWNER/REPO"},
+		{"http://[::1", core.ProtectionRun{}, "missing ']'"},
 	}
 	for _, tt := range tests {
 		got, err := parseCallback(tt.url)

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
 	"github.com/latestwins/latestwins/internal/report"
@@ -165,7 +166,7 @@ func (a *App) routeStatus(mode StatusPage, o *SignInOptions) error {
 		_, err := ResolveStatusPage(string(mode), false)
 		return err
 	}
-	s, err := newSignIn(o, a.now)
+	s, err := newSignIn(o, a.Now)
 	if err != nil {
 		return err
 	}
@@ -208,7 +209,7 @@ func (a *App) currentSession(r *http.Request) *session {
 	if err != nil {
 		return nil
 	}
-	sess, err := a.signIn.seal.openSession(c.Value, a.now())
+	sess, err := a.signIn.seal.openSession(c.Value, a.Now())
 	if err != nil {
 		return nil
 	}
@@ -266,7 +267,7 @@ func (a *App) serveSignIn(w http.ResponseWriter, r *http.Request) {
 		a.refuse(w, r, http.StatusInternalServerError, "sign-in failed to start", err)
 		return
 	}
-	v, err := a.signIn.seal.seal(signinCookie, signinState{State: state, Expires: a.now().Add(signinTTL)})
+	v, err := a.signIn.seal.seal(signinCookie, signinState{State: state, Expires: a.Now().Add(signinTTL)})
 	if err != nil {
 		a.refuse(w, r, http.StatusInternalServerError, "sign-in failed to start", err)
 		return
@@ -287,7 +288,7 @@ func (a *App) serveCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	a.clearCookie(w, signinCookie, "/signin")
 	var st signinState
-	if err := a.signIn.seal.open(signinCookie, c.Value, &st); err != nil || !a.now().Before(st.Expires) {
+	if err := a.signIn.seal.open(signinCookie, c.Value, &st); err != nil || !a.Now().Before(st.Expires) {
 		a.refuse(w, r, http.StatusBadRequest, "this sign-in expired or was not started here: sign in again", nil)
 		return
 	}
@@ -314,13 +315,13 @@ func (a *App) serveCallback(w http.ResponseWriter, r *http.Request) {
 		a.refuse(w, r, http.StatusInternalServerError, "sign-in failed", err)
 		return
 	}
-	v, err := a.signIn.seal.seal(sessionCookie, session{Login: login, Token: token, ID: id, Expires: a.now().Add(a.signIn.ttl)})
+	v, err := a.signIn.seal.seal(sessionCookie, session{Login: login, Token: token, ID: id, Expires: a.Now().Add(a.signIn.ttl)})
 	if err != nil {
 		a.refuse(w, r, http.StatusInternalServerError, "sign-in failed", err)
 		return
 	}
 	a.setCookie(w, sessionCookie, v, "/", a.signIn.ttl)
-	a.log.InfoContext(r.Context(), "status page: signed in", "login", login)
+	a.Log.InfoContext(r.Context(), "status page: signed in", "login", login)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
@@ -350,9 +351,9 @@ func formValue(r *http.Request, name string) string {
 // refuse answers the browser with a short page; err (not shown) is logged.
 func (a *App) refuse(w http.ResponseWriter, r *http.Request, status int, msg string, err error) {
 	if err != nil {
-		a.log.WarnContext(r.Context(), "status page", "status", status, "msg", msg, "err", err)
+		a.Log.WarnContext(r.Context(), "status page", "status", status, "msg", msg, "err", err)
 	} else {
-		a.log.InfoContext(r.Context(), "status page refused", "status", status, "msg", msg)
+		a.Log.InfoContext(r.Context(), "status page refused", "status", status, "msg", msg)
 	}
 	writeHTML(w, status, `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>latestwins</title></head><body><p id="message">`+
 		html.EscapeString(msg)+`</p><p><a href="/">Back to the status page</a></p></body></html>`)
@@ -390,8 +391,8 @@ func (a *App) checkAction(w http.ResponseWriter, r *http.Request, verb string) *
 		a.refuse(w, r, http.StatusBadRequest, verb+" refused: the form is incomplete", nil)
 		return nil
 	}
-	log := a.log.With("login", sess.Login, "environment", env, "scope", scope, "button", verb)
-	doc, err := a.auth.Status(ctx, env)
+	log := a.Log.With("login", sess.Login, "environment", env, "scope", scope, "button", verb)
+	doc, err := a.Auth.Status(ctx, env)
 	if err != nil && !errors.Is(err, authority.ErrInvalidInput) {
 		a.refuse(w, r, http.StatusInternalServerError, verb+" failed: the store did not answer", err)
 		return nil
@@ -417,22 +418,22 @@ func (a *App) checkAction(w http.ResponseWriter, r *http.Request, verb string) *
 		return nil
 	}
 	if feed.installation == 0 {
-		if feed.installation, err = a.installationOf(ctx, feed.repo); err != nil {
+		if feed.installation, err = a.InstallationOf(ctx, feed.repo); err != nil {
 			a.refuse(w, r, http.StatusBadGateway, verb+" failed: the App's installation on "+feed.repo.String()+" is not known", err)
 			return nil
 		}
 	}
 	// The repository's own file may have chosen the scope's workflow: the same narrowed
 	// configuration as a comment command's.
-	read := a.configFor
+	read := a.ConfigFor
 	if verb == "rollback" || verb == "unfreeze" {
-		read = func(ctx context.Context, log *slog.Logger, installation int64, repo RepoRef, _ string) (*config.Config, error) {
-			return a.incidentConfig(ctx, log, installation, repo)
+		read = func(ctx context.Context, log *slog.Logger, installation int64, repo core.RepoRef, _ string) (*config.Config, error) {
+			return a.IncidentConfig(ctx, log, installation, repo)
 		}
 	}
 	own, err := read(ctx, log, feed.installation, feed.repo, "")
 	if err != nil {
-		a.refuse(w, r, StatusFor(err), verb+" refused: "+err.Error(), err)
+		a.refuse(w, r, core.StatusFor(err), verb+" refused: "+err.Error(), err)
 		return nil
 	}
 	if e, ok := own.Environment(env); ok {
@@ -453,8 +454,8 @@ func (a *App) serveRedeploy(w http.ResponseWriter, r *http.Request) {
 	if pa == nil {
 		return
 	}
-	in, err := a.redeployIntent(ctx, pa.env, pa.scope, authority.Intent{ID: "status-page:" + pa.request, Source: "status page redeploy", Actor: pa.sess.Login})
-	if errors.Is(err, errNothingLive) {
+	in, err := a.RedeployIntent(ctx, pa.env, pa.scope, authority.Intent{ID: "status-page:" + pa.request, Source: "status page redeploy", Actor: pa.sess.Login})
+	if errors.Is(err, core.ErrNothingLive) {
 		a.refuse(w, r, http.StatusConflict, fmt.Sprintf("%s/%s has nothing live to redeploy", pa.env, pa.scope), nil)
 		return
 	}
@@ -463,12 +464,12 @@ func (a *App) serveRedeploy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sel := config.Selection{Environment: pa.env, Policy: pa.feed.policy, Scopes: []config.Scope{pa.feed.scope}}
-	res, _, err := a.acceptSelection(ctx, pa.log, sel, in, pa.feed.installation)
+	res, _, err := a.AcceptSelection(ctx, pa.log, sel, in, pa.feed.installation)
 	if err != nil {
-		a.refuse(w, r, StatusFor(err), "redeploy accepted but not started: "+err.Error(), err)
+		a.refuse(w, r, core.StatusFor(err), "redeploy accepted but not started: "+err.Error(), err)
 		return
 	}
-	if res.Outcome == OutcomeQueueFull {
+	if res.Outcome == core.OutcomeQueueFull {
 		a.refuse(w, r, http.StatusTooManyRequests, "redeploy refused: "+res.Message, nil)
 		return
 	}
@@ -487,7 +488,7 @@ func (a *App) serveRollback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	to, reason := strings.ToLower(formValue(r, "to")), strings.TrimSpace(formValue(r, "reason"))
-	if to != "" && !isCommitSha(to) {
+	if to != "" && !core.IsCommitSha(to) {
 		a.refuse(w, r, http.StatusBadRequest, "rollback refused: the form is incomplete", nil)
 		return
 	}
@@ -495,11 +496,11 @@ func (a *App) serveRollback(w http.ResponseWriter, r *http.Request) {
 		a.refuse(w, r, http.StatusBadRequest, "rollback refused: say why (the reason goes in the timeline)", nil)
 		return
 	}
-	t := rollbackTarget{sel: config.Selection{Environment: pa.env, Policy: pa.feed.policy, Scopes: []config.Scope{pa.feed.scope}}, installation: pa.feed.installation}
+	t := core.Target{Sel: config.Selection{Environment: pa.env, Policy: pa.feed.policy, Scopes: []config.Scope{pa.feed.scope}}, Installation: pa.feed.installation}
 	if !pa.feed.preview {
-		t.branch = pa.feed.scope.Branch
+		t.Branch = pa.feed.scope.Branch
 	}
-	done, err := a.rollback(ctx, pa.log, t, to, pa.sess.Login, reason, "status-page:"+pa.request, "status page rollback")
+	done, err := a.Rollback(ctx, pa.log, t, to, pa.sess.Login, reason, "status-page:"+pa.request, "status page rollback")
 	if done == nil {
 		if errors.Is(err, authority.ErrInvalidInput) {
 			a.refuse(w, r, http.StatusConflict, "rollback refused: "+err.Error(), nil)
@@ -509,7 +510,7 @@ func (a *App) serveRollback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		a.refuse(w, r, StatusFor(err), fmt.Sprintf("rolled back to %s at generation %d, but the workflow was not started (the recovery sweep starts it again): %v",
+		a.refuse(w, r, core.StatusFor(err), fmt.Sprintf("rolled back to %s at generation %d, but the workflow was not started (the recovery sweep starts it again): %v",
 			done.Sha, done.Generation, err), err)
 		return
 	}
@@ -531,7 +532,7 @@ func (a *App) serveUnfreeze(w http.ResponseWriter, r *http.Request) {
 		a.refuse(w, r, http.StatusBadRequest, "unfreeze refused: the form does not name the freeze it lifts (reload the page and try again)", nil)
 		return
 	}
-	_, err = a.auth.Unfreeze(ctx, authority.UnfreezeRequest{Environment: pa.env, Scope: pa.scope, Freeze: freeze, Actor: pa.sess.Login,
+	_, err = a.Auth.Unfreeze(ctx, authority.UnfreezeRequest{Environment: pa.env, Scope: pa.scope, Freeze: freeze, Actor: pa.sess.Login,
 		Reason: "Unfreeze on the status page", Request: "status-page:" + pa.request})
 	var mismatch *authority.FreezeMismatchError
 	switch {
@@ -541,7 +542,7 @@ func (a *App) serveUnfreeze(w http.ResponseWriter, r *http.Request) {
 			"Reload the page to see freeze %d, and unfreeze it there if it may go.", pa.env, pa.scope, mismatch.Current.Describe(), freeze, mismatch.Current.Generation), nil)
 		return
 	case err == nil:
-		a.startHeld(ctx, a.log, pa.env, pa.scope)
+		a.StartHeld(ctx, a.Log, pa.env, pa.scope)
 	case errors.Is(err, authority.ErrRepeated), errors.Is(err, authority.ErrNotFrozen):
 		// Done before, or someone else was quicker: the page shows the scope as it is.
 	case errors.Is(err, authority.ErrInvalidInput):
@@ -565,9 +566,9 @@ func (a *App) servePromote(w http.ResponseWriter, r *http.Request) {
 	if pa == nil {
 		return
 	}
-	trusted, err := a.configFor(ctx, pa.log, 0, RepoRef{}, "")
+	trusted, err := a.ConfigFor(ctx, pa.log, 0, core.RepoRef{}, "")
 	if err != nil {
-		a.refuse(w, r, StatusFor(err), "promote refused: "+err.Error(), err)
+		a.refuse(w, r, core.StatusFor(err), "promote refused: "+err.Error(), err)
 		return
 	}
 	e, ok := trusted.Environment(pa.env)
@@ -575,14 +576,14 @@ func (a *App) servePromote(w http.ResponseWriter, r *http.Request) {
 		a.refuse(w, r, http.StatusConflict, fmt.Sprintf("promote refused: %s is no environment of %s that requires another", pa.env, config.Path), nil)
 		return
 	}
-	from, problem := promoteFrom(e, "")
+	from, problem := core.PromoteFrom(e, "")
 	if problem != "" {
 		a.refuse(w, r, http.StatusConflict, "promote refused: "+problem, nil)
 		return
 	}
 	sel := config.Selection{Environment: pa.env, Policy: e.Policy, Requires: e.Requirements(), Scopes: []config.Scope{pa.feed.scope}}
-	t := promoteTarget(e, sel, pa.feed.installation)
-	done, err := a.promote(ctx, pa.log, t, from, pa.sess.Login, "status-page:"+pa.request, "status page promote")
+	t := core.PromoteTarget(e, sel, pa.feed.installation)
+	done, err := a.Promote(ctx, pa.log, t, from, pa.sess.Login, "status-page:"+pa.request, "status page promote")
 	if done == nil {
 		if errors.Is(err, authority.ErrInvalidInput) {
 			a.refuse(w, r, http.StatusConflict, "promote refused: "+err.Error(), nil)
@@ -592,31 +593,23 @@ func (a *App) servePromote(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		a.refuse(w, r, StatusFor(err), fmt.Sprintf("promoted %s from %s at generation %d, but the workflow was not started (the recovery sweep starts it again): %v",
+		a.refuse(w, r, core.StatusFor(err), fmt.Sprintf("promoted %s from %s at generation %d, but the workflow was not started (the recovery sweep starts it again): %v",
 			report.ShortSha(done.Sha), from, done.Generation, err), err)
 		return
 	}
 	if done.NoBranch {
 		a.refuse(w, r, http.StatusConflict, fmt.Sprintf("promoted %s from %s at generation %d, but %s has no branch in %s: nothing was dispatched; run its workflow with environment %s and generation %d",
-			report.ShortSha(done.Sha), from, done.Generation, t.resource(), config.Path, pa.env, done.Generation), nil)
+			report.ShortSha(done.Sha), from, done.Generation, t.Resource(), config.Path, pa.env, done.Generation), nil)
 		return
 	}
 	pa.log.InfoContext(ctx, "status page: promote", "from", from, "generation", done.Generation, "duplicate", done.Duplicate, "dispatched", len(done.Dispatched))
 	http.Redirect(w, r, "/#env-"+url.PathEscape(pa.env), http.StatusSeeOther)
 }
 
-// installationOf is the App's installation on repo, for a dispatch that no delivery names one for.
-func (a *App) installationOf(ctx context.Context, repo RepoRef) (int64, error) {
-	if a.installations != nil {
-		return a.installations.ForRepo(ctx, repo.Owner, repo.Name)
-	}
-	return 0, nil // no App credentials: the dispatch is logged and skipped
-}
-
 // scopeFeed is what feeds one scope of an environment: the repository, its configured scope
 // (workflow), the environment's policy and, when known, the App's installation on the repository.
 type scopeFeed struct {
-	repo         RepoRef
+	repo         core.RepoRef
 	scope        config.Scope
 	policy       config.Policy
 	installation int64
@@ -628,7 +621,7 @@ type scopeFeed struct {
 // recorded one. This is the only place the page learns where scopes come from.
 func (a *App) scopeFeeds(ctx context.Context, log *slog.Logger, env string, doc *authority.Env) (map[string]scopeFeed, error) {
 	out := map[string]scopeFeed{}
-	cfg, err := a.configFor(ctx, log, 0, RepoRef{}, "")
+	cfg, err := a.ConfigFor(ctx, log, 0, core.RepoRef{}, "")
 	if errors.Is(err, authority.ErrInvalidInput) {
 		log.WarnContext(ctx, "status page: the trusted configuration is unreadable; its environments show to nobody signed in", "err", err)
 		return out, nil
@@ -642,7 +635,7 @@ func (a *App) scopeFeeds(ctx context.Context, log *slog.Logger, env string, doc 
 			if s.Mailbox == nil || s.Mailbox.Origin == "" {
 				continue
 			}
-			if inst, repo, _, err := parseOrigin(s.Mailbox.Origin); err == nil && inst != 0 {
+			if inst, repo, _, err := core.ParseOrigin(s.Mailbox.Origin); err == nil && inst != 0 {
 				installations[strings.ToLower(repo.String())] = inst
 			}
 		}
@@ -653,7 +646,7 @@ func (a *App) scopeFeeds(ctx context.Context, log *slog.Logger, env string, doc 
 			continue
 		}
 		for _, s := range e.Scopes {
-			repo, err := ParseRepo(s.Repository)
+			repo, err := core.ParseRepo(s.Repository)
 			if err != nil {
 				continue
 			}
@@ -730,7 +723,7 @@ func (c *accessCache) put(k accessKey, a access) {
 }
 
 // repoAccess asks GitHub, with the user's token, what the user may do on repo (remembered briefly).
-func (a *App) repoAccess(ctx context.Context, sess *session, repo RepoRef) (access, error) {
+func (a *App) repoAccess(ctx context.Context, sess *session, repo core.RepoRef) (access, error) {
 	k := accessKey{token: sess.Token, repo: strings.ToLower(repo.String())}
 	if acc, ok := a.signIn.access.get(k); ok {
 		return acc, nil

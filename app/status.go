@@ -3,14 +3,13 @@ package app
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
 	"slices"
-	"sort"
 	"time"
 
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/report"
 )
@@ -195,13 +194,13 @@ td ol { margin: .25em 0 0; padding-left: 1.5em; }
 func (a *App) serveStatus(w http.ResponseWriter, r *http.Request, v *viewer) {
 	data, err := a.statusData(r.Context(), v)
 	if err != nil {
-		a.log.ErrorContext(r.Context(), "status page", "err", err)
+		a.Log.ErrorContext(r.Context(), "status page", "err", err)
 		http.Error(w, "status unavailable: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	var buf bytes.Buffer
 	if err := statusPage.Execute(&buf, data); err != nil {
-		a.log.ErrorContext(r.Context(), "status page", "err", err)
+		a.Log.ErrorContext(r.Context(), "status page", "err", err)
 		http.Error(w, "status page failed to render", http.StatusInternalServerError)
 		return
 	}
@@ -215,7 +214,7 @@ func (a *App) statusData(ctx context.Context, v *viewer) (*pageData, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := a.now()
+	now := a.Now()
 	data := &pageData{Now: now.UTC(), Viewer: v}
 	visible := map[string]bool{}
 	writes := map[string]map[string]bool{}
@@ -232,7 +231,7 @@ func (a *App) statusData(ctx context.Context, v *viewer) (*pageData, error) {
 		}
 		visible[name] = true
 	}
-	data.Overview = overviewOf(read, visible, now)
+	data.Overview = core.OverviewOf(read, visible, now)
 	for _, name := range names {
 		if !visible[name] {
 			continue
@@ -242,7 +241,7 @@ func (a *App) statusData(ctx context.Context, v *viewer) (*pageData, error) {
 			data.Environments = append(data.Environments, envView{Name: name, Missing: true})
 			continue
 		}
-		required, err := a.requiredOf(ctx, env, read)
+		required, err := a.RequiredOf(ctx, env, read)
 		if err != nil {
 			return nil, err
 		}
@@ -294,78 +293,18 @@ func promotable(e *authority.Env, required map[string]*authority.Env, scope stri
 // readEnvironments reads the environments the page shows: those configured (no preview template)
 // and those with pending work, sorted, each read once (nil: nothing accepted there yet).
 func (a *App) readEnvironments(ctx context.Context) ([]string, map[string]*authority.Env, error) {
-	configured, err := a.envs(ctx)
+	configured, err := a.Envs(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list configured environments: %w", err)
 	}
-	return a.readThese(ctx, configured)
-}
-
-// readThese reads the environments named and those with pending work, sorted, each once (nil:
-// nothing accepted there yet).
-func (a *App) readThese(ctx context.Context, configured []string) ([]string, map[string]*authority.Env, error) {
-	pending, err := a.auth.Pending(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	names := append(slices.Clone(configured), pending...)
-	sort.Strings(names)
-	names = slices.Compact(names)
-	read := make(map[string]*authority.Env, len(names))
-	for _, name := range names {
-		env, err := a.auth.Status(ctx, name)
-		switch {
-		case errors.Is(err, authority.ErrInvalidInput):
-			read[name] = nil
-		case err != nil:
-			return nil, nil, err
-		default:
-			read[name] = env
-		}
-	}
-	return names, read, nil
-}
-
-// overviewOf is what is live where across the visible environments of read. A wait for an
-// environment that is not visible names it and the commit that waits, but not what is live there.
-func overviewOf(read map[string]*authority.Env, visible map[string]bool, now time.Time) *report.Overview {
-	var all []*authority.Env
-	for _, e := range read {
-		if e != nil {
-			all = append(all, e)
-		}
-	}
-	o := report.NewOverview(all, now)
-	viewer := report.Viewer(func(env string) bool { return visible[env] })
-	out := &report.Overview{Environments: []string{}, Scopes: []report.OverviewScope{}}
-	for _, name := range o.Environments {
-		if visible[name] {
-			out.Environments = append(out.Environments, name)
-		}
-	}
-	for _, s := range o.Scopes {
-		kept := report.OverviewScope{Scope: s.Scope}
-		for _, p := range s.Places {
-			if !visible[p.Environment] {
-				continue
-			}
-			if hidden := viewer.Wait(p.Promotion); hidden != p.Promotion {
-				p.Promotion, p.Waiting = hidden, authority.WaitText(&authority.HeldError{Promotion: hidden})
-			}
-			kept.Places = append(kept.Places, p)
-		}
-		if len(kept.Places) > 0 {
-			out.Scopes = append(out.Scopes, kept)
-		}
-	}
-	return out
+	return a.ReadThese(ctx, configured)
 }
 
 // visibleTo reports whether the viewer may see the environment (they can read a repository that
 // feeds one of its scopes) and, per scope, whether they may redeploy, roll back, unfreeze and
 // promote it (they can push to its repository).
 func (a *App) visibleTo(ctx context.Context, v *viewer, name string, env *authority.Env) (bool, map[string]bool, error) {
-	log := a.log.With("login", v.Login, "environment", name)
+	log := a.Log.With("login", v.Login, "environment", name)
 	feeds, err := a.scopeFeeds(ctx, log, name, env)
 	if err != nil {
 		return false, nil, err
@@ -382,31 +321,6 @@ func (a *App) visibleTo(ctx context.Context, v *viewer, name string, env *author
 		write[scope] = acc.write
 	}
 	return visible, write, nil
-}
-
-// requiredOf reads the states of the environments e requires (nil entry: nothing accepted there),
-// taking those in read (by name) as they are; nil when e requires nothing.
-func (a *App) requiredOf(ctx context.Context, e *authority.Env, read map[string]*authority.Env) (map[string]*authority.Env, error) {
-	if e == nil || e.Requires == nil {
-		return nil, nil
-	}
-	out := map[string]*authority.Env{}
-	for _, name := range e.Requires.Environments {
-		if re, ok := read[name]; ok {
-			out[name] = re
-			continue
-		}
-		re, err := a.auth.Status(ctx, name)
-		switch {
-		case errors.Is(err, authority.ErrInvalidInput):
-			out[name] = nil
-		case err != nil:
-			return nil, fmt.Errorf("read %s, which %s requires: %w", name, e.Name, err)
-		default:
-			out[name] = re
-		}
-	}
-	return out, nil
 }
 
 // viewOf is an environment's section of the page: its status, as every rendering has it (with what

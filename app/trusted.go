@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
 )
@@ -25,13 +26,13 @@ const DefaultTrustedRepo = ".github"
 // trusted file gives that repository: installing the App is not enough to deploy to production.
 type TrustedConfig struct {
 	path     string
-	repo     RepoRef // set, or found from owner on first use
+	repo     core.RepoRef // set, or found from owner on first use
 	files    FileReader
-	finder   InstallationFinder
+	finder   core.InstallationFinder
 	appOwner func(ctx context.Context) (string, error)
 
 	mu    sync.Mutex
-	found RepoRef // the default trusted repository, once the App's owner is known
+	found core.RepoRef // the default trusted repository, once the App's owner is known
 }
 
 // TrustedOptions configure a TrustedConfig. Path or Files is required.
@@ -47,26 +48,20 @@ type TrustedOptions struct {
 	Files FileReader
 	// Installations finds the App's installation on the trusted repository; required with Files
 	// unless Path is set.
-	Installations InstallationFinder
+	Installations core.InstallationFinder
 	// AppOwner gives the login of the account that owns the App (GitHub's GET /app), for the default
 	// Repo; required when neither Path nor Repo is set.
 	AppOwner func(ctx context.Context) (string, error)
 }
 
-var _ ConfigSource = (*TrustedConfig)(nil)
+var _ core.ConfigSource = (*TrustedConfig)(nil)
 
 // FileReader reads a repository's .github/latestwins.yml at a ref (the default branch when ref is
 // empty), as an installation of the App. A missing file is an error matching
 // errors.As(err, new(*MissingConfigError)); a *RefreshingError may come beside a cached copy, which
 // is then used; a file GitHub does not give is an *UnavailableConfigError.
 type FileReader interface {
-	File(ctx context.Context, installation int64, repo RepoRef, ref string) ([]byte, error)
-}
-
-// InstallationFinder finds the App's installation on a repository; a repository without the App is
-// an error matching ErrNotInstalled.
-type InstallationFinder interface {
-	ForRepo(ctx context.Context, owner, repo string) (int64, error)
+	File(ctx context.Context, installation int64, repo core.RepoRef, ref string) ([]byte, error)
 }
 
 // NewTrustedConfig checks the options.
@@ -80,7 +75,7 @@ func NewTrustedConfig(o TrustedOptions) (*TrustedConfig, error) {
 	case o.Files == nil || o.Installations == nil:
 		return nil, errors.New("no trusted configuration: give a file (--config PATH), or the App's credentials so that a repository's file can be read")
 	case o.Repo != "":
-		r, err := ParseRepo(o.Repo)
+		r, err := core.ParseRepo(o.Repo)
 		if err != nil {
 			return nil, fmt.Errorf("trusted configuration repository: %w", err)
 		}
@@ -98,13 +93,13 @@ func (t *TrustedConfig) Where() string {
 		return t.path
 	}
 	r := t.repo
-	if r == (RepoRef{}) {
+	if r == (core.RepoRef{}) {
 		t.mu.Lock()
 		r = t.found
 		t.mu.Unlock()
 	}
-	if r == (RepoRef{}) {
-		r = RepoRef{Owner: "OWNER", Name: DefaultTrustedRepo}
+	if r == (core.RepoRef{}) {
+		r = core.RepoRef{Owner: "OWNER", Name: DefaultTrustedRepo}
 	}
 	return r.String() + ":" + config.Path
 }
@@ -113,23 +108,23 @@ func (t *TrustedConfig) Where() string {
 // progress elsewhere is not an error: the cached copy is used.
 func (t *TrustedConfig) Trusted(ctx context.Context) (*config.Config, error) {
 	if t.path != "" {
-		return (&FileConfig{Path: t.path}).Config(ctx, 0, RepoRef{}, "")
+		return (&FileConfig{Path: t.path}).Config(ctx, 0, core.RepoRef{}, "")
 	}
 	repo, err := t.trustedRepo(ctx)
 	if err != nil {
 		return nil, err
 	}
 	inst, err := t.finder.ForRepo(ctx, repo.Owner, repo.Name)
-	if errors.Is(err, ErrNotInstalled) {
+	if errors.Is(err, core.ErrNotInstalled) {
 		return nil, &authority.InputError{Field: "trusted configuration", Value: repo.String(),
 			Fix: fmt.Sprintf("environments are defined in %s:%s, but the App is not installed on %s: install it there (the App's page on GitHub, Configure), "+
 				"or start latestwins with --config-repo OWNER/REPO or --config PATH", repo, config.Path, repo)}
 	}
 	if err != nil {
-		return nil, &UnavailableConfigError{Repo: repo, Err: fmt.Errorf("find the App's installation on %s: %w", repo, err)}
+		return nil, &core.UnavailableConfigError{Repo: repo, Err: fmt.Errorf("find the App's installation on %s: %w", repo, err)}
 	}
 	b, err := t.files.File(ctx, inst, repo, "")
-	if err != nil && (b == nil || !errors.Is(err, ErrRefreshInProgress)) {
+	if err != nil && (b == nil || !errors.Is(err, core.ErrRefreshInProgress)) {
 		return nil, err
 	}
 	cfg, err := config.Parse(b)
@@ -143,7 +138,7 @@ func (t *TrustedConfig) Trusted(ctx context.Context) (*config.Config, error) {
 // file at ref when the delivery names an installation to read it as and the trusted file's
 // allowed-overrides lets the repository set something. A repository's file that sets
 // what the trusted file does not let it is a *config.NarrowError naming both files.
-func (t *TrustedConfig) Config(ctx context.Context, installation int64, repo RepoRef, ref string) (*config.Config, error) {
+func (t *TrustedConfig) Config(ctx context.Context, installation int64, repo core.RepoRef, ref string) (*config.Config, error) {
 	cfg, err := t.Trusted(ctx)
 	if err != nil || t.files == nil || installation == 0 || !cfg.Overridable(repo.String()) {
 		// Where the trusted file lets the repository set nothing, its own file is not read at all:
@@ -157,8 +152,8 @@ func (t *TrustedConfig) Config(ctx context.Context, installation int64, repo Rep
 	}
 	b, err := t.files.File(ctx, installation, repo, ref)
 	switch {
-	case errors.Is(err, ErrRefreshInProgress) && b != nil:
-	case errors.As(err, new(*MissingConfigError)):
+	case errors.Is(err, core.ErrRefreshInProgress) && b != nil:
+	case errors.As(err, new(*core.MissingConfigError)):
 		return cfg, nil // nothing to narrow
 	case err != nil:
 		return nil, err
@@ -183,22 +178,22 @@ func (t *TrustedConfig) Environments(ctx context.Context) ([]string, error) {
 }
 
 // trustedRepo is the repository of the trusted file: the one set, or the App owner's .github.
-func (t *TrustedConfig) trustedRepo(ctx context.Context) (RepoRef, error) {
-	if t.repo != (RepoRef{}) {
+func (t *TrustedConfig) trustedRepo(ctx context.Context) (core.RepoRef, error) {
+	if t.repo != (core.RepoRef{}) {
 		return t.repo, nil
 	}
 	t.mu.Lock()
 	found := t.found
 	t.mu.Unlock()
-	if found != (RepoRef{}) {
+	if found != (core.RepoRef{}) {
 		return found, nil
 	}
 	owner, err := t.appOwner(ctx)
 	if err != nil {
-		return RepoRef{}, &UnavailableConfigError{Repo: RepoRef{Owner: "OWNER", Name: DefaultTrustedRepo},
+		return core.RepoRef{}, &core.UnavailableConfigError{Repo: core.RepoRef{Owner: "OWNER", Name: DefaultTrustedRepo},
 			Err: fmt.Errorf("find the account that owns the App, whose %s repository defines the environments (or set --config-repo): %w", DefaultTrustedRepo, err)}
 	}
-	found = RepoRef{Owner: owner, Name: DefaultTrustedRepo}
+	found = core.RepoRef{Owner: owner, Name: DefaultTrustedRepo}
 	t.mu.Lock()
 	t.found = found
 	t.mu.Unlock()

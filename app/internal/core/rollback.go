@@ -1,6 +1,7 @@
-package app
+package core
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,22 +12,22 @@ import (
 	"github.com/latestwins/latestwins/internal/config"
 )
 
-// rollbackTarget is one scope of one environment to roll back: the selection names the scope as
+// Target is one scope of one environment to roll back: the selection names the scope as
 // the configuration has it (its repository and workflow). Branch is the scope's configured branch
 // for an environment that is not a preview: where its workflow is dispatched when the commit's own
 // ref is no branch.
-type rollbackTarget struct {
-	sel          config.Selection
-	branch       string
-	installation int64
+type Target struct {
+	Sel          config.Selection
+	Branch       string
+	Installation int64
 }
 
-func (t rollbackTarget) scope() config.Scope { return t.sel.Scopes[0] }
+func (t Target) Scope() config.Scope { return t.Sel.Scopes[0] }
 
-func (t rollbackTarget) resource() string { return t.sel.Environment + "/" + t.scope().Name }
+func (t Target) Resource() string { return t.Sel.Environment + "/" + t.Scope().Name }
 
-// rollbackDone is what a rollback did.
-type rollbackDone struct {
+// RollbackDone is what a rollback did.
+type RollbackDone struct {
 	Generation int64
 	Sha        string
 	Duplicate  bool
@@ -35,42 +36,42 @@ type rollbackDone struct {
 	NotBranch string
 }
 
-// rollback accepts an older commit of one scope ahead of everything pending and freezes the scope
+// Rollback accepts an older commit of one scope ahead of everything pending and freezes the scope
 // (authority.Rollback), then dispatches the scope's workflow at once for the rollback's generation,
 // on the commit's branch: the dispatched run claims that generation and checks out the commit the
 // Action's sha output names. The intent carries the origin of that dispatch, so that the recovery
 // sweep starts the workflow again if its run dies. to is empty (the commit live before the current
 // one), or a full or abbreviated sha of a commit that was live in the scope. A repeated request
 // (the same delivery or form) changes nothing and dispatches nothing.
-func (a *App) rollback(ctx context.Context, log *slog.Logger, t rollbackTarget, to, actor, reason, request, source string) (*rollbackDone, error) {
-	env, scope := t.sel.Environment, t.scope().Name
-	doc, err := a.auth.Status(ctx, env)
+func (a *App) Rollback(ctx context.Context, log *slog.Logger, t Target, to, actor, reason, request, source string) (*RollbackDone, error) {
+	env, scope := t.Sel.Environment, t.Scope().Name
+	doc, err := a.Auth.Status(ctx, env)
 	if err != nil {
 		return nil, err // an environment nothing was accepted for is an input error: nothing to roll back
 	}
 	sc := doc.Scopes[scope]
 	if sc == nil {
-		return nil, &authority.InputError{Field: "scope", Value: t.resource(), Fix: "nothing was accepted for this scope yet: there is nothing to roll back"}
+		return nil, &authority.InputError{Field: "scope", Value: t.Resource(), Fix: "nothing was accepted for this scope yet: there is nothing to roll back"}
 	}
-	sha, ref, err := resolveCommit(t.resource(), scope, sc, doc.Events, to)
+	sha, ref, err := resolveCommit(t.Resource(), scope, sc, doc.Events, to)
 	if err != nil {
 		return nil, err
 	}
 	branch, isBranch := strings.CutPrefix(ref, "refs/heads/")
-	if !isBranch && t.branch != "" {
-		branch, ref, isBranch = t.branch, "refs/heads/"+t.branch, true
+	if !isBranch && t.Branch != "" {
+		branch, ref, isBranch = t.Branch, "refs/heads/"+t.Branch, true
 	}
 	origin := ""
 	if isBranch {
-		origin = originFor(t.installation, t.scope().Repository, branch)
+		origin = OriginFor(t.Installation, t.Scope().Repository, branch)
 	}
-	res, err := a.auth.Rollback(ctx, authority.RollbackRequest{Environment: env, Scope: scope, To: sha, Ref: ref,
+	res, err := a.Auth.Rollback(ctx, authority.RollbackRequest{Environment: env, Scope: scope, To: sha, Ref: ref,
 		Actor: actor, Reason: reason, Request: request, Source: source, Origin: origin})
 	if err != nil {
 		return nil, err
 	}
-	done := &rollbackDone{Generation: res.Generation, Sha: sha, Duplicate: res.Duplicate}
-	if after, err := a.auth.Status(ctx, env); err == nil && after.Scopes[scope] != nil && after.Scopes[scope].Freeze != nil &&
+	done := &RollbackDone{Generation: res.Generation, Sha: sha, Duplicate: res.Duplicate}
+	if after, err := a.Auth.Status(ctx, env); err == nil && after.Scopes[scope] != nil && after.Scopes[scope].Freeze != nil &&
 		after.Scopes[scope].Freeze.Generation == res.Generation {
 		done.Sha = after.Scopes[scope].Freeze.Sha
 	}
@@ -83,15 +84,15 @@ func (a *App) rollback(ctx context.Context, log *slog.Logger, t rollbackTarget, 
 		return done, nil
 	}
 	var errs []error
-	for _, dr := range dispatchesFor(t.sel, res, branch, t.installation) {
+	for _, dr := range DispatchesFor(t.Sel, res, branch, t.Installation) {
 		done.Dispatched = append(done.Dispatched, dr)
-		if a.dispatch == nil {
+		if a.Dispatch == nil {
 			log.InfoContext(ctx, "dispatch skipped: no App credentials, not publishing to GitHub", "repo", dr.Repo.String(),
 				"workflow", dr.Workflow, "ref", dr.Ref, "inputs", dr.Inputs)
 			continue
 		}
-		if err := a.dispatch.Dispatch(ctx, dr); err != nil {
-			errs = append(errs, &dispatchError{fmt.Errorf("dispatch %s in %s for the rollback of %s: %w", dr.Workflow, dr.Repo, t.resource(), err)})
+		if err := a.Dispatch.Dispatch(ctx, dr); err != nil {
+			errs = append(errs, &DispatchError{fmt.Errorf("dispatch %s in %s for the rollback of %s: %w", dr.Workflow, dr.Repo, t.Resource(), err)})
 		}
 	}
 	return done, errors.Join(errs...)
@@ -139,7 +140,7 @@ func resolveCommit(resource, scope string, sc *authority.Scope, events []authori
 	}
 	switch {
 	case len(matches) == 1:
-		return matches[0], firstNonEmpty(known[matches[0]], liveRef), nil
+		return matches[0], cmp.Or(known[matches[0]], liveRef), nil
 	case len(matches) > 1:
 		return "", "", &authority.InputError{Field: "sha", Value: to, Fix: fmt.Sprintf("it abbreviates several commits of %s: give more of it", resource)}
 	}
@@ -148,25 +149,16 @@ func resolveCommit(resource, scope string, sc *authority.Scope, events []authori
 			"to deploy another, push it (or use the command line, which may name any)", resource)}
 }
 
-func firstNonEmpty(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
-}
-
-// startHeld starts, right after an unfreeze or a decision about a blocking failure, the commit that
+// StartHeld starts, right after an unfreeze or a decision about a blocking failure, the commit that
 // goes next in scope of env: its workflow is dispatched again from the origin the App recorded with
 // it (as the recovery sweep would on its next round). Nothing is started while the rollback itself is still pending (its
 // own dispatch is under way), for work the App did not start (no origin), or without App
 // credentials. A failure is logged: the sweep starts the work on its next round.
-func (a *App) startHeld(ctx context.Context, log *slog.Logger, env, scope string) {
-	if a.dispatch == nil {
+func (a *App) StartHeld(ctx context.Context, log *slog.Logger, env, scope string) {
+	if a.Dispatch == nil {
 		return
 	}
-	e, err := a.auth.Status(ctx, env)
+	e, err := a.Auth.Status(ctx, env)
 	if err != nil {
 		log.WarnContext(ctx, "unfreeze: read the scope to start what goes next", "environment", env, "scope", scope, "err", err)
 		return

@@ -1,12 +1,12 @@
-package app
+package core
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -21,11 +21,11 @@ import (
 // its workflows were dispatched on.
 const originPrefix = "github:"
 
-func originFor(installation int64, repo, branch string) string {
+func OriginFor(installation int64, repo, branch string) string {
 	return fmt.Sprintf("%s%d:%s@%s", originPrefix, installation, repo, branch)
 }
 
-func parseOrigin(s string) (installation int64, repo RepoRef, branch string, err error) {
+func ParseOrigin(s string) (installation int64, repo RepoRef, branch string, err error) {
 	rest, ok := strings.CutPrefix(s, originPrefix)
 	inst, rest, ok2 := strings.Cut(rest, ":")
 	full, branch, ok3 := strings.Cut(rest, "@")
@@ -54,13 +54,8 @@ func (a *App) Redrive(ctx context.Context, w authority.StalledWork) error {
 	for _, s := range w.Scopes {
 		byOrigin[w.Origins[s]] = append(byOrigin[w.Origins[s]], s)
 	}
-	origins := make([]string, 0, len(byOrigin))
-	for o := range byOrigin {
-		origins = append(origins, o)
-	}
-	sort.Strings(origins)
 	var errs []error
-	for _, origin := range origins {
+	for _, origin := range slices.Sorted(maps.Keys(byOrigin)) {
 		scopes := byOrigin[origin]
 		if err := a.redriveOrigin(ctx, w, origin, scopes); err != nil {
 			errs = append(errs, fmt.Errorf("re-drive %s %s at generation %d: %w", w.Environment, strings.Join(scopes, ","), w.Generation, err))
@@ -73,14 +68,14 @@ func (a *App) redriveOrigin(ctx context.Context, w authority.StalledWork, origin
 	if origin == "" {
 		return permanent(errors.New("the intent was not made by the App (no origin): re-run its workflow"))
 	}
-	inst, repo, branch, err := parseOrigin(origin)
+	inst, repo, branch, err := ParseOrigin(origin)
 	if err != nil {
 		return permanent(err)
 	}
-	if a.dispatch == nil {
+	if a.Dispatch == nil {
 		return errors.New("no App credentials: cannot dispatch workflows")
 	}
-	cfg, err := a.config.Config(ctx, inst, repo, branch)
+	cfg, err := a.Config.Config(ctx, inst, repo, branch)
 	if err != nil {
 		return err
 	}
@@ -95,7 +90,7 @@ func (a *App) redriveOrigin(ctx context.Context, w authority.StalledWork, origin
 			sel.Scopes = append(sel.Scopes, sc)
 		}
 	}
-	drs := dispatchesFor(sel, &authority.AcceptResult{Generation: w.Generation, Accepted: scopes}, branch, inst)
+	drs := DispatchesFor(sel, &authority.AcceptResult{Generation: w.Generation, Accepted: scopes}, branch, inst)
 	if len(drs) == 0 {
 		return permanent(fmt.Errorf("%s of %s names no workflow for %s: nothing to dispatch", config.Path, repo, strings.Join(scopes, ",")))
 	}
@@ -103,7 +98,7 @@ func (a *App) redriveOrigin(ctx context.Context, w authority.StalledWork, origin
 	// The same three inputs as the first dispatch (environment, generation, scopes): a workflow
 	// declares them, and GitHub refuses inputs a workflow does not declare. The sweep counts attempts.
 	for _, dr := range drs {
-		err := a.dispatch.Dispatch(ctx, dr)
+		err := a.Dispatch.Dispatch(ctx, dr)
 		switch {
 		case err == nil:
 		case refusedDispatch(err):

@@ -1,4 +1,4 @@
-package app
+package core
 
 import "github.com/latestwins/latestwins/internal/appport"
 
@@ -37,4 +37,4 @@ var (
 // ReactionEyes is the reaction the App adds to a comment command it runs.
 const ReactionEyes = "eyes"
 
-func orDefaultBranch(ref string) string { return appport.OrDefaultBranch(ref) }
+func OrDefaultBranch(ref string) string { return appport.OrDefaultBranch(ref) }

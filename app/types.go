@@ -1,0 +1,92 @@
+package app
+
+import "github.com/latestwins/latestwins/app/internal/core"
+
+// The App's own types, defined with the actions every door shares (internal/core), under the names
+// the App's callers use.
+type (
+	// ConfigSource gives the configuration in force for a repository at a ref.
+	ConfigSource = core.ConfigSource
+	// Dispatcher starts workflows.
+	Dispatcher = core.Dispatcher
+	// Commits orders two commits of a repository when the push payloads cannot.
+	Commits = core.Commits
+	// InstallationFinder finds the App's installation on a repository.
+	InstallationFinder = core.InstallationFinder
+	// PromotionCompare is the comparer of promotion gates (authority.WithPromotionComparer).
+	PromotionCompare = core.PromotionCompare
+
+	// Delivery is one verified webhook delivery.
+	Delivery = core.Delivery
+	// MalformedError says what is wrong with a signed delivery.
+	MalformedError = core.MalformedError
+	// ProtectionRuleEvent is a deployment_protection_rule delivery.
+	ProtectionRuleEvent = core.ProtectionRuleEvent
+	// Result is what Handle did, for the response body and the logs.
+	Result = core.Result
+	// Outcome names what a delivery caused.
+	Outcome = core.Outcome
+	// Refusal is an environment's intent refused for a full queue.
+	Refusal = core.Refusal
+	// IntentInfo is one environment's share of a delivery.
+	IntentInfo = core.IntentInfo
+
+	// RepoRef names a repository.
+	RepoRef = core.RepoRef
+	// DispatchRequest asks for one workflow_dispatch.
+	DispatchRequest = core.DispatchRequest
+	// Comparison is what GitHub's compare API says about two commits.
+	Comparison = core.Comparison
+	// CommentRef names a comment on a pull request, and the installation to answer it as.
+	CommentRef = core.CommentRef
+	// ProtectionRun is the workflow run a deployment protection rule asks about.
+	ProtectionRun = core.ProtectionRun
+	// ProtectionAnswer approves or rejects a deployment protection rule.
+	ProtectionAnswer = core.ProtectionAnswer
+	// RefreshingError says that another process refreshes a configuration file.
+	RefreshingError = core.RefreshingError
+	// UnavailableConfigError says that GitHub did not give a configuration file (retryable: 503).
+	UnavailableConfigError = core.UnavailableConfigError
+	// MissingConfigError says that a repository has no configuration file.
+	MissingConfigError = core.MissingConfigError
+)
+
+// Outcomes.
+const (
+	OutcomeAccepted   = core.OutcomeAccepted
+	OutcomeDuplicate  = core.OutcomeDuplicate
+	OutcomeNoScopes   = core.OutcomeNoScopes
+	OutcomeReleased   = core.OutcomeReleased
+	OutcomeRecorded   = core.OutcomeRecorded
+	OutcomeUnapproved = core.OutcomeUnapproved
+	OutcomeIgnored    = core.OutcomeIgnored
+	OutcomeReplied    = core.OutcomeReplied
+	OutcomeUnlocked   = core.OutcomeUnlocked
+	OutcomeRefused    = core.OutcomeRefused
+	OutcomeQueueFull  = core.OutcomeQueueFull
+	OutcomeDecided    = core.OutcomeDecided
+	OutcomeRolledBack = core.OutcomeRolledBack
+	OutcomeUnfrozen   = core.OutcomeUnfrozen
+	OutcomePromoted   = core.OutcomePromoted
+)
+
+// Categories of errors.
+var (
+	// ErrMalformed: a correctly signed delivery that cannot be read (400).
+	ErrMalformed = core.ErrMalformed
+	// ErrRefreshInProgress: another process refreshes a configuration file.
+	ErrRefreshInProgress = core.ErrRefreshInProgress
+	// ErrConfigUnavailable: GitHub did not give a configuration file.
+	ErrConfigUnavailable = core.ErrConfigUnavailable
+	// ErrNotInstalled is what an InstallationFinder answers for a repository without the App.
+	ErrNotInstalled = core.ErrNotInstalled
+)
+
+// ReactionEyes is the reaction the App adds to a comment command it runs.
+const ReactionEyes = core.ReactionEyes
+
+// ParseRepo reads OWNER/NAME.
+func ParseRepo(full string) (RepoRef, error) { return core.ParseRepo(full) }
+
+// StatusFor maps a Handle error to an HTTP status (core.StatusFor).
+func StatusFor(err error) int { return core.StatusFor(err) }
