@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latestwins/latestwins/app/internal/configsource"
 	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 )
@@ -307,7 +308,7 @@ func TestInvalidConfigurationIs422(t *testing.T) {
 	if err := os.WriteFile(path, []byte("environments:\n  staging:\n    scopes:\n      api:\n        branch: master\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, testConfig, func(o *Options) { o.Config = &FileConfig{Path: path} })
+	h := newHarness(t, testConfig, func(o *Options) { o.Config = &configsource.File{Path: path} })
 	rec := h.post(t, "push", "d1", fixture(t, "push.json"))
 	if rec.Code != http.StatusUnprocessableEntity || !strings.Contains(rec.Body.String(), "line 4: scope \\\"api\\\" of environment \\\"staging\\\" has no repository") {
 		t.Errorf("got %d %s, want 422 naming the line", rec.Code, rec.Body)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
+	"github.com/latestwins/latestwins/app/internal/configsource"
 	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/ghadapter"
@@ -64,14 +65,14 @@ const ownFile = "version: 1\n"
 // trustedOver is the App's configuration source for tests of reading repositories' own files: the
 // trusted file is commentConfig on disk, allowing overrides, and each repository's own file is read
 // through files.
-func trustedOver(t testing.TB, files *ghadapter.Files) *TrustedConfig {
+func trustedOver(t testing.TB, files *ghadapter.Files) *configsource.Trusted {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "latestwins.yml")
 	// Overrides allowed, so that each repository's own file is read.
 	if err := os.WriteFile(path, []byte("allowed-overrides: [paths, workflow]\n"+commentConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	src, err := NewTrustedConfig(TrustedOptions{Path: path, Files: files})
+	src, err := configsource.NewTrusted(configsource.TrustedOptions{Path: path, Files: files})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latestwins/latestwins/app/internal/configsource"
 	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
@@ -381,7 +382,7 @@ func TestProtectionRuleReadsTheDefaultBranchConfiguration(t *testing.T) {
 	if err := os.WriteFile(path, []byte("allowed-overrides: [paths]\n"+protectionConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if h.app.Config, err = NewTrustedConfig(TrustedOptions{Path: path, Files: files}); err != nil {
+	if h.app.Config, err = configsource.NewTrusted(configsource.TrustedOptions{Path: path, Files: files}); err != nil {
 		t.Fatal(err)
 	}
 	deployed(t, h, "prod", "push", protectedSha, "api", "docs")

@@ -1,6 +1,9 @@
 package app
 
-import "github.com/latestwins/latestwins/app/internal/core"
+import (
+	"github.com/latestwins/latestwins/app/internal/configsource"
+	"github.com/latestwins/latestwins/app/internal/core"
+)
 
 // The App's own types, defined with the actions every door shares (internal/core), under the names
 // the App's callers use.
@@ -90,3 +93,22 @@ func ParseRepo(full string) (RepoRef, error) { return core.ParseRepo(full) }
 
 // StatusFor maps a Handle error to an HTTP status (core.StatusFor).
 func StatusFor(err error) int { return core.StatusFor(err) }
+
+// The configuration sources (internal/configsource).
+type (
+	// TrustedConfig is the ConfigSource of a deployment of the App: one trusted file defines the
+	// environments, and each repository's own file may narrow its scopes.
+	TrustedConfig = configsource.Trusted
+	// TrustedOptions configure a TrustedConfig.
+	TrustedOptions = configsource.TrustedOptions
+	// FileReader reads a file of a repository at a ref.
+	FileReader = configsource.FileReader
+	// FileConfig is a ConfigSource that reads one local file for every repository and ref.
+	FileConfig = configsource.File
+)
+
+// DefaultTrustedRepo is the repository of the trusted file when none is named.
+const DefaultTrustedRepo = configsource.DefaultTrustedRepo
+
+// NewTrustedConfig checks the options (configsource.NewTrusted).
+func NewTrustedConfig(o TrustedOptions) (*TrustedConfig, error) { return configsource.NewTrusted(o) }

@@ -1,4 +1,6 @@
-package app
+// Package configsource holds the App's configuration sources: the trusted file of a deployment,
+// narrowed by each repository's own file (Trusted), and one local file for everything (File).
+package configsource
 
 import (
 	"context"
@@ -16,7 +18,7 @@ import (
 // .github/latestwins.yml defines the environments when no other trusted place is set.
 const DefaultTrustedRepo = ".github"
 
-// TrustedConfig is the ConfigSource of a deployment of the App: one trusted file defines the
+// Trusted is the ConfigSource of a deployment of the App: one trusted file defines the
 // environments, their scopes and the repository and branch that feed each scope, and a repository's
 // own .github/latestwins.yml may only narrow its own scopes, as far as the trusted file's
 // allowed-overrides lets it (config.Config.Narrow). The trusted file is a file on disk
@@ -24,7 +26,7 @@ const DefaultTrustedRepo = ".github"
 // (TrustedOptions.Repo; by default the .github repository of the account that owns the App), read
 // as the App's installation there. So an installation on any repository can feed only the scopes the
 // trusted file gives that repository: installing the App is not enough to deploy to production.
-type TrustedConfig struct {
+type Trusted struct {
 	path     string
 	repo     core.RepoRef // set, or found from owner on first use
 	files    FileReader
@@ -35,7 +37,7 @@ type TrustedConfig struct {
 	found core.RepoRef // the default trusted repository, once the App's owner is known
 }
 
-// TrustedOptions configure a TrustedConfig. Path or Files is required.
+// TrustedOptions configure a Trusted. Path or Files is required.
 type TrustedOptions struct {
 	// Path is the trusted file on disk (serve --config). When set, Repo and AppOwner are unused.
 	Path string
@@ -54,7 +56,7 @@ type TrustedOptions struct {
 	AppOwner func(ctx context.Context) (string, error)
 }
 
-var _ core.ConfigSource = (*TrustedConfig)(nil)
+var _ core.ConfigSource = (*Trusted)(nil)
 
 // FileReader reads a repository's .github/latestwins.yml at a ref (the default branch when ref is
 // empty), as an installation of the App. A missing file is an error matching
@@ -64,9 +66,9 @@ type FileReader interface {
 	File(ctx context.Context, installation int64, repo core.RepoRef, ref string) ([]byte, error)
 }
 
-// NewTrustedConfig checks the options.
-func NewTrustedConfig(o TrustedOptions) (*TrustedConfig, error) {
-	t := &TrustedConfig{path: o.Path, files: o.Files, finder: o.Installations, appOwner: o.AppOwner}
+// NewTrusted checks the options.
+func NewTrusted(o TrustedOptions) (*Trusted, error) {
+	t := &Trusted{path: o.Path, files: o.Files, finder: o.Installations, appOwner: o.AppOwner}
 	switch {
 	case o.Path != "" && o.Repo != "":
 		return nil, errors.New("the trusted configuration is either a file (--config) or a repository's file (--config-repo), not both")
@@ -88,7 +90,7 @@ func NewTrustedConfig(o TrustedOptions) (*TrustedConfig, error) {
 
 // Where names the trusted file for messages: its path, or OWNER/REPO:.github/latestwins.yml (with
 // OWNER/.github when the App's owner is not known yet).
-func (t *TrustedConfig) Where() string {
+func (t *Trusted) Where() string {
 	if t.path != "" {
 		return t.path
 	}
@@ -106,9 +108,9 @@ func (t *TrustedConfig) Where() string {
 
 // Trusted returns the trusted configuration, as no repository's own file narrows it. A refresh in
 // progress elsewhere is not an error: the cached copy is used.
-func (t *TrustedConfig) Trusted(ctx context.Context) (*config.Config, error) {
+func (t *Trusted) Trusted(ctx context.Context) (*config.Config, error) {
 	if t.path != "" {
-		return (&FileConfig{Path: t.path}).Config(ctx, 0, core.RepoRef{}, "")
+		return (&File{Path: t.path}).Config(ctx, 0, core.RepoRef{}, "")
 	}
 	repo, err := t.trustedRepo(ctx)
 	if err != nil {
@@ -138,7 +140,7 @@ func (t *TrustedConfig) Trusted(ctx context.Context) (*config.Config, error) {
 // file at ref when the delivery names an installation to read it as and the trusted file's
 // allowed-overrides lets the repository set something. A repository's file that sets
 // what the trusted file does not let it is a *config.NarrowError naming both files.
-func (t *TrustedConfig) Config(ctx context.Context, installation int64, repo core.RepoRef, ref string) (*config.Config, error) {
+func (t *Trusted) Config(ctx context.Context, installation int64, repo core.RepoRef, ref string) (*config.Config, error) {
 	cfg, err := t.Trusted(ctx)
 	if err != nil || t.files == nil || installation == 0 || !cfg.Overridable(repo.String()) {
 		// Where the trusted file lets the repository set nothing, its own file is not read at all:
@@ -163,7 +165,7 @@ func (t *TrustedConfig) Config(ctx context.Context, installation int64, repo cor
 
 // Environments lists the trusted file's environments other than preview templates, for the status
 // page.
-func (t *TrustedConfig) Environments(ctx context.Context) ([]string, error) {
+func (t *Trusted) Environments(ctx context.Context) ([]string, error) {
 	cfg, err := t.Trusted(ctx)
 	if err != nil {
 		return nil, err
@@ -178,7 +180,7 @@ func (t *TrustedConfig) Environments(ctx context.Context) ([]string, error) {
 }
 
 // trustedRepo is the repository of the trusted file: the one set, or the App owner's .github.
-func (t *TrustedConfig) trustedRepo(ctx context.Context) (core.RepoRef, error) {
+func (t *Trusted) trustedRepo(ctx context.Context) (core.RepoRef, error) {
 	if t.repo != (core.RepoRef{}) {
 		return t.repo, nil
 	}

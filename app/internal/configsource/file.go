@@ -1,4 +1,4 @@
-package app
+package configsource
 
 import (
 	"context"
@@ -9,16 +9,16 @@ import (
 	"github.com/latestwins/latestwins/internal/config"
 )
 
-// FileConfig is a ConfigSource that reads one local file for every repository and ref (for
+// File is a ConfigSource that reads one local file for every repository and ref (for
 // `latestwins serve --config PATH`). The file is read on each call, so edits apply at once.
-type FileConfig struct {
+type File struct {
 	Path string
 }
 
-var _ core.ConfigSource = (*FileConfig)(nil)
+var _ core.ConfigSource = (*File)(nil)
 
 // Config reads and parses the file.
-func (f *FileConfig) Config(_ context.Context, _ int64, _ core.RepoRef, _ string) (*config.Config, error) {
+func (f *File) Config(_ context.Context, _ int64, _ core.RepoRef, _ string) (*config.Config, error) {
 	b, err := os.ReadFile(f.Path)
 	if err != nil {
 		return nil, fmt.Errorf("read configuration: %w", err)
@@ -31,4 +31,4 @@ func (f *FileConfig) Config(_ context.Context, _ int64, _ core.RepoRef, _ string
 }
 
 // Where names the file, for messages.
-func (f *FileConfig) Where() string { return f.Path }
+func (f *File) Where() string { return f.Path }
