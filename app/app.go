@@ -12,19 +12,10 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/latestwins/latestwins/app/internal/comments"
 	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 )
-
-// Conversation answers comment commands.
-type Conversation interface {
-	// React adds a reaction (eyes, +1, confused, ...) to the comment.
-	React(ctx context.Context, at core.CommentRef, content string) error
-	// Reply comments on the pull request.
-	Reply(ctx context.Context, at core.CommentRef, body string) error
-	// CanWrite reports whether user has at least write permission on the repository.
-	CanWrite(ctx context.Context, at core.CommentRef, user string) (bool, error)
-}
 
 // DefaultMaxBodyBytes caps a webhook body at GitHub's own cap on a payload, 25 MB (GitHub does not
 // deliver a larger one); see intake.go for what bodies in flight may take.
@@ -42,7 +33,7 @@ type Options struct {
 	Dispatcher core.Dispatcher
 	// Conversation reacts to and answers comment commands; nil logs the replies and refuses
 	// mutating commands, whose permission cannot be checked (no App credentials).
-	Conversation Conversation
+	Conversation comments.Conversation
 	// Reviewer answers deployment protection rules; nil logs the answers (no App credentials).
 	Reviewer ProtectionReviewer
 	// Commits orders pushes whose payloads cannot tell which is newer; nil leaves them in arrival
@@ -67,13 +58,13 @@ type Options struct {
 // App handles webhooks and serves the status page.
 type App struct {
 	*core.App
-	secret  []byte
-	convo   Conversation
-	review  ProtectionReviewer
-	signIn  *signIn // StatusPageGitHub only
-	maxBody int64
-	intake  *intake
-	mux     *http.ServeMux
+	secret   []byte
+	comments *comments.Commands
+	review   ProtectionReviewer
+	signIn   *signIn // StatusPageGitHub only
+	maxBody  int64
+	intake   *intake
+	mux      *http.ServeMux
 }
 
 var _ http.Handler = (*App)(nil)
@@ -91,7 +82,8 @@ func New(o Options) (*App, error) {
 		return nil, &authority.InputError{Field: "max body bytes", Value: fmt.Sprint(o.MaxBodyBytes), Fix: "give a positive size, or 0 for the default"}
 	}
 	a := &App{App: &core.App{Auth: o.Authority, Config: o.Config, Dispatch: o.Dispatcher, Commits: o.Commits, Envs: o.Environments, Log: o.Logger, Installations: o.Installations},
-		secret: o.Secret, convo: o.Conversation, review: o.Reviewer, maxBody: o.MaxBodyBytes}
+		secret: o.Secret, review: o.Reviewer, maxBody: o.MaxBodyBytes}
+	a.comments = comments.New(a.App, o.Conversation)
 	if a.maxBody == 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
@@ -136,7 +128,7 @@ func (a *App) Handle(ctx context.Context, d core.Delivery) (core.Result, error) 
 	case "installation":
 		a.handleInstallation(ctx, log, d, &res)
 	case "issue_comment":
-		err = a.handleIssueComment(ctx, log, d, &res)
+		err = a.comments.HandleIssueComment(ctx, log, d, &res)
 	case "check_run":
 		err = a.handleCheckRun(ctx, log, d, &res)
 	case core.EventProtectionRule:

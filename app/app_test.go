@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latestwins/latestwins/app/internal/comments"
 	"github.com/latestwins/latestwins/app/internal/configsource"
 	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
@@ -558,7 +559,7 @@ func TestStatusPage(t *testing.T) {
 }
 
 func ExampleParseCommand() {
-	c, ok := ParseCommand("/latestwins deploy api web\nthanks!")
+	c, ok := comments.ParseCommand("/latestwins deploy api web\nthanks!")
 	fmt.Println(ok, c.Name, c.Scopes)
 	// Output: true deploy [api web]
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latestwins/latestwins/app/internal/comments"
 	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/ghadapter"
@@ -204,7 +205,7 @@ func TestCommentCommands(t *testing.T) {
 			edit:   withBody("/latestwins destroy"),
 			status: http.StatusOK, outcome: core.OutcomeReplied,
 			calls: []string{react, reply},
-			reply: []string{"unknown command `\"destroy\"`", Usage},
+			reply: []string{"unknown command `\"destroy\"`", comments.Usage},
 		},
 		{
 			name:   "injection attempt reaches nothing",
@@ -218,7 +219,7 @@ func TestCommentCommands(t *testing.T) {
 			edit:   withBody("/latestwins help"),
 			status: http.StatusOK, outcome: core.OutcomeReplied,
 			calls: []string{react, reply},
-			reply: []string{Usage},
+			reply: []string{comments.Usage},
 		},
 		{
 			name:   "status is open to everyone and rendered from the store",

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latestwins/latestwins/app/internal/comments"
 	"github.com/latestwins/latestwins/app/internal/configsource"
 	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
@@ -359,7 +360,7 @@ func TestUnfreezeCommandNamesTheFreeze(t *testing.T) {
 // allowAll is a Conversation that lets every commenter write and answers nothing.
 type allowAll struct{}
 
-var _ Conversation = allowAll{}
+var _ comments.Conversation = allowAll{}
 
 func (allowAll) React(context.Context, core.CommentRef, string) error            { return nil }
 func (allowAll) Reply(context.Context, core.CommentRef, string) error            { return nil }

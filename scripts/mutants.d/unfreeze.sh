@@ -15,7 +15,7 @@ mutant "the CLI's unfreeze drops the freeze it is named" internal/cli/rollback.g
 mutant "the CLI's unfreeze names the current freeze when --freeze is left out" internal/cli/rollback.go \
   's/\tf, err := u\.Unfreeze\(ctx, /\tif e, _ := c.view.Status(ctx, env); freeze == 0 \&\& e != nil \&\& e.Scopes[scope] != nil \&\& e.Scopes[scope].Freeze != nil {\n\t\tfreeze = e.Scopes[scope].Freeze.Generation\n\t}\n\tf, err := u.Unfreeze(ctx, /' \
   TestUnfreezeNamesTheFreeze ./internal/cli/
-mutant "the unfreeze comment drops the freeze it names" app/comments.go \
+mutant "the unfreeze comment drops the freeze it names" app/internal/comments/comments.go \
   's/Scope: scope, Freeze: run\.cmd\.Freeze,\n\t\t\tActor: run\.actor/Scope: scope,\n\t\t\tActor: run.actor/' \
   TestUnfreezeCommandNamesTheFreeze ./app/
 mutant "the API's unfreeze drops the freeze it is named" app/api.go \

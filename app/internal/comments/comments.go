@@ -1,4 +1,6 @@
-package app
+// Package comments is the App's ChatOps door: the /latestwins command parser (pure, ParseCommand)
+// and the handler of issue_comment deliveries that runs each command and answers it.
+package comments
 
 import (
 	"context"
@@ -18,6 +20,16 @@ import (
 	"github.com/latestwins/latestwins/internal/report"
 )
 
+// Commands runs the /latestwins commands written in pull request comments.
+type Commands struct {
+	*core.App
+	convo Conversation
+}
+
+// New is the comment commands of app, answered through convo; nil convo logs the replies and
+// refuses mutating commands, whose permission cannot be checked (no App credentials).
+func New(app *core.App, convo Conversation) *Commands { return &Commands{App: app, convo: convo} }
+
 // commentRun is one comment command on its way through the App.
 type commentRun struct {
 	d      core.Delivery
@@ -33,7 +45,7 @@ type commentRun struct {
 // handleIssueComment runs a /latestwins command written in a new comment on a pull request. Edited
 // comments, comments on issues and comments by bots (the App's own among them) are ignored. Every
 // command gets an eyes reaction and a reply; mutating ones need write permission.
-func (a *App) handleIssueComment(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {
+func (a *Commands) HandleIssueComment(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {
 	ev, ok := d.Payload.(*github.IssueCommentEvent)
 	if !ok {
 		return &core.MalformedError{Reason: fmt.Sprintf("issue_comment payload is a %T", d.Payload)}
@@ -91,7 +103,7 @@ func (a *App) handleIssueComment(ctx context.Context, log *slog.Logger, d core.D
 }
 
 // answer posts the reply, or logs it when there is no Conversation.
-func (a *App) answer(ctx context.Context, run *commentRun) error {
+func (a *Commands) answer(ctx context.Context, run *commentRun) error {
 	if a.convo == nil {
 		run.log.InfoContext(ctx, "reply skipped: no App credentials, not publishing to GitHub", "reply", run.res.Reply)
 		return nil
@@ -102,7 +114,7 @@ func (a *App) answer(ctx context.Context, run *commentRun) error {
 	return nil
 }
 
-func (a *App) runCommand(ctx context.Context, run *commentRun) error {
+func (a *Commands) runCommand(ctx context.Context, run *commentRun) error {
 	res, cmd := run.res, run.cmd
 	res.Outcome = core.OutcomeReplied
 	switch {
@@ -171,7 +183,7 @@ func (a *App) runCommand(ctx context.Context, run *commentRun) error {
 }
 
 // canWrite checks the commenter's permission, and says so in the reply when it is not enough.
-func (a *App) canWrite(ctx context.Context, run *commentRun) (bool, error) {
+func (a *Commands) canWrite(ctx context.Context, run *commentRun) (bool, error) {
 	if a.convo == nil {
 		run.res.Outcome = core.OutcomeRefused
 		fmt.Fprintf(&run.reply, "`/latestwins %s` needs write permission, which cannot be checked: this latestwins runs without App credentials.", run.cmd.Name)
@@ -226,7 +238,7 @@ func previewScopes(cfg *config.Config, repo core.RepoRef, number int, named []st
 	return sels, ""
 }
 
-func (a *App) commandStatus(ctx context.Context, run *commentRun, sels []config.Selection) error {
+func (a *Commands) commandStatus(ctx context.Context, run *commentRun, sels []config.Selection) error {
 	for i, sel := range sels {
 		if i > 0 {
 			run.reply.WriteString("\n")
@@ -262,7 +274,7 @@ func (a *App) commandStatus(ctx context.Context, run *commentRun, sels []config.
 	return nil
 }
 
-func (a *App) commandUnlock(ctx context.Context, run *commentRun, sels []config.Selection) error {
+func (a *Commands) commandUnlock(ctx context.Context, run *commentRun, sels []config.Selection) error {
 	run.res.Outcome = core.OutcomeUnlocked
 	// Each unlock is done once per delivery (the id is kept for the retention), so that a
 	// re-delivered comment does not free whatever newer pass holds the lease by then.
@@ -298,7 +310,7 @@ func (a *App) commandUnlock(ctx context.Context, run *commentRun, sels []config.
 // commandDecide carries out a decision about the terminal failure that blocks the named scope of
 // each preview environment (a queue's head, or a barrier): skip it, or retry it. The delivery id
 // goes with the decision, so that a re-delivered comment does not skip the next failure too.
-func (a *App) commandDecide(ctx context.Context, run *commentRun, sels []config.Selection, action authority.DecisionAction) error {
+func (a *Commands) commandDecide(ctx context.Context, run *commentRun, sels []config.Selection, action authority.DecisionAction) error {
 	run.res.Outcome = core.OutcomeDecided
 	scope := run.cmd.Scopes[0]
 	reason := fmt.Sprintf("/latestwins %s on %s#%d (delivery %s)", action, run.at.Repo, run.number, run.d.ID)
@@ -333,7 +345,7 @@ func (a *App) commandDecide(ctx context.Context, run *commentRun, sels []config.
 
 // commandDeploy accepts the pull request's head, as the store knows it from the pull request's
 // webhooks, for the selected scopes of each preview environment.
-func (a *App) commandDeploy(ctx context.Context, run *commentRun, sels []config.Selection) error {
+func (a *Commands) commandDeploy(ctx context.Context, run *commentRun, sels []config.Selection) error {
 	for _, sel := range sels {
 		head, err := a.knownHead(ctx, sel)
 		if err != nil {
@@ -353,7 +365,7 @@ func (a *App) commandDeploy(ctx context.Context, run *commentRun, sels []config.
 }
 
 // commandRedeploy deploys one scope again at its live commit (spec guarantee 9: only that scope).
-func (a *App) commandRedeploy(ctx context.Context, run *commentRun, sels []config.Selection) error {
+func (a *Commands) commandRedeploy(ctx context.Context, run *commentRun, sels []config.Selection) error {
 	scope := run.cmd.Scopes[0]
 	for _, sel := range sels {
 		in, err := a.RedeployIntent(ctx, sel.Environment, scope, authority.Intent{ID: run.d.ID,
@@ -375,7 +387,7 @@ func (a *App) commandRedeploy(ctx context.Context, run *commentRun, sels []confi
 // acceptOne accepts in for one selection, dispatching on the intent's branch, and says what happened.
 // An intent whose ref is not a branch of the repository (a fork's pull request, refs/pull/N/head) is
 // accepted but neither dispatched nor given an origin for the recovery sweep.
-func (a *App) acceptOne(ctx context.Context, run *commentRun, sel config.Selection, in authority.Intent) error {
+func (a *Commands) acceptOne(ctx context.Context, run *commentRun, sel config.Selection, in authority.Intent) error {
 	res := run.res
 	sub, isBranch, err := a.AcceptSelection(ctx, run.log, sel, in, run.at.Installation)
 	res.Intents = append(res.Intents, sub.Intents...)
@@ -432,7 +444,7 @@ func generationOf(intents []core.IntentInfo) int64 {
 }
 
 // knownHead is the newest commit the store holds for the selection's scopes: pending, else live.
-func (a *App) knownHead(ctx context.Context, sel config.Selection) (*authority.Ref, error) {
+func (a *Commands) knownHead(ctx context.Context, sel config.Selection) (*authority.Ref, error) {
 	env, err := a.Auth.Status(ctx, sel.Environment)
 	if errors.Is(err, authority.ErrInvalidInput) {
 		return nil, nil
@@ -461,7 +473,7 @@ func (a *App) knownHead(ctx context.Context, sel config.Selection) (*authority.R
 // previews, or the one environment named): the older commit goes ahead of everything pending, the
 // scope is frozen, and its workflow is dispatched at once. The delivery id goes with the request,
 // so a re-delivered comment rolls back once.
-func (a *App) commandRollback(ctx context.Context, run *commentRun, sels []config.Selection, cfg *config.Config) error {
+func (a *Commands) commandRollback(ctx context.Context, run *commentRun, sels []config.Selection, cfg *config.Config) error {
 	run.res.Outcome = core.OutcomeRolledBack
 	reason := fmt.Sprintf("/latestwins rollback on %s#%d (delivery %s)", run.at.Repo, run.number, run.d.ID)
 	source := fmt.Sprintf("rollback comment %s#%d", run.at.Repo, run.number)
@@ -513,7 +525,7 @@ func unfreezeArg(cmd Command, t core.Target) string {
 // command names: the commit held meanwhile goes next, its workflow started at once (core.StartHeld).
 // Another freeze (a newer rollback's), or none named, is refused with a reply that names the
 // current freeze and the command that lifts it.
-func (a *App) commandUnfreeze(ctx context.Context, run *commentRun, sels []config.Selection) error {
+func (a *Commands) commandUnfreeze(ctx context.Context, run *commentRun, sels []config.Selection) error {
 	run.res.Outcome = core.OutcomeUnfrozen
 	scope := run.cmd.Scopes[0]
 	reason := fmt.Sprintf("/latestwins unfreeze on %s#%d (delivery %s)", run.at.Repo, run.number, run.d.ID)
@@ -557,7 +569,7 @@ func (a *App) commandUnfreeze(ctx context.Context, run *commentRun, sels []confi
 // feeds the scope of, or the one named), for the commit live in the scope of the first environment
 // it requires, and dispatches the scope's workflow for the new generation. The delivery id goes
 // with the request, so a re-delivered comment promotes once.
-func (a *App) commandPromote(ctx context.Context, run *commentRun, sels []config.Selection, cfg *config.Config) error {
+func (a *Commands) commandPromote(ctx context.Context, run *commentRun, sels []config.Selection, cfg *config.Config) error {
 	run.res.Outcome = core.OutcomePromoted
 	source := fmt.Sprintf("promote comment %s#%d", run.at.Repo, run.number)
 	for _, sel := range sels {
@@ -621,4 +633,14 @@ func promotionScopes(cfg *config.Config, repo core.RepoRef, scope string) ([]con
 			config.Path, core.Quote(scope), repo, scope)
 	}
 	return sels, ""
+}
+
+// Conversation answers comment commands.
+type Conversation interface {
+	// React adds a reaction (eyes, +1, confused, ...) to the comment.
+	React(ctx context.Context, at core.CommentRef, content string) error
+	// Reply comments on the pull request.
+	Reply(ctx context.Context, at core.CommentRef, body string) error
+	// CanWrite reports whether user has at least write permission on the repository.
+	CanWrite(ctx context.Context, at core.CommentRef, user string) (bool, error)
 }
