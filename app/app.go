@@ -14,6 +14,7 @@ import (
 
 	"github.com/latestwins/latestwins/app/internal/comments"
 	"github.com/latestwins/latestwins/app/internal/core"
+	"github.com/latestwins/latestwins/app/internal/surfaces"
 	"github.com/latestwins/latestwins/internal/authority"
 )
 
@@ -35,7 +36,7 @@ type Options struct {
 	// mutating commands, whose permission cannot be checked (no App credentials).
 	Conversation comments.Conversation
 	// Reviewer answers deployment protection rules; nil logs the answers (no App credentials).
-	Reviewer ProtectionReviewer
+	Reviewer surfaces.ProtectionReviewer
 	// Commits orders pushes whose payloads cannot tell which is newer; nil leaves them in arrival
 	// order (no App credentials).
 	Commits core.Commits
@@ -60,7 +61,7 @@ type App struct {
 	*core.App
 	secret   []byte
 	comments *comments.Commands
-	review   ProtectionReviewer
+	surfaces *surfaces.Handler
 	signIn   *signIn // StatusPageGitHub only
 	maxBody  int64
 	intake   *intake
@@ -82,8 +83,9 @@ func New(o Options) (*App, error) {
 		return nil, &authority.InputError{Field: "max body bytes", Value: fmt.Sprint(o.MaxBodyBytes), Fix: "give a positive size, or 0 for the default"}
 	}
 	a := &App{App: &core.App{Auth: o.Authority, Config: o.Config, Dispatch: o.Dispatcher, Commits: o.Commits, Envs: o.Environments, Log: o.Logger, Installations: o.Installations},
-		secret: o.Secret, review: o.Reviewer, maxBody: o.MaxBodyBytes}
+		secret: o.Secret, maxBody: o.MaxBodyBytes}
 	a.comments = comments.New(a.App, o.Conversation)
+	a.surfaces = surfaces.New(a.App, o.Reviewer)
 	if a.maxBody == 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
@@ -130,11 +132,11 @@ func (a *App) Handle(ctx context.Context, d core.Delivery) (core.Result, error) 
 	case "issue_comment":
 		err = a.comments.HandleIssueComment(ctx, log, d, &res)
 	case "check_run":
-		err = a.handleCheckRun(ctx, log, d, &res)
+		err = a.surfaces.HandleCheckRun(ctx, log, d, &res)
 	case core.EventProtectionRule:
-		err = a.handleProtectionRule(ctx, log, d, &res)
+		err = a.surfaces.HandleProtectionRule(ctx, log, d, &res)
 	case "deployment_status":
-		err = a.handleDeploymentStatus(ctx, log, d, &res)
+		err = a.surfaces.HandleDeploymentStatus(ctx, log, d, &res)
 	default:
 		res.Outcome, res.Status = core.OutcomeIgnored, http.StatusAccepted
 		res.Message = fmt.Sprintf("event %q is not used by latestwins", d.Event)

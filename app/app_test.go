@@ -17,6 +17,7 @@ import (
 	"github.com/latestwins/latestwins/app/internal/comments"
 	"github.com/latestwins/latestwins/app/internal/configsource"
 	"github.com/latestwins/latestwins/app/internal/core"
+	"github.com/latestwins/latestwins/app/internal/surfaces"
 	"github.com/latestwins/latestwins/internal/authority"
 )
 
@@ -36,7 +37,7 @@ func TestEveryFixtureSignedIsAccepted(t *testing.T) {
 		"issue_comment.created.json":                {http.StatusOK, core.OutcomeRefused},       // no Conversation: permission cannot be checked
 		"check_run.rerequested.json":                {http.StatusAccepted, core.OutcomeIgnored}, // not a latestwins check run
 		"installation.created.json":                 {http.StatusOK, core.OutcomeRecorded},
-		"deployment_protection_rule.requested.json": {http.StatusOK, OutcomeRejected},           // no environment answers "production"
+		"deployment_protection_rule.requested.json": {http.StatusOK, surfaces.OutcomeRejected},  // no environment answers "production"
 		"deployment_status.created.json":            {http.StatusAccepted, core.OutcomeIgnored}, // no scope deploys to "production"
 	}
 	files, err := filepath.Glob(filepath.Join("..", "testdata", "webhooks", "*.json"))

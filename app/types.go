@@ -3,6 +3,7 @@ package app
 import (
 	"github.com/latestwins/latestwins/app/internal/configsource"
 	"github.com/latestwins/latestwins/app/internal/core"
+	"github.com/latestwins/latestwins/app/internal/surfaces"
 )
 
 // The App's own types, defined with the actions every door shares (internal/core), under the names
@@ -112,3 +113,12 @@ const DefaultTrustedRepo = configsource.DefaultTrustedRepo
 
 // NewTrustedConfig checks the options (configsource.NewTrusted).
 func NewTrustedConfig(o TrustedOptions) (*TrustedConfig, error) { return configsource.NewTrusted(o) }
+
+// ProtectionReviewer answers deployment protection rules, as the installation the event came with.
+type ProtectionReviewer = surfaces.ProtectionReviewer
+
+// Outcomes of a deployment_protection_rule delivery.
+const (
+	OutcomeApproved = surfaces.OutcomeApproved
+	OutcomeRejected = surfaces.OutcomeRejected
+)

@@ -3,7 +3,7 @@
 mutant "a deployment status counts for a deployment nobody approved" internal/authority/outbox.go \
   's/if approved == nil \|\| approved\.Sha != r\.Sha \{/if false {/' \
   TestDeploymentStatusOfAnUnapprovedDeployment ./app/
-mutant "the protection rule records no approval" app/protection.go \
+mutant "the protection rule records no approval" app/internal/surfaces/protection.go \
   's/v\.approve && dep > 0 \{/false \&\& dep > 0 {/' \
   TestDeploymentStatusClosesTheLoop/success ./app/
 mutant "the status rows leave an unapproved deployment out" internal/report/status.go \

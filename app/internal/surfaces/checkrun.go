@@ -1,4 +1,4 @@
-package app
+package surfaces
 
 import (
 	"context"
@@ -22,7 +22,7 @@ const checkRunPrefix = "latestwins / "
 // handleCheckRun turns "Re-run" on a latestwins check run into a redeploy intent: the check run's
 // head commit, for the scopes of its environment that are built from the repository and that the
 // store has seen at that commit (all of them when it has seen none).
-func (a *App) handleCheckRun(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {
+func (a *Handler) HandleCheckRun(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {
 	ev, ok := d.Payload.(*github.CheckRunEvent)
 	if !ok {
 		return &core.MalformedError{Reason: fmt.Sprintf("check_run payload is a %T", d.Payload)}
@@ -85,7 +85,7 @@ func (a *App) handleCheckRun(ctx context.Context, log *slog.Logger, d core.Deliv
 
 // narrowToSha keeps the selection's scopes for which the store has seen sha (pending, live, failed
 // or in the timeline); when it has seen it for none, the selection stays as it is.
-func (a *App) narrowToSha(ctx context.Context, sel *config.Selection, sha string) error {
+func (a *Handler) narrowToSha(ctx context.Context, sel *config.Selection, sha string) error {
 	env, err := a.Auth.Status(ctx, sel.Environment)
 	if err != nil {
 		if errors.Is(err, authority.ErrInvalidInput) {

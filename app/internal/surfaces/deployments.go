@@ -1,4 +1,4 @@
-package app
+package surfaces
 
 import (
 	"context"
@@ -19,7 +19,7 @@ const maxStatusDescription = 140
 
 // markSuperseded shows a superseded job's deployment as inactive. It is best effort: the review,
 // already posted, is what stops the job; an App without the deployments permission logs a warning.
-func (a *App) markSuperseded(ctx context.Context, log *slog.Logger, installation int64, repo core.RepoRef, d *github.Deployment, why string) {
+func (a *Handler) markSuperseded(ctx context.Context, log *slog.Logger, installation int64, repo core.RepoRef, d *github.Deployment, why string) {
 	if d.GetID() == 0 {
 		return // the job creates no deployment
 	}

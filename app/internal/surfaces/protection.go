@@ -1,4 +1,8 @@
-package app
+// Package surfaces is the App's door on GitHub's own surfaces: the deployment protection rule that
+// lets a job deploy only the newest accepted commit (as the deploy gate decides), the Re-run button
+// of latestwins' check runs, deployment statuses that close the loop, and the superseded
+// deployments it marks inactive.
+package surfaces
 
 import (
 	"context"
@@ -17,6 +21,19 @@ import (
 	"github.com/latestwins/latestwins/internal/config"
 	"github.com/latestwins/latestwins/internal/report"
 )
+
+// Handler answers the deliveries of GitHub's own surfaces: deployment protection rules, the
+// Re-run button of latestwins' check runs, and deployment statuses.
+type Handler struct {
+	*core.App
+	review ProtectionReviewer
+}
+
+// New is the surfaces' handler of app, answering protection rules through review (nil without
+// App credentials: the answers are logged).
+func New(app *core.App, review ProtectionReviewer) *Handler {
+	return &Handler{App: app, review: review}
+}
 
 // Outcomes of a deployment_protection_rule delivery.
 const (
@@ -71,7 +88,7 @@ type verdict struct {
 // with a comment that says why, a superseded one, a commit latestwins never accepted, and a GitHub
 // environment no latestwins environment answers (docs/config.md, "Deployment protection rules").
 // It only reads the store: answering twice gives the same answer while nothing new is accepted.
-func (a *App) handleProtectionRule(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {
+func (a *Handler) HandleProtectionRule(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {
 	ev, ok := d.Payload.(*core.ProtectionRuleEvent)
 	if !ok {
 		return &core.MalformedError{Reason: fmt.Sprintf("%s payload is a %T", core.EventProtectionRule, d.Payload)}
@@ -144,7 +161,7 @@ func (a *App) handleProtectionRule(ctx context.Context, log *slog.Logger, d core
 // configuration is a rejection that says what to fix, since a job left waiting helps nobody. The
 // configuration is the default branch's, never the gated commit's: a branch's own file could map
 // its GitHub environment onto any latestwins environment (github-environment) and approve itself.
-func (a *App) protectionVerdict(ctx context.Context, log *slog.Logger, installation int64, repo core.RepoRef, ghEnv, sha string) (verdict, error) {
+func (a *Handler) protectionVerdict(ctx context.Context, log *slog.Logger, installation int64, repo core.RepoRef, ghEnv, sha string) (verdict, error) {
 	cfg, err := a.ConfigFor(ctx, log, installation, repo, "")
 	if errors.Is(err, authority.ErrInvalidInput) {
 		return verdict{comment: fmt.Sprintf("latestwins cannot check this deployment: %s", err)}, nil

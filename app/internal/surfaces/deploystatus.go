@@ -1,4 +1,4 @@
-package app
+package surfaces
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // success makes the approved commit live; a failure or error counts an attempt (terminal on the
 // last); other states are not outcomes. Only a scope whose pending intent is that very commit is
 // changed (authority.Report).
-func (a *App) handleDeploymentStatus(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {
+func (a *Handler) HandleDeploymentStatus(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {
 	ev, ok := d.Payload.(*github.DeploymentStatusEvent)
 	if !ok {
 		return &core.MalformedError{Reason: fmt.Sprintf("deployment_status payload is a %T", d.Payload)}
