@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latestwins/latestwins/app/internal/api"
 	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
@@ -35,7 +36,7 @@ func newPolicyAPIHarness(t *testing.T, limit int) *apiHarness {
 	t.Helper()
 	iss := oidctest.NewIssuer(t)
 	h := newLimitedHarness(t, apiPolicyConfig, limit, func(o *Options) {
-		v, err := NewOIDCVerifier(OIDCOptions{Issuer: iss.URL, Clock: o.Authority})
+		v, err := api.NewOIDCVerifier(api.OIDCOptions{Issuer: iss.URL, Clock: o.Authority})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +163,7 @@ func TestAPIClaimTakesTheRequirementOfTheConfiguration(t *testing.T) {
 	t.Parallel()
 	iss := oidctest.NewIssuer(t)
 	h := newLimitedHarness(t, strings.Replace(promotionConfig, "%s", "", 1), 100, func(o *Options) {
-		v, err := NewOIDCVerifier(OIDCOptions{Issuer: iss.URL, Clock: o.Authority})
+		v, err := api.NewOIDCVerifier(api.OIDCOptions{Issuer: iss.URL, Clock: o.Authority})
 		if err != nil {
 			t.Fatal(err)
 		}

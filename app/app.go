@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/latestwins/latestwins/app/internal/api"
 	"github.com/latestwins/latestwins/app/internal/comments"
 	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/app/internal/surfaces"
@@ -50,7 +51,7 @@ type Options struct {
 	// when the configuration source cannot; nil: such redeploys dispatch as no installation.
 	Installations core.InstallationFinder
 	// Tokens verifies the OIDC tokens of the /v1 API; nil: GitHub Actions' issuer, audience latestwins.
-	Tokens TokenVerifier
+	Tokens api.TokenVerifier
 	// MaxBodyBytes caps a webhook body; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	Logger       *slog.Logger
@@ -103,13 +104,13 @@ func New(o Options) (*App, error) {
 		return nil, err
 	}
 	if o.Tokens == nil {
-		v, err := NewOIDCVerifier(OIDCOptions{Clock: o.Authority})
+		v, err := api.NewOIDCVerifier(api.OIDCOptions{Clock: o.Authority})
 		if err != nil {
 			return nil, err
 		}
 		o.Tokens = v
 	}
-	a.routeAPI(o.Tokens)
+	api.Routes(a.mux, a.App, o.Tokens)
 	return a, nil
 }
 

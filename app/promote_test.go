@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latestwins/latestwins/app/internal/api"
 	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
@@ -184,7 +185,7 @@ func TestAPIPromote(t *testing.T) {
 	t.Parallel()
 	iss := oidctest.NewIssuer(t)
 	h := newLimitedHarness(t, promoteConfig, 100, func(o *Options) {
-		v, err := NewOIDCVerifier(OIDCOptions{Issuer: iss.URL, Clock: o.Authority})
+		v, err := api.NewOIDCVerifier(api.OIDCOptions{Issuer: iss.URL, Clock: o.Authority})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,7 +233,7 @@ func TestAPIEnvironmentsOverview(t *testing.T) {
 	t.Parallel()
 	iss := oidctest.NewIssuer(t)
 	h := newLimitedHarness(t, overviewConfig, 100, func(o *Options) {
-		v, err := NewOIDCVerifier(OIDCOptions{Issuer: iss.URL, Clock: o.Authority})
+		v, err := api.NewOIDCVerifier(api.OIDCOptions{Issuer: iss.URL, Clock: o.Authority})
 		if err != nil {
 			t.Fatal(err)
 		}

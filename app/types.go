@@ -1,6 +1,7 @@
 package app
 
 import (
+	"github.com/latestwins/latestwins/app/internal/api"
 	"github.com/latestwins/latestwins/app/internal/configsource"
 	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/app/internal/surfaces"
@@ -122,3 +123,30 @@ const (
 	OutcomeApproved = surfaces.OutcomeApproved
 	OutcomeRejected = surfaces.OutcomeRejected
 )
+
+// The /v1 API's tokens (internal/api).
+type (
+	// TokenVerifier checks a workflow's OIDC token and says which workload it names.
+	TokenVerifier = api.TokenVerifier
+	// OIDCOptions configure an OIDCVerifier.
+	OIDCOptions = api.OIDCOptions
+	// OIDCVerifier verifies GitHub Actions OIDC tokens against the issuer's keys.
+	OIDCVerifier = api.OIDCVerifier
+	// Workload is what a verified token says about the workflow run.
+	Workload = api.Workload
+	// TokenError says why a token was refused.
+	TokenError = api.TokenError
+)
+
+// Defaults of OIDCOptions.
+const (
+	DefaultOIDCIssuer = api.DefaultOIDCIssuer
+	DefaultOIDCLeeway = api.DefaultOIDCLeeway
+	DefaultKeysTTL    = api.DefaultKeysTTL
+)
+
+// ErrTokenRejected matches every refused token.
+var ErrTokenRejected = api.ErrTokenRejected
+
+// NewOIDCVerifier checks the options (api.NewOIDCVerifier).
+func NewOIDCVerifier(o OIDCOptions) (*OIDCVerifier, error) { return api.NewOIDCVerifier(o) }

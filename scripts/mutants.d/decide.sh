@@ -10,7 +10,7 @@ mutant "the status rows leave an unapproved deployment out" internal/report/stat
   's/\t\tr\.Warning = u\.Text\(\)\n//' \
   TestStatusShowsAnUnapprovedDeployment ./internal/report/
 # No text crosses visibility: the API words a refusal for the token's repository.
-mutant "the API tells a token what is live where its repository feeds nothing" app/api.go \
+mutant "the API tells a token what is live where its repository feeds nothing" app/internal/api/api.go \
   's/return ok && e\.FedBy\(wl\.Repository\)/return ok \&\& e != nil/' \
   TestAPIHidesWhatIsLiveWhereTheTokenDoesNotFeed ./app/
 mutant "a stored message naming another environment's commits is shown to anyone" internal/report/viewer.go \

@@ -18,7 +18,7 @@ mutant "the CLI's unfreeze names the current freeze when --freeze is left out" i
 mutant "the unfreeze comment drops the freeze it names" app/internal/comments/comments.go \
   's/Scope: scope, Freeze: run\.cmd\.Freeze,\n\t\t\tActor: run\.actor/Scope: scope,\n\t\t\tActor: run.actor/' \
   TestUnfreezeCommandNamesTheFreeze ./app/
-mutant "the API's unfreeze drops the freeze it is named" app/api.go \
+mutant "the API's unfreeze drops the freeze it is named" app/internal/api/api.go \
   's/Scope: req\.Scope, Freeze: req\.Freeze, Actor: wl\.Actor/Scope: req.Scope, Actor: wl.Actor/' \
   TestAPIUnfreezeNamesTheFreeze ./app/
 mutant "the API client drops the freeze it is named" internal/apiclient/client.go \

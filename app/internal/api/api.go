@@ -1,4 +1,7 @@
-package app
+// Package api is the App's HTTP API for the Action (/v1), authenticated by the workflow's GitHub
+// Actions OIDC token (oidc.go): a token may act only on the scopes the trusted configuration builds
+// from its repository, and its claims are ordered and given barriers by GitHub (apiclaim.go).
+package api
 
 import (
 	"context"
@@ -20,27 +23,27 @@ import (
 	"github.com/latestwins/latestwins/internal/report"
 )
 
-// api serves /v1, the HTTP API the Action uses instead of store credentials. Each request carries
+// server serves /v1, the HTTP API the Action uses instead of store credentials. Each request carries
 // the workflow's GitHub Actions OIDC token; the token's repository must build a scope of the
 // environment (its configuration says so), and a request may touch only such scopes.
-type api struct {
-	app    *App
+type server struct {
+	app    *core.App
 	tokens TokenVerifier
 }
 
-// routeAPI registers the /v1 endpoints. The environment may hold slashes (preview/pr-7), escaped
-// or not: the verb is the path's last segment.
-func (a *App) routeAPI(tokens TokenVerifier) {
-	p := &api{app: a, tokens: tokens}
-	a.mux.HandleFunc("POST /v1/environments/{path...}", p.serve)
-	a.mux.HandleFunc("GET /v1/environments/{path...}", p.serve)
-	a.mux.HandleFunc("GET /v1/environments", p.serveOverview)
+// Routes registers the /v1 endpoints of a on mux, for the workloads whose tokens verifies. The
+// environment may hold slashes (preview/pr-7), escaped or not: the verb is the path's last segment.
+func Routes(mux *http.ServeMux, a *core.App, tokens TokenVerifier) {
+	p := &server{app: a, tokens: tokens}
+	mux.HandleFunc("POST /v1/environments/{path...}", p.serve)
+	mux.HandleFunc("GET /v1/environments/{path...}", p.serve)
+	mux.HandleFunc("GET /v1/environments", p.serveOverview)
 }
 
 // serveOverview answers GET /v1/environments: what is live where across the environments with a
 // scope built from the token's repository in the trusted configuration (a preview template's
 // environments among them while they have work pending: listing every stored one is a scan).
-func (p *api) serveOverview(w http.ResponseWriter, r *http.Request) {
+func (p *server) serveOverview(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	log := p.app.Log.With("api", "environments")
 	wl, err := p.authenticate(ctx, r)
@@ -58,7 +61,7 @@ func (p *api) serveOverview(w http.ResponseWriter, r *http.Request) {
 	writeAPI(w, http.StatusOK, apiclient.OverviewResponse{Overview: o, Now: p.app.Auth.Now()})
 }
 
-func (p *api) overview(ctx context.Context, log *slog.Logger, wl *Workload) (*report.Overview, error) {
+func (p *server) overview(ctx context.Context, log *slog.Logger, wl *Workload) (*report.Overview, error) {
 	repo, err := core.ParseRepo(wl.Repository)
 	if err != nil {
 		return nil, &TokenError{Reason: err.Error()}
@@ -105,7 +108,7 @@ func verbMethod(verb string) (string, bool) {
 	return "", false
 }
 
-func (p *api) serve(w http.ResponseWriter, r *http.Request) {
+func (p *server) serve(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	rest := r.PathValue("path")
 	i := strings.LastIndex(rest, "/")
@@ -154,7 +157,7 @@ func (p *api) serve(w http.ResponseWriter, r *http.Request) {
 // viewer is what the token's repository may see: the environments with a scope built from it in
 // the trusted configuration. What one environment says of another's commits is shown only to a
 // repository that feeds that other one too.
-func (p *api) viewer(ctx context.Context, log *slog.Logger, wl *Workload) (report.Viewer, error) {
+func (p *server) viewer(ctx context.Context, log *slog.Logger, wl *Workload) (report.Viewer, error) {
 	repo, err := core.ParseRepo(wl.Repository)
 	if err != nil {
 		return nil, &TokenError{Reason: err.Error()}
@@ -171,7 +174,7 @@ func (p *api) viewer(ctx context.Context, log *slog.Logger, wl *Workload) (repor
 
 // redactError is err as the token's repository may read it: a wait for a commit in an environment
 // it does not feed says nothing of what is live there.
-func (p *api) redactError(ctx context.Context, log *slog.Logger, wl *Workload, err error) error {
+func (p *server) redactError(ctx context.Context, log *slog.Logger, wl *Workload, err error) error {
 	var held *authority.HeldError
 	if !errors.As(err, &held) || held.Promotion == nil || held.Promotion.Live == "" {
 		return err
@@ -201,7 +204,7 @@ func (e *viewedError) Unwrap() error { return e.err }
 
 // do runs one verb for an authenticated workload; allowed are the scopes it may touch, trusted the
 // environment as the trusted configuration defines it.
-func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl *Workload, env, verb string, allowed []string, trusted *config.Environment) (any, error) {
+func (p *server) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl *Workload, env, verb string, allowed []string, trusted *config.Environment) (any, error) {
 	auth := p.app.Auth
 	switch verb {
 	case "status":
@@ -362,7 +365,7 @@ func (p *api) do(ctx context.Context, w http.ResponseWriter, r *http.Request, wl
 // claimGeneration claims scopes for a generation accepted before: a workflow the App dispatched
 // (for a push, a redeploy or a rollback) claims the generation it was given, and learns the commit
 // that generation deploys, which may not be its branch's head.
-func (p *api) claimGeneration(ctx context.Context, wl *Workload, env string, req apiclient.ClaimRequest, allowed []string) (any, error) {
+func (p *server) claimGeneration(ctx context.Context, wl *Workload, env string, req apiclient.ClaimRequest, allowed []string) (any, error) {
 	if req.Intent.ID != "" || req.Intent.Sha != "" {
 		return nil, &authority.InputError{Field: "generation", Value: fmt.Sprint(req.Generation), Fix: "send either an intent to accept or a generation to claim, not both"}
 	}
@@ -384,7 +387,7 @@ func (p *api) claimGeneration(ctx context.Context, wl *Workload, env string, req
 
 // rollback rolls a scope built from the workload's repository back, and dispatches its workflow
 // as the App's installation on that repository (as the comment command and the status page do).
-func (p *api) rollback(ctx context.Context, wl *Workload, env string, req apiclient.RollbackRequest) (any, error) {
+func (p *server) rollback(ctx context.Context, wl *Workload, env string, req apiclient.RollbackRequest) (any, error) {
 	a := p.app
 	log := a.Log.With("api", "rollback", "environment", env, "repo", wl.Repository, "actor", wl.Actor)
 	repo, err := core.ParseRepo(wl.Repository)
@@ -437,7 +440,7 @@ func (p *api) rollback(ctx context.Context, wl *Workload, env string, req apicli
 // promote promotes a scope built from the workload's repository into env from an environment env
 // requires in the trusted configuration, and dispatches its workflow as the App's installation on
 // that repository (as the comment command does).
-func (p *api) promote(ctx context.Context, wl *Workload, env string, req apiclient.PromoteRequest, trusted *config.Environment) (any, error) {
+func (p *server) promote(ctx context.Context, wl *Workload, env string, req apiclient.PromoteRequest, trusted *config.Environment) (any, error) {
 	a := p.app
 	log := a.Log.With("api", "promote", "environment", env, "repo", wl.Repository, "actor", wl.Actor)
 	from, problem := core.PromoteFrom(trusted, strings.TrimSpace(req.From))
@@ -489,7 +492,7 @@ func apiRequest(wl *Workload, id string) string {
 }
 
 // authenticate verifies the bearer token.
-func (p *api) authenticate(ctx context.Context, r *http.Request) (*Workload, error) {
+func (p *server) authenticate(ctx context.Context, r *http.Request) (*Workload, error) {
 	scheme, raw, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || raw == "" {
 		return nil, &TokenError{Reason: "no bearer token: send the workflow's OIDC token (audience latestwins) as Authorization: Bearer TOKEN"}
@@ -500,7 +503,7 @@ func (p *api) authenticate(ctx context.Context, r *http.Request) (*Workload, err
 // allowed lists the scopes of env built from the workload's repository, and returns env as the
 // trusted configuration defines it (a repository's own file cannot add scopes, so it is not read);
 // no scope is a *forbiddenError.
-func (p *api) allowed(ctx context.Context, log *slog.Logger, wl *Workload, env string) ([]string, *config.Environment, error) {
+func (p *server) allowed(ctx context.Context, log *slog.Logger, wl *Workload, env string) ([]string, *config.Environment, error) {
 	repo, err := core.ParseRepo(wl.Repository)
 	if err != nil {
 		return nil, nil, &TokenError{Reason: err.Error()}
@@ -523,7 +526,7 @@ func (p *api) allowed(ctx context.Context, log *slog.Logger, wl *Workload, env s
 }
 
 // permit refuses scopes that are not built from the workload's repository.
-func (p *api) permit(wl *Workload, env string, scopes, allowed []string) error {
+func (p *server) permit(wl *Workload, env string, scopes, allowed []string) error {
 	var bad []string
 	for _, s := range scopes {
 		if !slices.Contains(allowed, s) {
@@ -538,7 +541,7 @@ func (p *api) permit(wl *Workload, env string, scopes, allowed []string) error {
 }
 
 // grant checks a grant sent back for renew or release.
-func (p *api) grant(wl *Workload, env string, g *authority.Grant, allowed []string) (*authority.Grant, error) {
+func (p *server) grant(wl *Workload, env string, g *authority.Grant, allowed []string) (*authority.Grant, error) {
 	if err := sameEnv(g.Environment, env); err != nil {
 		return nil, err
 	}
@@ -582,7 +585,7 @@ func sameEnv(body, path string) error {
 }
 
 // decode reads a capped JSON body with no unknown fields.
-func (p *api) decode(w http.ResponseWriter, r *http.Request, v any) error {
+func (p *server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, apiclient.MaxBodyBytes))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -604,7 +607,7 @@ type forbiddenError struct{ msg string }
 func (e *forbiddenError) Error() string { return e.msg }
 
 // fail writes err as the API's error body.
-func (p *api) fail(w http.ResponseWriter, err error) {
+func (p *server) fail(w http.ResponseWriter, err error) {
 	status, body := apiError(err)
 	if body.Error == apiclient.CodeUnavailable {
 		p.app.Log.Error("API request failed", "err", err)

@@ -1,4 +1,4 @@
-package app
+package api
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 // and which files changed since the scope's live commit, which decide its barriers by the trusted
 // configuration's barrier-paths. Without credentials, or where the App is not installed, the claim
 // is taken as it arrives and is a barrier nowhere.
-func (p *api) claimIntent(ctx context.Context, wl *Workload, in authority.Intent, trusted *config.Environment) (*authority.AcceptResult, error) {
+func (p *server) claimIntent(ctx context.Context, wl *Workload, in authority.Intent, trusted *config.Environment) (*authority.AcceptResult, error) {
 	log := p.app.Log.With("api", "claim", "environment", in.Environment, "repo", wl.Repository, "actor", wl.Actor, "intent", in.ID)
 	gh, err := p.askGitHub(ctx, log, wl)
 	if err != nil {
@@ -35,7 +35,7 @@ func (p *api) claimIntent(ctx context.Context, wl *Workload, in authority.Intent
 
 // askGitHub is GitHub as the App's installation on the workload's repository, or nil when it
 // cannot be asked: no App credentials, or no installation there (logged).
-func (p *api) askGitHub(ctx context.Context, log *slog.Logger, wl *Workload) (*claimGitHub, error) {
+func (p *server) askGitHub(ctx context.Context, log *slog.Logger, wl *Workload) (*claimGitHub, error) {
 	a := p.app
 	if a.Commits == nil || a.Installations == nil {
 		return nil, nil
