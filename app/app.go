@@ -16,6 +16,7 @@ import (
 	"github.com/latestwins/latestwins/app/internal/comments"
 	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/app/internal/surfaces"
+	"github.com/latestwins/latestwins/app/internal/web"
 	"github.com/latestwins/latestwins/internal/authority"
 )
 
@@ -44,9 +45,9 @@ type Options struct {
 	// Environments lists environments the status page always shows (besides those with pending work).
 	Environments func(ctx context.Context) ([]string, error)
 	// StatusPage says who may see the status page; the zero value is StatusPageOff.
-	StatusPage StatusPage
+	StatusPage web.StatusPage
 	// SignIn configures StatusPageGitHub; required with it.
-	SignIn *SignInOptions
+	SignIn *web.SignInOptions
 	// Installations finds the App's installation on a repository, for the status page's redeploys
 	// when the configuration source cannot; nil: such redeploys dispatch as no installation.
 	Installations core.InstallationFinder
@@ -63,7 +64,6 @@ type App struct {
 	secret   []byte
 	comments *comments.Commands
 	surfaces *surfaces.Handler
-	signIn   *signIn // StatusPageGitHub only
 	maxBody  int64
 	intake   *intake
 	mux      *http.ServeMux
@@ -100,7 +100,7 @@ func New(o Options) (*App, error) {
 	a.mux = http.NewServeMux()
 	a.mux.HandleFunc("POST /webhook", a.serveWebhook)
 	a.mux.HandleFunc("GET /healthz", serveHealth)
-	if err := a.routeStatus(o.StatusPage, o.SignIn); err != nil {
+	if err := web.Routes(a.mux, a.App, o.StatusPage, o.SignIn); err != nil {
 		return nil, err
 	}
 	if o.Tokens == nil {

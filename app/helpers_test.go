@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/latestwins/latestwins/app/internal/core"
+	"github.com/latestwins/latestwins/app/internal/web"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
 	"github.com/latestwins/latestwins/internal/store/memory"
@@ -117,7 +118,7 @@ func newHarness(t testing.TB, cfgYAML string, opts ...func(*Options)) *harness {
 	}
 	clock := storetest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	h := &harness{auth: authority.New(memory.New(), authority.WithClock(clock)), disp: &recorder{}, clock: clock}
-	o := Options{Secret: testSecret, Authority: h.auth, Config: staticConfig{cfg}, Dispatcher: h.disp, StatusPage: StatusPageOpen,
+	o := Options{Secret: testSecret, Authority: h.auth, Config: staticConfig{cfg}, Dispatcher: h.disp, StatusPage: web.StatusPageOpen,
 		Environments: func(context.Context) ([]string, error) { return []string{"staging"}, nil }}
 	for _, f := range opts {
 		f(&o)

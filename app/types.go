@@ -5,6 +5,7 @@ import (
 	"github.com/latestwins/latestwins/app/internal/configsource"
 	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/app/internal/surfaces"
+	"github.com/latestwins/latestwins/app/internal/web"
 )
 
 // The App's own types, defined with the actions every door shares (internal/core), under the names
@@ -150,3 +151,39 @@ var ErrTokenRejected = api.ErrTokenRejected
 
 // NewOIDCVerifier checks the options (api.NewOIDCVerifier).
 func NewOIDCVerifier(o OIDCOptions) (*OIDCVerifier, error) { return api.NewOIDCVerifier(o) }
+
+// The status page (internal/web).
+type (
+	// StatusPage says who may see the status page (GET /).
+	StatusPage = web.StatusPage
+	// SignInOptions configure StatusPageGitHub.
+	SignInOptions = web.SignInOptions
+	// GitHubSignIn is the App's user sign-in on GitHub; internal/githubapp.OAuth is one.
+	GitHubSignIn = web.GitHubSignIn
+)
+
+// Status page modes, and the setting that picks one by the listening address.
+const (
+	StatusPageOff    = web.StatusPageOff
+	StatusPageOpen   = web.StatusPageOpen
+	StatusPageGitHub = web.StatusPageGitHub
+	StatusPageAuto   = web.StatusPageAuto
+)
+
+// Defaults and bounds of SignInOptions.
+const (
+	DefaultSessionTTL  = web.DefaultSessionTTL
+	DefaultAccessTTL   = web.DefaultAccessTTL
+	MinSessionKeyBytes = web.MinSessionKeyBytes
+)
+
+// ErrBadSession: no valid session.
+var ErrBadSession = web.ErrBadSession
+
+// ResolveStatusPage reads the status page setting (web.ResolveStatusPage).
+func ResolveStatusPage(setting string, loopback bool) (StatusPage, error) {
+	return web.ResolveStatusPage(setting, loopback)
+}
+
+// LoopbackAddr reports whether a listening address or URL host is loopback only (web.LoopbackAddr).
+func LoopbackAddr(hostport string) bool { return web.LoopbackAddr(hostport) }

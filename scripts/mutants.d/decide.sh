@@ -19,6 +19,6 @@ mutant "a stored message naming another environment's commits is shown to anyone
 mutant "the API's status shows the outbox's events as stored" internal/report/viewer.go \
   's/c\.Events, c\.Outbox = v\.Events\(e\.Events\), v\.Events\(e\.Outbox\)/c.Events = v.Events(e.Events)/' \
   TestAPIHidesWhatIsLiveWhereTheTokenDoesNotFeed ./app/
-mutant "the page's timeline shows another environment's commits (Chromium)" app/status.go \
+mutant "the page's timeline shows another environment's commits (Chromium)" app/internal/web/status.go \
   's/ev := viewer\.Event\(e\.Events\[i\]\)/ev := e.Events[i]/' \
   TestNoTextCrossesVisibilityInChromium ./app/browsertest/

@@ -24,12 +24,12 @@ mutant "the API's unfreeze drops the freeze it is named" app/internal/api/api.go
 mutant "the API client drops the freeze it is named" internal/apiclient/client.go \
   's/Scope: r\.Scope, Freeze: r\.Freeze, Reason: r\.Reason/Scope: r.Scope, Reason: r.Reason/' \
   TestAPIUnfreezeNamesTheFreeze ./app/
-mutant "the Unfreeze form names the current freeze, not the one its page showed" app/signin.go \
+mutant "the Unfreeze form names the current freeze, not the one its page showed" app/internal/web/signin.go \
   's/\t_, err = a\.Auth\.Unfreeze\(ctx, /\tif e, _ := a.Auth.Status(ctx, pa.env); e != nil \&\& e.Scopes[pa.scope] != nil \&\& e.Scopes[pa.scope].Freeze != nil {\n\t\tfreeze = e.Scopes[pa.scope].Freeze.Generation\n\t}\n\t_, err = a.Auth.Unfreeze(ctx, /' \
   TestUnfreezeButtonNamesTheFreeze ./app/
-mutant "the Unfreeze form names the current freeze, not the one its page showed (Chromium)" app/signin.go \
+mutant "the Unfreeze form names the current freeze, not the one its page showed (Chromium)" app/internal/web/signin.go \
   's/\t_, err = a\.Auth\.Unfreeze\(ctx, /\tif e, _ := a.Auth.Status(ctx, pa.env); e != nil \&\& e.Scopes[pa.scope] != nil \&\& e.Scopes[pa.scope].Freeze != nil {\n\t\tfreeze = e.Scopes[pa.scope].Freeze.Generation\n\t}\n\t_, err = a.Auth.Unfreeze(ctx, /' \
   TestRollbackAndUnfreezeInChromium ./app/browsertest/
-mutant "the Unfreeze form leaves out the freeze its page showed" app/status.go \
+mutant "the Unfreeze form leaves out the freeze its page showed" app/internal/web/status.go \
   's/<input type="hidden" name="freeze" value="\{\{\.Freeze\}\}">//' \
   TestUnfreezeButtonNamesTheFreeze ./app/

@@ -1,4 +1,4 @@
-package app
+package web
 
 import (
 	"crypto/aes"
@@ -23,7 +23,7 @@ var ErrBadSession = errors.New("no valid session")
 // Cookie names. The sealed value of each is bound to its name, so that one cannot stand in for the
 // other.
 const (
-	sessionCookie = "latestwins_session"
+	SessionCookie = "latestwins_session"
 	signinCookie  = "latestwins_signin"
 )
 
@@ -107,7 +107,7 @@ func (s *sealer) open(name, value string, v any) error {
 // openSession opens a session cookie's value and checks its expiry against now.
 func (s *sealer) openSession(value string, now time.Time) (*session, error) {
 	var sess session
-	if err := s.open(sessionCookie, value, &sess); err != nil {
+	if err := s.open(SessionCookie, value, &sess); err != nil {
 		return nil, err
 	}
 	if sess.Login == "" || sess.Token == "" || sess.ID == "" || !now.Before(sess.Expires) {

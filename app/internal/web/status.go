@@ -1,4 +1,4 @@
-package app
+package web
 
 import (
 	"bytes"
@@ -191,7 +191,7 @@ td ol { margin: .25em 0 0; padding-left: 1.5em; }
 
 // serveStatus renders the status page from the store's current state: every environment on an
 // open page (v nil), or those v may see.
-func (a *App) serveStatus(w http.ResponseWriter, r *http.Request, v *viewer) {
+func (a *Page) serveStatus(w http.ResponseWriter, r *http.Request, v *viewer) {
 	data, err := a.statusData(r.Context(), v)
 	if err != nil {
 		a.Log.ErrorContext(r.Context(), "status page", "err", err)
@@ -209,7 +209,7 @@ func (a *App) serveStatus(w http.ResponseWriter, r *http.Request, v *viewer) {
 
 // statusData is the page's content: every environment (v nil: an open page), or those v may see
 // (app/signin.go's rules), with what is live where across them.
-func (a *App) statusData(ctx context.Context, v *viewer) (*pageData, error) {
+func (a *Page) statusData(ctx context.Context, v *viewer) (*pageData, error) {
 	names, read, err := a.readEnvironments(ctx)
 	if err != nil {
 		return nil, err
@@ -292,7 +292,7 @@ func promotable(e *authority.Env, required map[string]*authority.Env, scope stri
 
 // readEnvironments reads the environments the page shows: those configured (no preview template)
 // and those with pending work, sorted, each read once (nil: nothing accepted there yet).
-func (a *App) readEnvironments(ctx context.Context) ([]string, map[string]*authority.Env, error) {
+func (a *Page) readEnvironments(ctx context.Context) ([]string, map[string]*authority.Env, error) {
 	configured, err := a.Envs(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list configured environments: %w", err)
@@ -303,7 +303,7 @@ func (a *App) readEnvironments(ctx context.Context) ([]string, map[string]*autho
 // visibleTo reports whether the viewer may see the environment (they can read a repository that
 // feeds one of its scopes) and, per scope, whether they may redeploy, roll back, unfreeze and
 // promote it (they can push to its repository).
-func (a *App) visibleTo(ctx context.Context, v *viewer, name string, env *authority.Env) (bool, map[string]bool, error) {
+func (a *Page) visibleTo(ctx context.Context, v *viewer, name string, env *authority.Env) (bool, map[string]bool, error) {
 	log := a.Log.With("login", v.Login, "environment", name)
 	feeds, err := a.scopeFeeds(ctx, log, name, env)
 	if err != nil {

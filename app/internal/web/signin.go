@@ -1,4 +1,7 @@
-package app
+// Package web is the App's status page: what is live and pending where (status.go), who may see
+// it (off, open, or signed in with GitHub: signin.go, with its sealed cookies in session.go), and
+// the buttons of a signed-in user with write permission (redeploy, roll back, unfreeze, promote).
+package web
 
 import (
 	"context"
@@ -152,14 +155,23 @@ func newSignIn(o *SignInOptions, now func() time.Time) (*signIn, error) {
 	return s, nil
 }
 
-// routeStatus registers the status page and, for StatusPageGitHub, its sign-in and redeploy.
-func (a *App) routeStatus(mode StatusPage, o *SignInOptions) error {
+// Page is the status page: the view of the environments, the sign-in with GitHub and the buttons
+// of StatusPageGitHub.
+type Page struct {
+	*core.App
+	signIn *signIn // StatusPageGitHub only
+}
+
+// Routes registers the status page of app on mux as mode says and, for StatusPageGitHub (which o
+// configures), its sign-in and buttons.
+func Routes(mux *http.ServeMux, app *core.App, mode StatusPage, o *SignInOptions) error {
+	a := &Page{App: app}
 	switch mode {
 	case "", StatusPageOff:
-		a.mux.HandleFunc("GET /{$}", serveStatusOff)
+		mux.HandleFunc("GET /{$}", serveStatusOff)
 		return nil
 	case StatusPageOpen:
-		a.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { a.serveStatus(w, r, nil) })
+		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { a.serveStatus(w, r, nil) })
 		return nil
 	case StatusPageGitHub:
 	default:
@@ -171,14 +183,14 @@ func (a *App) routeStatus(mode StatusPage, o *SignInOptions) error {
 		return err
 	}
 	a.signIn = s
-	a.mux.HandleFunc("GET /{$}", a.serveSignedIn)
-	a.mux.HandleFunc("GET /signin", a.serveSignIn)
-	a.mux.HandleFunc("GET "+callbackPath, a.serveCallback)
-	a.mux.HandleFunc("POST /signout", a.serveSignOut)
-	a.mux.HandleFunc("POST /redeploy", a.serveRedeploy)
-	a.mux.HandleFunc("POST /rollback", a.serveRollback)
-	a.mux.HandleFunc("POST /unfreeze", a.serveUnfreeze)
-	a.mux.HandleFunc("POST /promote", a.servePromote)
+	mux.HandleFunc("GET /{$}", a.serveSignedIn)
+	mux.HandleFunc("GET /signin", a.serveSignIn)
+	mux.HandleFunc("GET "+callbackPath, a.serveCallback)
+	mux.HandleFunc("POST /signout", a.serveSignOut)
+	mux.HandleFunc("POST /redeploy", a.serveRedeploy)
+	mux.HandleFunc("POST /rollback", a.serveRollback)
+	mux.HandleFunc("POST /unfreeze", a.serveUnfreeze)
+	mux.HandleFunc("POST /promote", a.servePromote)
 	return nil
 }
 
@@ -204,8 +216,8 @@ type viewer struct {
 }
 
 // currentSession is the request's valid session, or nil.
-func (a *App) currentSession(r *http.Request) *session {
-	c, err := r.Cookie(sessionCookie)
+func (a *Page) currentSession(r *http.Request) *session {
+	c, err := r.Cookie(SessionCookie)
 	if err != nil {
 		return nil
 	}
@@ -216,11 +228,11 @@ func (a *App) currentSession(r *http.Request) *session {
 	return sess
 }
 
-func (a *App) serveSignedIn(w http.ResponseWriter, r *http.Request) {
+func (a *Page) serveSignedIn(w http.ResponseWriter, r *http.Request) {
 	sess := a.currentSession(r)
 	if sess == nil {
-		if _, err := r.Cookie(sessionCookie); err == nil {
-			a.clearCookie(w, sessionCookie, "/") // expired or not ours
+		if _, err := r.Cookie(SessionCookie); err == nil {
+			a.clearCookie(w, SessionCookie, "/") // expired or not ours
 		}
 		writeHTML(w, http.StatusOK, signInPage)
 		return
@@ -249,19 +261,19 @@ func writeHTML(w http.ResponseWriter, status int, body string) {
 	_, _ = w.Write([]byte(body))
 }
 
-func (a *App) setCookie(w http.ResponseWriter, name, value, path string, ttl time.Duration) {
+func (a *Page) setCookie(w http.ResponseWriter, name, value, path string, ttl time.Duration) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: path, MaxAge: int(ttl.Seconds()),
 		HttpOnly: true, Secure: a.signIn.secure, SameSite: http.SameSiteLaxMode})
 }
 
-func (a *App) clearCookie(w http.ResponseWriter, name, path string) {
+func (a *Page) clearCookie(w http.ResponseWriter, name, path string) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: path, MaxAge: -1,
 		HttpOnly: true, Secure: a.signIn.secure, SameSite: http.SameSiteLaxMode})
 }
 
 // serveSignIn starts a sign-in: a random state, kept in a sealed cookie of this browser, and a
 // redirect to GitHub.
-func (a *App) serveSignIn(w http.ResponseWriter, r *http.Request) {
+func (a *Page) serveSignIn(w http.ResponseWriter, r *http.Request) {
 	state, err := randomToken(32)
 	if err != nil {
 		a.refuse(w, r, http.StatusInternalServerError, "sign-in failed to start", err)
@@ -279,7 +291,7 @@ func (a *App) serveSignIn(w http.ResponseWriter, r *http.Request) {
 
 // serveCallback finishes a sign-in: the state GitHub sent back must be this browser's, then the code
 // is exchanged for the user's token and a session cookie is set.
-func (a *App) serveCallback(w http.ResponseWriter, r *http.Request) {
+func (a *Page) serveCallback(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	c, err := r.Cookie(signinCookie)
 	if err != nil {
@@ -315,23 +327,23 @@ func (a *App) serveCallback(w http.ResponseWriter, r *http.Request) {
 		a.refuse(w, r, http.StatusInternalServerError, "sign-in failed", err)
 		return
 	}
-	v, err := a.signIn.seal.seal(sessionCookie, session{Login: login, Token: token, ID: id, Expires: a.Now().Add(a.signIn.ttl)})
+	v, err := a.signIn.seal.seal(SessionCookie, session{Login: login, Token: token, ID: id, Expires: a.Now().Add(a.signIn.ttl)})
 	if err != nil {
 		a.refuse(w, r, http.StatusInternalServerError, "sign-in failed", err)
 		return
 	}
-	a.setCookie(w, sessionCookie, v, "/", a.signIn.ttl)
+	a.setCookie(w, SessionCookie, v, "/", a.signIn.ttl)
 	a.Log.InfoContext(r.Context(), "status page: signed in", "login", login)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
-func (a *App) serveSignOut(w http.ResponseWriter, r *http.Request) {
+func (a *Page) serveSignOut(w http.ResponseWriter, r *http.Request) {
 	sess := a.currentSession(r)
 	if sess == nil || !a.signIn.seal.checkCSRF(sess, formValue(r, "csrf")) {
 		a.refuse(w, r, http.StatusForbidden, "sign-out refused: the form is not from this session's page", nil)
 		return
 	}
-	a.clearCookie(w, sessionCookie, "/")
+	a.clearCookie(w, SessionCookie, "/")
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
@@ -349,7 +361,7 @@ func formValue(r *http.Request, name string) string {
 }
 
 // refuse answers the browser with a short page; err (not shown) is logged.
-func (a *App) refuse(w http.ResponseWriter, r *http.Request, status int, msg string, err error) {
+func (a *Page) refuse(w http.ResponseWriter, r *http.Request, status int, msg string, err error) {
 	if err != nil {
 		a.Log.WarnContext(r.Context(), "status page", "status", status, "msg", msg, "err", err)
 	} else {
@@ -375,7 +387,7 @@ type pageAction struct {
 // CSRF token), a complete form, and write permission on the repository that feeds the scope. It
 // answers a refusal itself (verb names the button in it) and then returns nil. Every button goes
 // through it, so each has the same protection.
-func (a *App) checkAction(w http.ResponseWriter, r *http.Request, verb string) *pageAction {
+func (a *Page) checkAction(w http.ResponseWriter, r *http.Request, verb string) *pageAction {
 	ctx := r.Context()
 	sess := a.currentSession(r)
 	if sess == nil {
@@ -448,7 +460,7 @@ func (a *App) checkAction(w http.ResponseWriter, r *http.Request, verb string) *
 
 // serveRedeploy is the Redeploy button: the same row-level redeploy as `/latestwins redeploy SCOPE`,
 // for a signed-in user with write permission on the scope's repository (checkAction).
-func (a *App) serveRedeploy(w http.ResponseWriter, r *http.Request) {
+func (a *Page) serveRedeploy(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	pa := a.checkAction(w, r, "redeploy")
 	if pa == nil {
@@ -481,7 +493,7 @@ func (a *App) serveRedeploy(w http.ResponseWriter, r *http.Request) {
 // the commit live before the current one (the form's to), with the reason the user typed, for a
 // signed-in user with write permission on the scope's repository (checkAction). The workflow is
 // dispatched at once for the rollback's generation.
-func (a *App) serveRollback(w http.ResponseWriter, r *http.Request) {
+func (a *Page) serveRollback(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	pa := a.checkAction(w, r, "rollback")
 	if pa == nil {
@@ -521,7 +533,7 @@ func (a *App) serveRollback(w http.ResponseWriter, r *http.Request) {
 // next, as with `/latestwins unfreeze ENV/SCOPE FREEZE`. The form names the freeze the page showed
 // (freeze, its rollback's generation); when another rollback froze the scope since, the form is
 // refused with the current freeze named, and nothing is unfrozen.
-func (a *App) serveUnfreeze(w http.ResponseWriter, r *http.Request) {
+func (a *Page) serveUnfreeze(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	pa := a.checkAction(w, r, "unfreeze")
 	if pa == nil {
@@ -560,7 +572,7 @@ func (a *App) serveUnfreeze(w http.ResponseWriter, r *http.Request) {
 // environment it requires in the trusted configuration, for a signed-in user with write permission
 // on the scope's repository (checkAction). The workflow is dispatched at once for the new
 // generation; the form sent again promotes once.
-func (a *App) servePromote(w http.ResponseWriter, r *http.Request) {
+func (a *Page) servePromote(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	pa := a.checkAction(w, r, "promote")
 	if pa == nil {
@@ -619,7 +631,7 @@ type scopeFeed struct {
 // scopeFeeds says which repository feeds each scope of the environment named env, from the
 // trusted configuration, with the App's installation on it when the environment's pending work
 // recorded one. This is the only place the page learns where scopes come from.
-func (a *App) scopeFeeds(ctx context.Context, log *slog.Logger, env string, doc *authority.Env) (map[string]scopeFeed, error) {
+func (a *Page) scopeFeeds(ctx context.Context, log *slog.Logger, env string, doc *authority.Env) (map[string]scopeFeed, error) {
 	out := map[string]scopeFeed{}
 	cfg, err := a.ConfigFor(ctx, log, 0, core.RepoRef{}, "")
 	if errors.Is(err, authority.ErrInvalidInput) {
@@ -723,7 +735,7 @@ func (c *accessCache) put(k accessKey, a access) {
 }
 
 // repoAccess asks GitHub, with the user's token, what the user may do on repo (remembered briefly).
-func (a *App) repoAccess(ctx context.Context, sess *session, repo core.RepoRef) (access, error) {
+func (a *Page) repoAccess(ctx context.Context, sess *session, repo core.RepoRef) (access, error) {
 	k := accessKey{token: sess.Token, repo: strings.ToLower(repo.String())}
 	if acc, ok := a.signIn.access.get(k); ok {
 		return acc, nil
