@@ -1,8 +1,16 @@
-// Package app is the GitHub App as an http.Handler: verified webhooks turned into intents and
-// workflow dispatches, and a read-only status page. Parsing (ParseDelivery, ParseCommand) is pure,
+// Package app is the GitHub App as an http.Handler, composed of its doors, which share one core
+// (internal/core: the dependencies and the actions several doors take):
+//
+//   - internal/intake: the webhook (bounded, signature-checked intake; ParseDelivery is pure),
+//     Handle's table of handlers by event, and push, pull_request and installation;
+//   - internal/comments: the /latestwins comment commands (ParseCommand is pure);
+//   - internal/api: the /v1 API of the Action, with its OIDC tokens;
+//   - internal/web: the status page, its sign-in with GitHub and its buttons;
+//   - internal/surfaces: deployment protection rules, check runs and deployment statuses.
+//
 // Handle returns a Result and never touches a ResponseWriter, and GitHub is reached only through
-// the small ports below, which speak this package's types (ports.go). internal/ghadapter implements
-// them with GitHub's REST API.
+// small ports that speak the App's types (internal/appport); internal/ghadapter implements them
+// with GitHub's REST API. The configuration sources are in internal/configsource.
 package app
 
 import (
@@ -15,14 +23,11 @@ import (
 	"github.com/latestwins/latestwins/app/internal/api"
 	"github.com/latestwins/latestwins/app/internal/comments"
 	"github.com/latestwins/latestwins/app/internal/core"
+	"github.com/latestwins/latestwins/app/internal/intake"
 	"github.com/latestwins/latestwins/app/internal/surfaces"
 	"github.com/latestwins/latestwins/app/internal/web"
 	"github.com/latestwins/latestwins/internal/authority"
 )
-
-// DefaultMaxBodyBytes caps a webhook body at GitHub's own cap on a payload, 25 MB (GitHub does not
-// deliver a larger one); see intake.go for what bodies in flight may take.
-const DefaultMaxBodyBytes = 25 << 20
 
 // Options configure the App.
 type Options struct {
@@ -58,15 +63,13 @@ type Options struct {
 	Logger       *slog.Logger
 }
 
-// App handles webhooks and serves the status page.
+// App handles webhooks and serves the status page and the /v1 API: the composition of its doors,
+// which share one core.
 type App struct {
-	*core.App
-	secret   []byte
-	comments *comments.Commands
-	surfaces *surfaces.Handler
-	maxBody  int64
-	intake   *intake
-	mux      *http.ServeMux
+	core    *core.App
+	hook    intake.Options // the webhook door's, with the handlers of every event
+	webhook *intake.Webhook
+	mux     *http.ServeMux
 }
 
 var _ http.Handler = (*App)(nil)
@@ -83,24 +86,30 @@ func New(o Options) (*App, error) {
 	case o.MaxBodyBytes < 0:
 		return nil, &authority.InputError{Field: "max body bytes", Value: fmt.Sprint(o.MaxBodyBytes), Fix: "give a positive size, or 0 for the default"}
 	}
-	a := &App{App: &core.App{Auth: o.Authority, Config: o.Config, Dispatch: o.Dispatcher, Commits: o.Commits, Envs: o.Environments, Log: o.Logger, Installations: o.Installations},
-		secret: o.Secret, maxBody: o.MaxBodyBytes}
-	a.comments = comments.New(a.App, o.Conversation)
-	a.surfaces = surfaces.New(a.App, o.Reviewer)
-	if a.maxBody == 0 {
-		a.maxBody = DefaultMaxBodyBytes
+	c := &core.App{Auth: o.Authority, Config: o.Config, Dispatch: o.Dispatcher, Commits: o.Commits, Envs: o.Environments,
+		Log: o.Logger, Installations: o.Installations}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
 	}
-	a.intake = newIntake(a.maxBody, MaxDeliveriesInFlight, InFlightBytes(a.maxBody))
-	if a.Log == nil {
-		a.Log = slog.New(slog.DiscardHandler)
+	if c.Envs == nil {
+		c.Envs = func(context.Context) ([]string, error) { return nil, nil }
 	}
-	if a.Envs == nil {
-		a.Envs = func(context.Context) ([]string, error) { return nil, nil }
-	}
+	events, commands, surface := &intake.Events{App: c}, comments.New(c, o.Conversation), surfaces.New(c, o.Reviewer)
+	a := &App{core: c, hook: intake.Options{Secret: o.Secret, MaxBodyBytes: o.MaxBodyBytes, Handlers: map[string]intake.Handler{
+		"push":                   events.HandlePush,
+		"pull_request":           events.HandlePullRequest,
+		"installation":           events.HandleInstallation,
+		"issue_comment":          commands.HandleIssueComment,
+		"check_run":              surface.HandleCheckRun,
+		core.EventProtectionRule: surface.HandleProtectionRule,
+		"deployment_status":      surface.HandleDeploymentStatus,
+	}}}
+	a.webhook = intake.New(c, a.hook)
 	a.mux = http.NewServeMux()
-	a.mux.HandleFunc("POST /webhook", a.serveWebhook)
+	// Through a.webhook at each request: a test may give the door other bounds.
+	a.mux.HandleFunc("POST /webhook", func(w http.ResponseWriter, r *http.Request) { a.webhook.ServeWebhook(w, r) })
 	a.mux.HandleFunc("GET /healthz", serveHealth)
-	if err := web.Routes(a.mux, a.App, o.StatusPage, o.SignIn); err != nil {
+	if err := web.Routes(a.mux, c, o.StatusPage, o.SignIn); err != nil {
 		return nil, err
 	}
 	if o.Tokens == nil {
@@ -110,44 +119,24 @@ func New(o Options) (*App, error) {
 		}
 		o.Tokens = v
 	}
-	api.Routes(a.mux, a.App, o.Tokens)
+	api.Routes(a.mux, c, o.Tokens)
 	return a, nil
+}
+
+// Handle acts on a verified delivery (intake.Webhook.Handle). An error is a failure to act (the
+// store, the config source, a dispatch); a delivery it does not act on is a Result with
+// OutcomeIgnored.
+func (a *App) Handle(ctx context.Context, d Delivery) (Result, error) {
+	return a.webhook.Handle(ctx, d)
+}
+
+// Redrive starts stalled work again, for the recovery sweep (core.App.Redrive).
+func (a *App) Redrive(ctx context.Context, w authority.StalledWork) error {
+	return a.core.Redrive(ctx, w)
 }
 
 // ServeHTTP routes a request.
 func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
-
-// Handle acts on a verified delivery. An error is a failure to act (the store, the config source,
-// a dispatch); a delivery it does not act on is a Result with OutcomeIgnored.
-func (a *App) Handle(ctx context.Context, d core.Delivery) (core.Result, error) {
-	res := core.Result{Status: http.StatusOK, Delivery: d.ID, Event: d.Event}
-	log := a.Log.With("delivery_id", d.ID, "event", d.Event)
-	var err error
-	switch d.Event {
-	case "push":
-		err = a.handlePush(ctx, log, d, &res)
-	case "pull_request":
-		err = a.handlePullRequest(ctx, log, d, &res)
-	case "installation":
-		a.handleInstallation(ctx, log, d, &res)
-	case "issue_comment":
-		err = a.comments.HandleIssueComment(ctx, log, d, &res)
-	case "check_run":
-		err = a.surfaces.HandleCheckRun(ctx, log, d, &res)
-	case core.EventProtectionRule:
-		err = a.surfaces.HandleProtectionRule(ctx, log, d, &res)
-	case "deployment_status":
-		err = a.surfaces.HandleDeploymentStatus(ctx, log, d, &res)
-	default:
-		res.Outcome, res.Status = core.OutcomeIgnored, http.StatusAccepted
-		res.Message = fmt.Sprintf("event %q is not used by latestwins", d.Event)
-	}
-	if err != nil {
-		return res, err
-	}
-	log.InfoContext(ctx, "webhook handled", "outcome", res.Outcome, "intents", len(res.Intents), "dispatched", len(res.Dispatched))
-	return res, nil
-}
 
 func serveHealth(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

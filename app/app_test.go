@@ -17,6 +17,7 @@ import (
 	"github.com/latestwins/latestwins/app/internal/comments"
 	"github.com/latestwins/latestwins/app/internal/configsource"
 	"github.com/latestwins/latestwins/app/internal/core"
+	"github.com/latestwins/latestwins/app/internal/intake"
 	"github.com/latestwins/latestwins/app/internal/surfaces"
 	"github.com/latestwins/latestwins/internal/authority"
 )
@@ -59,7 +60,7 @@ func TestEveryFixtureSignedIsAccepted(t *testing.T) {
 			body := fixture(t, name)
 			// Every fixture parses: ParseDelivery sees a known event and a payload.
 			hdr := newDelivery(eventOf(name), "d-"+name, body, sign(testSecret, body)).Header
-			d, err := ParseDelivery(testSecret, hdr, body)
+			d, err := intake.ParseDelivery(testSecret, hdr, body)
 			if err != nil || d.Payload == nil {
 				t.Fatalf("ParseDelivery(%s) = %+v, %v", name, d, err)
 			}
@@ -481,7 +482,7 @@ func TestNewRefusesEmptySecret(t *testing.T) {
 	if !errors.Is(err, authority.ErrInvalidInput) || !strings.Contains(err.Error(), "LATESTWINS_WEBHOOK_SECRET") {
 		t.Errorf("New without a secret: %v", err)
 	}
-	if _, err := ParseDelivery(nil, http.Header{"X-Hub-Signature-256": {"sha256=00"}}, []byte("{}")); !errors.Is(err, ErrUnauthorized) {
+	if _, err := intake.ParseDelivery(nil, http.Header{"X-Hub-Signature-256": {"sha256=00"}}, []byte("{}")); !errors.Is(err, intake.ErrUnauthorized) {
 		t.Errorf("ParseDelivery without a secret: %v, want refused", err)
 	}
 }

@@ -389,7 +389,7 @@ func TestCommentWithInvalidConfigurationReplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.app.Config = trustedOver(t, files)
+	h.app.core.Config = trustedOver(t, files)
 	rec := h.post(t, "issue_comment", "d1", commentFixture(t, withBody("/latestwins status")))
 	if rec.Code != http.StatusUnprocessableEntity {
 		t.Errorf("%d %s, want 422", rec.Code, rec.Body)

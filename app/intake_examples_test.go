@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/latestwins/latestwins/app/internal/core"
+	"github.com/latestwins/latestwins/app/internal/intake"
 	"github.com/latestwins/latestwins/internal/testutil"
 )
 
@@ -51,7 +52,7 @@ func TestGitHubExamples(t *testing.T) {
 			rd := readings[(used+unused)%len(readings)] // every way a body can arrive, in turn
 			rec := h.do(rd.request(def.Name, id, ex, sign(testSecret, ex)))
 			switch {
-			case !usedEvents[def.Name]:
+			case !intake.UsedEvents[def.Name]:
 				unused++
 				res := decodeResult(t, rec)
 				if rec.Code != http.StatusAccepted || res.Outcome != core.OutcomeIgnored {

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/latestwins/latestwins/app/internal/core"
+	"github.com/latestwins/latestwins/app/internal/intake"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/store/memory"
 	"github.com/latestwins/latestwins/internal/store/storetest"
@@ -171,7 +172,7 @@ func TestPushBarriers(t *testing.T) {
 			t.Fatal(err)
 		}
 		one := p["commits"].([]any)[0]
-		commits := make([]any, maxListedCommits)
+		commits := make([]any, intake.MaxListedCommits)
 		for i := range commits {
 			commits[i] = one
 		}

@@ -333,7 +333,7 @@ func TestProtectionRuleReadsTheDefaultBranchConfiguration(t *testing.T) {
 	if err := os.WriteFile(path, []byte("allowed-overrides: [paths]\n"+protectionConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if h.app.Config, err = configsource.NewTrusted(configsource.TrustedOptions{Path: path, Files: files}); err != nil {
+	if h.app.core.Config, err = configsource.NewTrusted(configsource.TrustedOptions{Path: path, Files: files}); err != nil {
 		t.Fatal(err)
 	}
 	deployed(t, h, "prod", "push", protectedSha, "api", "docs")

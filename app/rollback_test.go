@@ -382,7 +382,7 @@ func TestRollbackWithARefusedOwnFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte("allowed-overrides: [workflow]\n"+rollbackConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if h.app.Config, err = configsource.NewTrusted(configsource.TrustedOptions{Path: path, Files: files}); err != nil {
+	if h.app.core.Config, err = configsource.NewTrusted(configsource.TrustedOptions{Path: path, Files: files}); err != nil {
 		t.Fatal(err)
 	}
 	stubConfig(t, gh, "environments:\n  production:\n    scopes: {}\n") // refused: production is not Hello-World's

@@ -1,9 +1,12 @@
 package app
 
 import (
+	"net/http"
+
 	"github.com/latestwins/latestwins/app/internal/api"
 	"github.com/latestwins/latestwins/app/internal/configsource"
 	"github.com/latestwins/latestwins/app/internal/core"
+	"github.com/latestwins/latestwins/app/internal/intake"
 	"github.com/latestwins/latestwins/app/internal/surfaces"
 	"github.com/latestwins/latestwins/app/internal/web"
 )
@@ -187,3 +190,30 @@ func ResolveStatusPage(setting string, loopback bool) (StatusPage, error) {
 
 // LoopbackAddr reports whether a listening address or URL host is loopback only (web.LoopbackAddr).
 func LoopbackAddr(hostport string) bool { return web.LoopbackAddr(hostport) }
+
+// Bounds of the webhook intake (internal/intake).
+const (
+	// DefaultMaxBodyBytes caps a webhook body at GitHub's own cap on a payload, 25 MB.
+	DefaultMaxBodyBytes = intake.DefaultMaxBodyBytes
+	// MaxDeliveriesInFlight caps the webhook deliveries read, verified or handled at once.
+	MaxDeliveriesInFlight = intake.MaxDeliveriesInFlight
+	// BusyRetryAfter is the Retry-After of a delivery refused while the intake is full.
+	BusyRetryAfter = intake.BusyRetryAfter
+)
+
+// InFlightBytes is the memory webhook bodies in flight may take, for a cap of maxBody on one body.
+func InFlightBytes(maxBody int64) int64 { return intake.InFlightBytes(maxBody) }
+
+// ParseDelivery verifies and parses one webhook delivery (intake.ParseDelivery).
+func ParseDelivery(secret []byte, h http.Header, body []byte) (Delivery, error) {
+	return intake.ParseDelivery(secret, h, body)
+}
+
+// Categories of refused deliveries.
+var (
+	// ErrUnauthorized: the signature is missing or wrong (401).
+	ErrUnauthorized = intake.ErrUnauthorized
+)
+
+// SignatureError says why a delivery's signature was refused.
+type SignatureError = intake.SignatureError

@@ -7,7 +7,7 @@
 mutant "ordering facts have no bound in the future" internal/authority/order.go \
   's/\t\tif f\.at\.After\(limit\) \{/\t\tif false \&\& f.at.After(limit) {/' \
   TestOrderFromTheFutureIsBadInput ./internal/cli/
-mutant "a signed push's facts from the future are taken at their word" app/events.go \
+mutant "a signed push's facts from the future are taken at their word" app/internal/intake/events.go \
   's/Order: a\.boundedOrder\(ctx, log, pushOrder\(ev\)\)\}/Order: pushOrder(ev)}/' \
   TestPushFromTheFutureIsTakenInArrivalOrder ./app/
 mutant "an API claim takes the ordering facts of its body" app/internal/api/api.go \

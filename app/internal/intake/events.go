@@ -1,4 +1,4 @@
-package app
+package intake
 
 import (
 	"context"
@@ -16,13 +16,13 @@ import (
 	"github.com/latestwins/latestwins/internal/config"
 )
 
-const zeroSha = "0000000000000000000000000000000000000000"
+const ZeroSha = "0000000000000000000000000000000000000000"
 
 // maxListedCommits is the most commits a push payload lists; a push at the cap may have more, so
 // its changed files are unknown.
-const maxListedCommits = 2048
+const MaxListedCommits = 2048
 
-func (a *App) handlePush(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {
+func (a *Events) HandlePush(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {
 	ev, ok := d.Payload.(*github.PushEvent)
 	if !ok {
 		return &core.MalformedError{Reason: fmt.Sprintf("push payload is a %T", d.Payload)}
@@ -34,7 +34,7 @@ func (a *App) handlePush(ctx context.Context, log *slog.Logger, d core.Delivery,
 	case !isBranch:
 		res.Outcome, res.Message = core.OutcomeIgnored, fmt.Sprintf("%s is not a branch", ev.GetRef())
 		return nil
-	case ev.GetDeleted() || ev.GetAfter() == zeroSha:
+	case ev.GetDeleted() || ev.GetAfter() == ZeroSha:
 		res.Outcome, res.Message = core.OutcomeIgnored, fmt.Sprintf("branch %s was deleted", branch)
 		return nil
 	}
@@ -50,7 +50,7 @@ func (a *App) handlePush(ctx context.Context, log *slog.Logger, d core.Delivery,
 	sels := cfg.ScopesFor(repoName, branch, changed)
 	in := authority.Intent{ID: d.ID, Sha: ev.GetAfter(), Ref: ev.GetRef(), Before: ev.GetBefore(),
 		Source: "push " + repoName, Actor: ev.GetSender().GetLogin(), Order: a.boundedOrder(ctx, log, pushOrder(ev))}
-	if in.Before == zeroSha {
+	if in.Before == ZeroSha {
 		in.Before = ""
 	}
 	var opts []authority.AcceptOption
@@ -87,7 +87,7 @@ func pushOrder(ev *github.PushEvent) authority.Order {
 // clock skew (authority.MaxOrderSkew). The Authority refuses such a fact, but a push GitHub signed
 // must not be lost for a skewed clock: the fact is left out and the push is ordered by the others,
 // or as it arrives, with a warning.
-func (a *App) boundedOrder(ctx context.Context, log *slog.Logger, o authority.Order) authority.Order {
+func (a *Events) boundedOrder(ctx context.Context, log *slog.Logger, o authority.Order) authority.Order {
 	now := a.Auth.Now()
 	o, dropped := o.Bounded(now)
 	for _, e := range dropped {
@@ -104,7 +104,7 @@ func (a *App) boundedOrder(ctx context.Context, log *slog.Logger, o authority.Or
 // make the commit a barrier wherever a scope has barrier-paths: the safe side both times.
 func changedPaths(ev *github.PushEvent) []string {
 	commits := ev.Commits
-	if ev.GetForced() || len(commits) == 0 || len(commits) >= maxListedCommits {
+	if ev.GetForced() || len(commits) == 0 || len(commits) >= MaxListedCommits {
 		return nil
 	}
 	var out []string
@@ -116,7 +116,7 @@ func changedPaths(ev *github.PushEvent) []string {
 	return out
 }
 
-func (a *App) handlePullRequest(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {
+func (a *Events) HandlePullRequest(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {
 	ev, ok := d.Payload.(*github.PullRequestEvent)
 	if !ok {
 		return &core.MalformedError{Reason: fmt.Sprintf("pull_request payload is a %T", d.Payload)}
@@ -178,7 +178,7 @@ func (a *App) handlePullRequest(ctx context.Context, log *slog.Logger, d core.De
 // releasePreviews withdraws a closed pull request's pending preview work and frees its leases,
 // recording why: observed moves past the withdrawn generations, and the recovery sweep never
 // re-drives a preview whose pull request is gone. A re-delivery finds nothing left to withdraw.
-func (a *App) releasePreviews(ctx context.Context, log *slog.Logger, sels []config.Selection, number int, actor string, merged bool, res *core.Result) error {
+func (a *Events) releasePreviews(ctx context.Context, log *slog.Logger, sels []config.Selection, number int, actor string, merged bool, res *core.Result) error {
 	reason := fmt.Sprintf("pull request #%d closed", number)
 	if merged {
 		reason = fmt.Sprintf("pull request #%d merged", number)
@@ -205,7 +205,7 @@ func (a *App) releasePreviews(ctx context.Context, log *slog.Logger, sels []conf
 
 // heldLeases lists the ENV/SCOPE leases of scopes that someone holds, for the record of what a
 // withdrawal freed.
-func (a *App) heldLeases(ctx context.Context, envName string, scopes []string) ([]string, error) {
+func (a *Events) heldLeases(ctx context.Context, envName string, scopes []string) ([]string, error) {
 	env, err := a.Auth.Status(ctx, envName)
 	if errors.Is(err, authority.ErrInvalidInput) {
 		return nil, nil // nothing accepted yet
@@ -222,11 +222,11 @@ func (a *App) heldLeases(ctx context.Context, envName string, scopes []string) (
 	return held, nil
 }
 
-func (a *App) handleInstallation(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) {
+func (a *Events) HandleInstallation(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {
 	res.Outcome = core.OutcomeRecorded
 	ev, ok := d.Payload.(*github.InstallationEvent)
 	if !ok {
-		return
+		return nil
 	}
 	var repos []string
 	for _, r := range ev.Repositories {
@@ -235,4 +235,5 @@ func (a *App) handleInstallation(ctx context.Context, log *slog.Logger, d core.D
 	log.InfoContext(ctx, "installation", "installation_id", ev.GetInstallation().GetID(), "action", ev.GetAction(),
 		"account", ev.GetInstallation().GetAccount().GetLogin(), "repositories", repos)
 	res.Message = fmt.Sprintf("installation %d %s", ev.GetInstallation().GetID(), ev.GetAction())
+	return nil
 }

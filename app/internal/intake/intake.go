@@ -1,4 +1,4 @@
-package app
+package intake
 
 import (
 	"bytes"
@@ -53,7 +53,7 @@ const mutantReadAll = "readall"
 // reuses the same pages instead of making garbage, so the memory its bodies take is the budget, not
 // the budget and what the garbage collector has yet to reclaim. The pool lets the collector take
 // the pages back once the flood is over.
-type intake struct {
+type limiter struct {
 	maxBody     int64
 	maxInFlight int
 	maxPages    int
@@ -64,28 +64,28 @@ type intake struct {
 }
 
 // pageSize is the unit bodies are kept in: the largest of Go's small allocation classes.
-const pageSize = 32 << 10
+const PageSize = 32 << 10
 
-type page [pageSize]byte
+type page [PageSize]byte
 
-func newIntake(maxBody int64, deliveries int, bytes int64) *intake {
-	in := &intake{maxBody: maxBody, maxInFlight: deliveries, maxPages: int(max(bytes/pageSize, 1))}
+func newLimiter(maxBody int64, deliveries int, bytes int64) *limiter {
+	in := &limiter{maxBody: maxBody, maxInFlight: deliveries, maxPages: int(max(bytes/PageSize, 1))}
 	in.pages.New = func() any { return new(page) }
 	return in
 }
 
 // pagesFor is the number of pages n bytes take.
-func pagesFor(n int64) int { return int((n + pageSize - 1) / pageSize) }
+func pagesFor(n int64) int { return int((n + PageSize - 1) / PageSize) }
 
 // ticket is one delivery's share of the intake.
 type ticket struct {
-	in       *intake
+	in       *limiter
 	reserved int     // pages
 	pages    []*page // taken, within reserved
 }
 
 // enter takes a slot for a delivery, or answers errBusy at once.
-func (in *intake) enter() (*ticket, error) {
+func (in *limiter) enter() (*ticket, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.inFlight >= in.maxInFlight {
@@ -133,7 +133,7 @@ func (t *ticket) done() {
 // is checked before anything is read; the body is hashed as it arrives and kept (within the
 // intake's budget) only for an event the App uses. The ticket, when not nil, holds the delivery's
 // share of the intake until done.
-func (a *App) readDelivery(w http.ResponseWriter, r *http.Request) (core.Delivery, *ticket, error) {
+func (a *Webhook) readDelivery(w http.ResponseWriter, r *http.Request) (core.Delivery, *ticket, error) {
 	if mutant == mutantReadAll {
 		return a.readDeliveryWhole(w, r)
 	}
@@ -144,13 +144,13 @@ func (a *App) readDelivery(w http.ResponseWriter, r *http.Request) (core.Deliver
 	if r.ContentLength > a.maxBody {
 		return core.Delivery{}, nil, &http.MaxBytesError{Limit: a.maxBody}
 	}
-	t, err := a.intake.enter()
+	t, err := a.limits.enter()
 	if err != nil {
 		return core.Delivery{}, nil, err
 	}
 	mac := hmac.New(sha256.New, a.secret)
 	body := http.MaxBytesReader(w, r.Body, a.maxBody)
-	used := usedEvents[r.Header.Get(github.EventTypeHeader)]
+	used := UsedEvents[r.Header.Get(github.EventTypeHeader)]
 	var kept [][]byte
 	if used {
 		kept, err = t.readBody(body, r.ContentLength, mac)
@@ -172,7 +172,7 @@ func (a *App) readDelivery(w http.ResponseWriter, r *http.Request) (core.Deliver
 }
 
 // readDeliveryWhole is the old intake, rebuilt for the mutant "readall".
-func (a *App) readDeliveryWhole(w http.ResponseWriter, r *http.Request) (core.Delivery, *ticket, error) {
+func (a *Webhook) readDeliveryWhole(w http.ResponseWriter, r *http.Request) (core.Delivery, *ticket, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
 	if err != nil {
 		return core.Delivery{}, nil, err
@@ -250,3 +250,7 @@ func probeEnd(body io.Reader, declared, limit int64) error {
 	}
 	return err
 }
+
+// DefaultMaxBodyBytes caps a webhook body at GitHub's own cap on a payload, 25 MB (GitHub does not
+// deliver a larger one); see intake.go for what bodies in flight may take.
+const DefaultMaxBodyBytes = 25 << 20

@@ -1,4 +1,4 @@
-package app
+package intake
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 
 // serveWebhook verifies a delivery as its body streams in (within the intake's bounds), parses it,
 // hands it to Handle and writes the Result.
-func (a *App) serveWebhook(w http.ResponseWriter, r *http.Request) {
+func (a *Webhook) ServeWebhook(w http.ResponseWriter, r *http.Request) {
 	d, t, err := a.readDelivery(w, r)
 	defer t.done()
 	if err != nil {

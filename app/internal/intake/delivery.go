@@ -1,4 +1,4 @@
-package app
+package intake
 
 import (
 	"bytes"
@@ -38,7 +38,7 @@ const maxDeliveryIDLen = 100
 // usedEvents are the events Handle acts on. Only their payloads are parsed: every other event,
 // known to go-github or not, is acknowledged unread, so an example GitHub sends that go-github
 // cannot parse (discussion, package) is never refused.
-var usedEvents = map[string]bool{
+var UsedEvents = map[string]bool{
 	"push":                   true,
 	"pull_request":           true,
 	"installation":           true,
@@ -107,7 +107,7 @@ func parseSigned(h http.Header, body []byte) (core.Delivery, error) {
 	if d.Event == "" {
 		return core.Delivery{}, &core.MalformedError{Reason: "no X-GitHub-Event header"}
 	}
-	if !usedEvents[d.Event] {
+	if !UsedEvents[d.Event] {
 		return d, nil // signed but not used: acknowledged and ignored
 	}
 	payload, err := jsonBody(h.Get("Content-Type"), body)
@@ -117,7 +117,7 @@ func parseSigned(h http.Header, body []byte) (core.Delivery, error) {
 	if trimmed := bytes.TrimLeft(payload, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
 		return core.Delivery{}, &core.MalformedError{Reason: fmt.Sprintf("%s payload must be a JSON object", d.Event)}
 	}
-	ev, err := parseEvent(d.Event, payload)
+	ev, err := ParseEvent(d.Event, payload)
 	if err != nil {
 		return core.Delivery{}, &core.MalformedError{Reason: fmt.Sprintf("%s payload: %v", d.Event, err)}
 	}
@@ -127,7 +127,7 @@ func parseSigned(h http.Header, body []byte) (core.Delivery, error) {
 
 // parseEvent is github.ParseWebHook, except for deployment_protection_rule, whose sha and ref
 // go-github v60 does not read: it becomes a *ProtectionRuleEvent.
-func parseEvent(event string, payload []byte) (any, error) {
+func ParseEvent(event string, payload []byte) (any, error) {
 	if event == core.EventProtectionRule {
 		ev := &core.ProtectionRuleEvent{}
 		if err := json.Unmarshal(payload, ev); err != nil {
