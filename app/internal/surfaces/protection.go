@@ -206,9 +206,8 @@ func (a *Handler) protectionVerdict(ctx context.Context, log *slog.Logger, insta
 // with what it waits for, not marked superseded: the recovery sweep dispatches its workflow again
 // once it may go.
 func judge(env *authority.Env, scopes []string, sha string, required map[string]*authority.Env) verdict {
-	acceptedAt := acceptedGeneration(env, sha)
-	var newer *authority.Ref // the newest commit accepted after sha, over all scopes
-	seen := acceptedAt > 0
+	acceptedAt := env.AcceptedGeneration(sha)
+	var newer *authority.Ref // the newest commit that supersedes sha, over all scopes
 	for _, name := range scopes {
 		sc := env.Scopes[name]
 		if sc == nil {
@@ -221,20 +220,14 @@ func judge(env *authority.Env, scopes []string, sha string, required map[string]
 			}
 			continue
 		}
-		n := newest(sc)
-		switch {
-		case n == nil || n.Sha == sha:
-			continue
-		case acceptedAt == 0 && !mentions(env, n, sha):
-			continue
-		case n.Generation > acceptedAt && (newer == nil || n.Generation > newer.Generation):
-			newer, seen = n, true
+		if n := env.SupersededIn(name, sha); n != nil && (newer == nil || n.Generation > newer.Generation) {
+			newer = n
 		}
 	}
 	switch {
 	case newer != nil:
 		return verdict{comment: fmt.Sprintf("Superseded by generation %d (%s)", newer.Generation, report.ShortSha(newer.Sha)), superseded: true}
-	case !seen:
+	case acceptedAt == 0:
 		return verdict{comment: fmt.Sprintf("latestwins has not accepted %s for %s (%s), so it cannot tell whether it is the newest commit. "+
 			"Pushes to the branch configured for these scopes are accepted; re-run this job once its push is, or deploy the commit through latestwins.",
 			report.ShortSha(sha), env.Name, strings.Join(scopes, ", "))}
@@ -252,54 +245,4 @@ func pendingAt(sc *authority.Scope, sha string) *authority.Ref {
 		}
 	}
 	return found
-}
-
-// newest is the scope's newest accepted commit: the last pending, else live.
-func newest(sc *authority.Scope) *authority.Ref {
-	switch {
-	case sc == nil:
-		return nil
-	case sc.Mailbox != nil:
-		entries := sc.Entries()
-		return entries[len(entries)-1]
-	case sc.Live != nil:
-		return &authority.Ref{Generation: sc.Live.Generation, Sha: sc.Live.Sha, Ref: sc.Live.Ref}
-	}
-	return nil
-}
-
-// acceptedGeneration is the newest generation at which the environment accepted sha for any scope
-// (pending, live, or in the timeline), 0 when it never did.
-func acceptedGeneration(env *authority.Env, sha string) int64 {
-	var g int64
-	for _, sc := range env.Scopes {
-		for _, r := range sc.Entries() {
-			if r.Sha == sha {
-				g = max(g, r.Generation)
-			}
-		}
-		if sc.Live != nil && sc.Live.Sha == sha {
-			g = max(g, sc.Live.Generation)
-		}
-	}
-	for _, e := range env.Events {
-		if e.Kind == authority.EventAccepted && e.Sha == sha {
-			g = max(g, e.Generation)
-		}
-	}
-	return g
-}
-
-// mentions reports whether the store knows sha as older than n: n was pushed on top of it, or it
-// arrived out of order and was recorded as superseded (among the newest events).
-func mentions(env *authority.Env, n *authority.Ref, sha string) bool {
-	if n.Before == sha {
-		return true
-	}
-	for _, e := range env.Events {
-		if e.Sha == sha {
-			return true
-		}
-	}
-	return false
 }
