@@ -4,6 +4,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -268,12 +269,7 @@ func (p *server) do(ctx context.Context, w http.ResponseWriter, r *http.Request,
 		// Barriers are the trusted configuration's barrier-paths, matched by GitHub's list of the
 		// changed files (claimIntent), never a workload's word: a barrier that fails blocks the scope.
 		in.Barrier = nil
-		if in.Sha == "" {
-			in.Sha = wl.Sha
-		}
-		if in.Ref == "" {
-			in.Ref = wl.Ref
-		}
+		in.Sha, in.Ref = cmp.Or(in.Sha, wl.Sha), cmp.Or(in.Ref, wl.Ref)
 		return p.claimIntent(ctx, wl, in, trusted)
 	case "gate":
 		var req apiclient.GateRequest

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/rsa"
 	"encoding/json"
@@ -65,10 +66,7 @@ func (wl *Workload) Holder(sent string) string {
 	if i := strings.LastIndex(job, "/"); i >= 0 {
 		job = job[i+1:]
 	}
-	if job == "" {
-		job = "api"
-	}
-	return prefix + job
+	return prefix + cmp.Or(job, "api")
 }
 
 // TokenVerifier checks a bearer token and says which workflow run presented it. An error matching
@@ -108,15 +106,10 @@ func (wallClock) Now() time.Time { return time.Now() }
 
 // NewOIDCVerifier checks the options. Nothing is fetched until the first token.
 func NewOIDCVerifier(o OIDCOptions) (*OIDCVerifier, error) {
-	v := &OIDCVerifier{issuer: strings.TrimSuffix(o.Issuer, "/"), audience: o.Audience, leeway: o.Leeway, clock: o.Clock}
-	if v.issuer == "" {
-		v.issuer = DefaultOIDCIssuer
-	}
+	v := &OIDCVerifier{issuer: cmp.Or(strings.TrimSuffix(o.Issuer, "/"), DefaultOIDCIssuer), audience: cmp.Or(o.Audience, apiclient.Audience),
+		leeway: o.Leeway, clock: o.Clock}
 	if !strings.HasPrefix(v.issuer, "https://") && !strings.HasPrefix(v.issuer, "http://127.0.0.1:") {
 		return nil, &authority.InputError{Field: "OIDC issuer", Value: o.Issuer, Fix: "give the issuer's https URL, such as " + DefaultOIDCIssuer}
-	}
-	if v.audience == "" {
-		v.audience = apiclient.Audience
 	}
 	if v.leeway <= 0 {
 		v.leeway = DefaultOIDCLeeway

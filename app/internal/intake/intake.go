@@ -17,6 +17,10 @@ import (
 	"github.com/latestwins/latestwins/app/internal/core"
 )
 
+// DefaultMaxBodyBytes caps a webhook body at GitHub's own cap on a payload, 25 MB (GitHub does not
+// deliver a larger one); see the bounds below for what bodies in flight may take.
+const DefaultMaxBodyBytes = 25 << 20
+
 // Bounds of the webhook intake. Anybody can post to /webhook, and a body cannot be known to be
 // GitHub's before all of it has been hashed, so what unsigned bodies can cost is bounded here:
 //   - a body is at most the App's MaxBodyBytes (DefaultMaxBodyBytes, GitHub's own cap on a
@@ -250,7 +254,3 @@ func probeEnd(body io.Reader, declared, limit int64) error {
 	}
 	return err
 }
-
-// DefaultMaxBodyBytes caps a webhook body at GitHub's own cap on a payload, 25 MB (GitHub does not
-// deliver a larger one); see intake.go for what bodies in flight may take.
-const DefaultMaxBodyBytes = 25 << 20

@@ -1,6 +1,7 @@
 package surfaces
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,10 +58,7 @@ func (a *Handler) HandleDeploymentStatus(ctx context.Context, log *slog.Logger, 
 		res.Message = fmt.Sprintf("no latestwins scope of %s deploys to the GitHub environment %q", repo, ghEnv)
 		return nil
 	}
-	run := ev.GetDeploymentStatus().GetLogURL()
-	if run == "" {
-		run = ev.GetDeploymentStatus().GetTargetURL()
-	}
+	run := cmp.Or(ev.GetDeploymentStatus().GetLogURL(), ev.GetDeploymentStatus().GetTargetURL())
 	r, err := a.Auth.Report(ctx, authority.Report{ID: d.ID, Environment: envName, Scopes: scopes, Sha: sha, Deployment: ev.GetDeployment().GetID(), Success: state == "success",
 		Run: run, Message: fmt.Sprintf("deployment %d %s: %s", ev.GetDeployment().GetID(), state, ev.GetDeploymentStatus().GetDescription())})
 	if errors.Is(err, authority.ErrInvalidInput) {

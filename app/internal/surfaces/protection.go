@@ -5,6 +5,7 @@
 package surfaces
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -111,10 +112,7 @@ func (a *Handler) HandleProtectionRule(ctx context.Context, log *slog.Logger, d 
 	if !strings.EqualFold(run.Repo.String(), repo.String()) {
 		return &core.MalformedError{Reason: fmt.Sprintf("the deployment callback URL names %s, the event %s", run.Repo, repo)}
 	}
-	sha := ev.Sha
-	if sha == "" {
-		sha = ev.GetDeployment().GetSHA()
-	}
+	sha := cmp.Or(ev.Sha, ev.GetDeployment().GetSHA())
 	switch {
 	case ghEnv == "":
 		return &core.MalformedError{Reason: "the event names no environment"}

@@ -208,7 +208,7 @@ func (a *Page) serveStatus(w http.ResponseWriter, r *http.Request, v *viewer) {
 }
 
 // statusData is the page's content: every environment (v nil: an open page), or those v may see
-// (app/signin.go's rules), with what is live where across them.
+// (signin.go's rules), with what is live where across them.
 func (a *Page) statusData(ctx context.Context, v *viewer) (*pageData, error) {
 	names, read, err := a.readEnvironments(ctx)
 	if err != nil {
