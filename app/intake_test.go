@@ -115,8 +115,8 @@ func TestUsedEventsNeedAnObject(t *testing.T) {
 	}
 }
 
-// usedEvents is exactly the set of events Handle acts on: every other event go-github knows falls
-// to Handle's "not used" branch, and none of usedEvents does.
+// intake.UsedEvents is exactly the set of events Handle acts on: every other event go-github knows falls
+// to Handle's "not used" branch, and none of intake.UsedEvents does.
 func TestUsedEventsAreThoseHandled(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, testConfig)
@@ -134,7 +134,7 @@ func TestUsedEventsAreThoseHandled(t *testing.T) {
 		res, err := h.app.Handle(context.Background(), core.Delivery{ID: "d-" + event, Event: event, Payload: payload})
 		notUsed := err == nil && res.Outcome == core.OutcomeIgnored && strings.Contains(res.Message, "is not used by latestwins")
 		if notUsed == intake.UsedEvents[event] {
-			t.Errorf("event %s: in usedEvents %v, but Handle answered %+v, %v", event, intake.UsedEvents[event], res, err)
+			t.Errorf("event %s: in intake.UsedEvents %v, but Handle answered %+v, %v", event, intake.UsedEvents[event], res, err)
 		}
 	}
 }

@@ -42,7 +42,7 @@ type commentRun struct {
 	number int
 }
 
-// handleIssueComment runs a /latestwins command written in a new comment on a pull request. Edited
+// HandleIssueComment runs a /latestwins command written in a new comment on a pull request. Edited
 // comments, comments on issues and comments by bots (the App's own among them) are ignored. Every
 // command gets an eyes reaction and a reply; mutating ones need write permission.
 func (a *Commands) HandleIssueComment(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {

@@ -35,7 +35,7 @@ func (e *SignatureError) Is(target error) bool { return target == ErrUnauthorize
 
 const maxDeliveryIDLen = 100
 
-// usedEvents are the events Handle acts on. Only their payloads are parsed: every other event,
+// UsedEvents are the events Handle acts on. Only their payloads are parsed: every other event,
 // known to go-github or not, is acknowledged unread, so an example GitHub sends that go-github
 // cannot parse (discussion, package) is never refused.
 var UsedEvents = map[string]bool{
@@ -125,7 +125,7 @@ func parseSigned(h http.Header, body []byte) (core.Delivery, error) {
 	return d, nil
 }
 
-// parseEvent is github.ParseWebHook, except for deployment_protection_rule, whose sha and ref
+// ParseEvent is github.ParseWebHook, except for deployment_protection_rule, whose sha and ref
 // go-github v60 does not read: it becomes a *ProtectionRuleEvent.
 func ParseEvent(event string, payload []byte) (any, error) {
 	if event == core.EventProtectionRule {

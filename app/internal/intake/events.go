@@ -16,12 +16,15 @@ import (
 	"github.com/latestwins/latestwins/internal/config"
 )
 
+// ZeroSha is the sha a push names for a branch that did not exist before it, or no longer does.
 const ZeroSha = "0000000000000000000000000000000000000000"
 
-// maxListedCommits is the most commits a push payload lists; a push at the cap may have more, so
+// MaxListedCommits is the most commits a push payload lists; a push at the cap may have more, so
 // its changed files are unknown.
 const MaxListedCommits = 2048
 
+// HandlePush accepts a pushed branch's head for the scopes the configuration builds from it, and
+// dispatches their workflows.
 func (a *Events) HandlePush(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {
 	ev, ok := d.Payload.(*github.PushEvent)
 	if !ok {
@@ -116,6 +119,8 @@ func changedPaths(ev *github.PushEvent) []string {
 	return out
 }
 
+// HandlePullRequest accepts a pull request's head for its preview environments, and withdraws
+// their work and releases their leases when it closes.
 func (a *Events) HandlePullRequest(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {
 	ev, ok := d.Payload.(*github.PullRequestEvent)
 	if !ok {
@@ -222,6 +227,7 @@ func (a *Events) heldLeases(ctx context.Context, envName string, scopes []string
 	return held, nil
 }
 
+// HandleInstallation records an installation's change in the log: bookkeeping only.
 func (a *Events) HandleInstallation(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {
 	res.Outcome = core.OutcomeRecorded
 	ev, ok := d.Payload.(*github.InstallationEvent)

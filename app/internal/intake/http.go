@@ -9,7 +9,7 @@ import (
 	"github.com/latestwins/latestwins/app/internal/core"
 )
 
-// serveWebhook verifies a delivery as its body streams in (within the intake's bounds), parses it,
+// ServeWebhook verifies a delivery as its body streams in (within the intake's bounds), parses it,
 // hands it to Handle and writes the Result.
 func (a *Webhook) ServeWebhook(w http.ResponseWriter, r *http.Request) {
 	d, t, err := a.readDelivery(w, r)

@@ -19,7 +19,7 @@ import (
 // checkRunPrefix starts the name of every check run latestwins publishes: "latestwins / ENV".
 const checkRunPrefix = "latestwins / "
 
-// handleCheckRun turns "Re-run" on a latestwins check run into a redeploy intent: the check run's
+// HandleCheckRun turns "Re-run" on a latestwins check run into a redeploy intent: the check run's
 // head commit, for the scopes of its environment that are built from the repository and that the
 // store has seen at that commit (all of them when it has seen none).
 func (a *Handler) HandleCheckRun(ctx context.Context, log *slog.Logger, d core.Delivery, res *core.Result) error {

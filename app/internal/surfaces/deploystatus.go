@@ -14,7 +14,7 @@ import (
 	"github.com/latestwins/latestwins/internal/authority"
 )
 
-// handleDeploymentStatus closes the loop of the deployment protection rule: a job gated only by the
+// HandleDeploymentStatus closes the loop of the deployment protection rule: a job gated only by the
 // rule runs no latestwins step, so its deployment's status is how its outcome is recorded. A
 // success makes the approved commit live; a failure or error counts an attempt (terminal on the
 // last); other states are not outcomes. Only a scope whose pending intent is that very commit is

@@ -84,7 +84,7 @@ type verdict struct {
 	scopes []string
 }
 
-// handleProtectionRule answers a deployment protection rule: it approves a job whose commit is the
+// HandleProtectionRule answers a deployment protection rule: it approves a job whose commit is the
 // newest latestwins accepted for the environment's scopes built from the repository, and rejects,
 // with a comment that says why, a superseded one, a commit latestwins never accepted, and a GitHub
 // environment no latestwins environment answers (docs/config.md, "Deployment protection rules").
