@@ -36,28 +36,28 @@ type Options struct {
 	// Authority runs the protocol over the store; required.
 	Authority *authority.Authority
 	// Config gives each repository's configuration; required.
-	Config core.ConfigSource
+	Config ConfigSource
 	// Dispatcher starts workflows; nil logs and skips every dispatch (no App credentials).
-	Dispatcher core.Dispatcher
+	Dispatcher Dispatcher
 	// Conversation reacts to and answers comment commands; nil logs the replies and refuses
 	// mutating commands, whose permission cannot be checked (no App credentials).
-	Conversation comments.Conversation
+	Conversation Conversation
 	// Reviewer answers deployment protection rules; nil logs the answers (no App credentials).
-	Reviewer surfaces.ProtectionReviewer
+	Reviewer ProtectionReviewer
 	// Commits orders pushes whose payloads cannot tell which is newer; nil leaves them in arrival
 	// order (no App credentials).
-	Commits core.Commits
+	Commits Commits
 	// Environments lists environments the status page always shows (besides those with pending work).
 	Environments func(ctx context.Context) ([]string, error)
 	// StatusPage says who may see the status page; the zero value is StatusPageOff.
-	StatusPage web.StatusPage
+	StatusPage StatusPage
 	// SignIn configures StatusPageGitHub; required with it.
-	SignIn *web.SignInOptions
+	SignIn *SignInOptions
 	// Installations finds the App's installation on a repository, for the status page's redeploys
 	// when the configuration source cannot; nil: such redeploys dispatch as no installation.
-	Installations core.InstallationFinder
+	Installations InstallationFinder
 	// Tokens verifies the OIDC tokens of the /v1 API; nil: GitHub Actions' issuer, audience latestwins.
-	Tokens api.TokenVerifier
+	Tokens TokenVerifier
 	// MaxBodyBytes caps a webhook body; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	Logger       *slog.Logger

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/latestwins/latestwins/app/internal/api"
+	"github.com/latestwins/latestwins/app/internal/comments"
 	"github.com/latestwins/latestwins/app/internal/configsource"
 	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/app/internal/intake"
@@ -22,6 +23,8 @@ type (
 	Commits = core.Commits
 	// InstallationFinder finds the App's installation on a repository.
 	InstallationFinder = core.InstallationFinder
+	// Conversation answers comment commands: react, reply, check write permission.
+	Conversation = comments.Conversation
 	// PromotionCompare is the comparer of promotion gates (authority.WithPromotionComparer).
 	PromotionCompare = core.PromotionCompare
 
