@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latestwins/latestwins/app/internal/api"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/ghadapter"
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
@@ -179,7 +180,7 @@ func newGitHubAPI(t *testing.T) (*apiHarness, *githubtest.Server) {
 	stubTrusted(t, as.gh, "Codertocat", boundaryConfig)
 	iss := oidctest.NewIssuer(t)
 	h := newHarness(t, boundaryConfig, func(o *Options) {
-		v, err := NewOIDCVerifier(OIDCOptions{Issuer: iss.URL, Clock: as.auth})
+		v, err := api.NewOIDCVerifier(api.OIDCOptions{Issuer: iss.URL, Clock: as.auth})
 		if err != nil {
 			t.Fatal(err)
 		}

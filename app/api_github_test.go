@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latestwins/latestwins/app/internal/api"
 	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
@@ -28,7 +29,7 @@ func newCredentialedAPI(t *testing.T) (*apiHarness, *githubtest.Server) {
 	gh := as.gh
 	iss := oidctest.NewIssuer(t)
 	h := newHarness(t, testConfig, func(o *Options) {
-		v, err := NewOIDCVerifier(OIDCOptions{Issuer: iss.URL, Clock: auth})
+		v, err := api.NewOIDCVerifier(api.OIDCOptions{Issuer: iss.URL, Clock: auth})
 		if err != nil {
 			t.Fatal(err)
 		}

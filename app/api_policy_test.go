@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latestwins/latestwins/app/internal/api"
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/testutil/oidctest"
@@ -34,7 +36,7 @@ func newPolicyAPIHarness(t *testing.T, limit int) *apiHarness {
 	t.Helper()
 	iss := oidctest.NewIssuer(t)
 	h := newLimitedHarness(t, apiPolicyConfig, limit, func(o *Options) {
-		v, err := NewOIDCVerifier(OIDCOptions{Issuer: iss.URL, Clock: o.Authority})
+		v, err := api.NewOIDCVerifier(api.OIDCOptions{Issuer: iss.URL, Clock: o.Authority})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +163,7 @@ func TestAPIClaimTakesTheRequirementOfTheConfiguration(t *testing.T) {
 	t.Parallel()
 	iss := oidctest.NewIssuer(t)
 	h := newLimitedHarness(t, strings.Replace(promotionConfig, "%s", "", 1), 100, func(o *Options) {
-		v, err := NewOIDCVerifier(OIDCOptions{Issuer: iss.URL, Clock: o.Authority})
+		v, err := api.NewOIDCVerifier(api.OIDCOptions{Issuer: iss.URL, Clock: o.Authority})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,7 +196,7 @@ func TestAPIClaimCannotChooseAnOrigin(t *testing.T) {
 	t.Parallel()
 	h := newPolicyAPIHarness(t, 100)
 	req := intent("run-a", 'a', "api")
-	req.Intent.Origin = originFor(99, "acme/secrets", "main")
+	req.Intent.Origin = core.OriginFor(99, "acme/secrets", "main")
 	if a := h.call(t, "POST", "/v1/environments/staging/claim", h.token(t, "Codertocat/Hello-World"), req); a.status != http.StatusOK {
 		t.Fatalf("claim: %d %s", a.status, a.body)
 	}

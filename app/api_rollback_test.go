@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/report"
@@ -41,7 +42,7 @@ func TestAPIRollbackAndUnfreeze(t *testing.T) {
 	if diff := cmp.Diff(want, res); diff != "" {
 		t.Errorf("rollback (-want +got):\n%s", diff)
 	}
-	wantDispatch := []DispatchRequest{{Repo: RepoRef{Owner: "Codertocat", Name: "Hello-World"}, Workflow: "deploy.yml", Ref: "master",
+	wantDispatch := []core.DispatchRequest{{Repo: core.RepoRef{Owner: "Codertocat", Name: "Hello-World"}, Workflow: "deploy.yml", Ref: "master",
 		Inputs: map[string]string{"environment": "staging", "generation": "4", "scopes": "api"}}}
 	if diff := cmp.Diff(wantDispatch, h.disp.requests()); diff != "" {
 		t.Errorf("dispatches (-want +got):\n%s", diff)

@@ -13,6 +13,7 @@ import (
 	"github.com/golang-jwt/jwt/v4"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latestwins/latestwins/app/internal/api"
 	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/testutil/oidctest"
@@ -28,7 +29,7 @@ func newAPIHarness(t *testing.T) *apiHarness {
 	t.Helper()
 	iss := oidctest.NewIssuer(t)
 	h := newHarness(t, testConfig, func(o *Options) {
-		v, err := NewOIDCVerifier(OIDCOptions{Issuer: iss.URL, Clock: o.Authority})
+		v, err := api.NewOIDCVerifier(api.OIDCOptions{Issuer: iss.URL, Clock: o.Authority})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +192,7 @@ func TestAPIUnavailable(t *testing.T) {
 	t.Parallel()
 	iss := oidctest.NewIssuer(t)
 	h := newHarness(t, testConfig, func(o *Options) {
-		v, err := NewOIDCVerifier(OIDCOptions{Issuer: "http://127.0.0.1:1", Clock: o.Authority})
+		v, err := api.NewOIDCVerifier(api.OIDCOptions{Issuer: "http://127.0.0.1:1", Clock: o.Authority})
 		if err != nil {
 			t.Fatal(err)
 		}

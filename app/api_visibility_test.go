@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/latestwins/latestwins/app/internal/api"
 	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/testutil/oidctest"
@@ -34,7 +35,7 @@ func TestAPIHidesWhatIsLiveWhereTheTokenDoesNotFeed(t *testing.T) {
 	t.Parallel()
 	iss := oidctest.NewIssuer(t)
 	h := &apiHarness{iss: iss, harness: newHarness(t, visibilityConfig, func(o *Options) {
-		v, err := NewOIDCVerifier(OIDCOptions{Issuer: iss.URL, Clock: o.Authority})
+		v, err := api.NewOIDCVerifier(api.OIDCOptions{Issuer: iss.URL, Clock: o.Authority})
 		if err != nil {
 			t.Fatal(err)
 		}

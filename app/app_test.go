@@ -14,6 +14,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latestwins/latestwins/app/internal/comments"
+	"github.com/latestwins/latestwins/app/internal/configsource"
+	"github.com/latestwins/latestwins/app/internal/core"
+	"github.com/latestwins/latestwins/app/internal/intake"
+	"github.com/latestwins/latestwins/app/internal/surfaces"
 	"github.com/latestwins/latestwins/internal/authority"
 )
 
@@ -23,18 +28,18 @@ func TestEveryFixtureSignedIsAccepted(t *testing.T) {
 	t.Parallel()
 	want := map[string]struct {
 		status  int
-		outcome Outcome
+		outcome core.Outcome
 	}{
-		"push.json":                                 {http.StatusOK, OutcomeAccepted},
-		"pull_request.opened.json":                  {http.StatusOK, OutcomeAccepted},
-		"pull_request.synchronize.json":             {http.StatusOK, OutcomeAccepted},
-		"pull_request.reopened.json":                {http.StatusOK, OutcomeAccepted},
-		"pull_request.closed.json":                  {http.StatusOK, OutcomeReleased},
-		"issue_comment.created.json":                {http.StatusOK, OutcomeRefused},       // no Conversation: permission cannot be checked
-		"check_run.rerequested.json":                {http.StatusAccepted, OutcomeIgnored}, // not a latestwins check run
-		"installation.created.json":                 {http.StatusOK, OutcomeRecorded},
-		"deployment_protection_rule.requested.json": {http.StatusOK, OutcomeRejected},      // no environment answers "production"
-		"deployment_status.created.json":            {http.StatusAccepted, OutcomeIgnored}, // no scope deploys to "production"
+		"push.json":                                 {http.StatusOK, core.OutcomeAccepted},
+		"pull_request.opened.json":                  {http.StatusOK, core.OutcomeAccepted},
+		"pull_request.synchronize.json":             {http.StatusOK, core.OutcomeAccepted},
+		"pull_request.reopened.json":                {http.StatusOK, core.OutcomeAccepted},
+		"pull_request.closed.json":                  {http.StatusOK, core.OutcomeReleased},
+		"issue_comment.created.json":                {http.StatusOK, core.OutcomeRefused},       // no Conversation: permission cannot be checked
+		"check_run.rerequested.json":                {http.StatusAccepted, core.OutcomeIgnored}, // not a latestwins check run
+		"installation.created.json":                 {http.StatusOK, core.OutcomeRecorded},
+		"deployment_protection_rule.requested.json": {http.StatusOK, surfaces.OutcomeRejected},  // no environment answers "production"
+		"deployment_status.created.json":            {http.StatusAccepted, core.OutcomeIgnored}, // no scope deploys to "production"
 	}
 	files, err := filepath.Glob(filepath.Join("..", "testdata", "webhooks", "*.json"))
 	if err != nil {
@@ -55,7 +60,7 @@ func TestEveryFixtureSignedIsAccepted(t *testing.T) {
 			body := fixture(t, name)
 			// Every fixture parses: ParseDelivery sees a known event and a payload.
 			hdr := newDelivery(eventOf(name), "d-"+name, body, sign(testSecret, body)).Header
-			d, err := ParseDelivery(testSecret, hdr, body)
+			d, err := intake.ParseDelivery(testSecret, hdr, body)
 			if err != nil || d.Payload == nil {
 				t.Fatalf("ParseDelivery(%s) = %+v, %v", name, d, err)
 			}
@@ -147,7 +152,7 @@ func TestUnknownEventIsAcknowledged(t *testing.T) {
 		body := []byte(`{"action":"created"}`)
 		rec := h.post(t, event, "d-"+event, body)
 		res := decodeResult(t, rec)
-		if rec.Code != http.StatusAccepted || res.Outcome != OutcomeIgnored {
+		if rec.Code != http.StatusAccepted || res.Outcome != core.OutcomeIgnored {
 			t.Errorf("%s: got %d %s, want 202 ignored", event, rec.Code, rec.Body)
 		}
 	}
@@ -163,11 +168,11 @@ func TestPushAcceptsAndDispatches(t *testing.T) {
 	}
 	res := decodeResult(t, rec)
 	// README.md changed: api (no paths) is selected, docs (docs/**) is not, web is another repository.
-	wantIntents := []IntentInfo{{Environment: "staging", Generation: 1, Accepted: []string{"api"}}}
+	wantIntents := []core.IntentInfo{{Environment: "staging", Generation: 1, Accepted: []string{"api"}}}
 	if diff := cmp.Diff(wantIntents, res.Intents); diff != "" {
 		t.Errorf("intents (-want +got):\n%s", diff)
 	}
-	want := []DispatchRequest{{Installation: 1, Repo: RepoRef{Owner: "Codertocat", Name: "Hello-World"}, Workflow: "deploy.yml", Ref: "master",
+	want := []core.DispatchRequest{{Installation: 1, Repo: core.RepoRef{Owner: "Codertocat", Name: "Hello-World"}, Workflow: "deploy.yml", Ref: "master",
 		Inputs: map[string]string{"environment": "staging", "generation": "1", "scopes": "api"}}}
 	if diff := cmp.Diff(want, h.disp.requests()); diff != "" {
 		t.Errorf("dispatches (-want +got):\n%s", diff)
@@ -225,7 +230,7 @@ func TestReplayedDeliveryChangesNothing(t *testing.T) {
 	h.clock.Advance(time.Minute)
 	rec := h.post(t, "push", "same-id", body)
 	second := decodeResult(t, rec)
-	if rec.Code != http.StatusOK || second.Outcome != OutcomeDuplicate {
+	if rec.Code != http.StatusOK || second.Outcome != core.OutcomeDuplicate {
 		t.Errorf("replay: %d %s, want 200 duplicate", rec.Code, rec.Body)
 	}
 	if first.Intents[0].Generation != second.Intents[0].Generation || !second.Intents[0].Duplicate {
@@ -249,7 +254,7 @@ func TestPushToUnconfiguredRepositoryAcceptsNothing(t *testing.T) {
 	h := newHarness(t, cfg)
 	rec := h.post(t, "push", "d1", fixture(t, "push.json"))
 	res := decodeResult(t, rec)
-	if rec.Code != http.StatusOK || res.Outcome != OutcomeNoScopes || !strings.Contains(res.Message, "no scope is built from Codertocat/Hello-World on master") {
+	if rec.Code != http.StatusOK || res.Outcome != core.OutcomeNoScopes || !strings.Contains(res.Message, "no scope is built from Codertocat/Hello-World on master") {
 		t.Errorf("got %d %s, want 200 no-scopes", rec.Code, rec.Body)
 	}
 	if envs, _ := h.auth.Pending(context.Background()); len(envs) != 0 {
@@ -265,7 +270,7 @@ func TestPushToUnconfiguredRepositoryAcceptsNothing(t *testing.T) {
 	h2 := newHarness(t, testConfig)
 	other := fixture(t, "push.json")
 	other = []byte(strings.Replace(string(other), `"ref": "refs/heads/master"`, `"ref": "refs/heads/feature"`, 1))
-	if res := decodeResult(t, h2.post(t, "push", "d2", other)); res.Outcome != OutcomeNoScopes {
+	if res := decodeResult(t, h2.post(t, "push", "d2", other)); res.Outcome != core.OutcomeNoScopes {
 		t.Errorf("push to feature: %+v, want no-scopes", res)
 	}
 }
@@ -274,11 +279,11 @@ func TestPushOfATagOrDeletedBranchIsIgnored(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, testConfig)
 	tag := []byte(strings.Replace(string(fixture(t, "push.json")), `"ref": "refs/heads/master"`, `"ref": "refs/tags/v1"`, 1))
-	if res := decodeResult(t, h.post(t, "push", "d1", tag)); res.Outcome != OutcomeIgnored {
+	if res := decodeResult(t, h.post(t, "push", "d1", tag)); res.Outcome != core.OutcomeIgnored {
 		t.Errorf("tag push: %+v, want ignored", res)
 	}
 	deleted := withPush(t, pushSha, "0000000000000000000000000000000000000000")
-	if res := decodeResult(t, h.post(t, "push", "d2", deleted)); res.Outcome != OutcomeIgnored {
+	if res := decodeResult(t, h.post(t, "push", "d2", deleted)); res.Outcome != core.OutcomeIgnored {
 		t.Errorf("deleted branch: %+v, want ignored", res)
 	}
 	if envs, _ := h.auth.Pending(context.Background()); len(envs) != 0 {
@@ -306,7 +311,7 @@ func TestInvalidConfigurationIs422(t *testing.T) {
 	if err := os.WriteFile(path, []byte("environments:\n  staging:\n    scopes:\n      api:\n        branch: master\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, testConfig, func(o *Options) { o.Config = &FileConfig{Path: path} })
+	h := newHarness(t, testConfig, func(o *Options) { o.Config = &configsource.File{Path: path} })
 	rec := h.post(t, "push", "d1", fixture(t, "push.json"))
 	if rec.Code != http.StatusUnprocessableEntity || !strings.Contains(rec.Body.String(), "line 4: scope \\\"api\\\" of environment \\\"staging\\\" has no repository") {
 		t.Errorf("got %d %s, want 422 naming the line", rec.Code, rec.Body)
@@ -333,7 +338,7 @@ func TestPullRequestPreviewLifecycle(t *testing.T) {
 	if rec.Code != http.StatusOK || len(res.Intents) != 1 || res.Intents[0].Environment != "preview/pr-2" {
 		t.Fatalf("opened: %d %s", rec.Code, rec.Body)
 	}
-	want := []DispatchRequest{{Installation: 1, Repo: RepoRef{Owner: "Codertocat", Name: "Hello-World"}, Workflow: "preview.yml", Ref: "changes",
+	want := []core.DispatchRequest{{Installation: 1, Repo: core.RepoRef{Owner: "Codertocat", Name: "Hello-World"}, Workflow: "preview.yml", Ref: "changes",
 		Inputs: map[string]string{"environment": "preview/pr-2", "generation": "1", "scopes": "api"}}}
 	if diff := cmp.Diff(want, h.disp.requests()); diff != "" {
 		t.Errorf("dispatches (-want +got):\n%s", diff)
@@ -357,7 +362,7 @@ func TestPullRequestPreviewLifecycle(t *testing.T) {
 	}
 	rec = h.post(t, "pull_request", "pr-close", fixture(t, "pull_request.closed.json"))
 	res = decodeResult(t, rec)
-	if rec.Code != http.StatusOK || res.Outcome != OutcomeReleased || !cmp.Equal(res.Released, []string{"preview/pr-2/api"}) {
+	if rec.Code != http.StatusOK || res.Outcome != core.OutcomeReleased || !cmp.Equal(res.Released, []string{"preview/pr-2/api"}) {
 		t.Fatalf("closed: %d %s", rec.Code, rec.Body)
 	}
 	env, _ = h.auth.Status(ctx, "preview/pr-2")
@@ -391,7 +396,7 @@ func TestClosedPullRequestWithdrawsItsPendingPreview(t *testing.T) {
 	}
 	rec := h.post(t, "pull_request", "pr-close", fixture(t, "pull_request.closed.json"))
 	res := decodeResult(t, rec)
-	if rec.Code != http.StatusOK || res.Outcome != OutcomeReleased || !cmp.Equal(res.Withdrawn, []string{"preview/pr-2/api"}) {
+	if rec.Code != http.StatusOK || res.Outcome != core.OutcomeReleased || !cmp.Equal(res.Withdrawn, []string{"preview/pr-2/api"}) {
 		t.Fatalf("closed: %d %s, want preview/pr-2/api withdrawn", rec.Code, rec.Body)
 	}
 	env, err := h.auth.Status(ctx, "preview/pr-2")
@@ -477,7 +482,7 @@ func TestNewRefusesEmptySecret(t *testing.T) {
 	if !errors.Is(err, authority.ErrInvalidInput) || !strings.Contains(err.Error(), "LATESTWINS_WEBHOOK_SECRET") {
 		t.Errorf("New without a secret: %v", err)
 	}
-	if _, err := ParseDelivery(nil, http.Header{"X-Hub-Signature-256": {"sha256=00"}}, []byte("{}")); !errors.Is(err, ErrUnauthorized) {
+	if _, err := intake.ParseDelivery(nil, http.Header{"X-Hub-Signature-256": {"sha256=00"}}, []byte("{}")); !errors.Is(err, intake.ErrUnauthorized) {
 		t.Errorf("ParseDelivery without a secret: %v, want refused", err)
 	}
 }
@@ -556,7 +561,7 @@ func TestStatusPage(t *testing.T) {
 }
 
 func ExampleParseCommand() {
-	c, ok := ParseCommand("/latestwins deploy api web\nthanks!")
+	c, ok := comments.ParseCommand("/latestwins deploy api web\nthanks!")
 	fmt.Println(ok, c.Name, c.Scopes)
 	// Output: true deploy [api web]
 }

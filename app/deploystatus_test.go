@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 )
 
@@ -61,7 +62,7 @@ func TestDeploymentStatusClosesTheLoop(t *testing.T) {
 	// approve is the protection rule's answer for GitHub's example deployment of sha (145988746).
 	approve := func(h *harness) {
 		t.Helper()
-		if w := h.post(t, protectionRuleEvent, "d-approve", protectionFixture(t, nil)); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"approved"`) {
+		if w := h.post(t, core.EventProtectionRule, "d-approve", protectionFixture(t, nil)); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"approved"`) {
 			t.Fatalf("protection rule: %d %s; want it approved", w.Code, w.Body)
 		}
 	}
@@ -165,7 +166,7 @@ func TestDeploymentStatusOfAnUnapprovedDeployment(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if w := h.post(t, protectionRuleEvent, "d-ask", protectionFixture(t, nil)); !strings.Contains(w.Body.String(), `"rejected"`) ||
+		if w := h.post(t, core.EventProtectionRule, "d-ask", protectionFixture(t, nil)); !strings.Contains(w.Body.String(), `"rejected"`) ||
 			!strings.Contains(w.Body.String(), "waiting for staging") {
 			t.Fatalf("protection rule: %d %s; want it rejected, waiting for staging", w.Code, w.Body)
 		}
@@ -201,7 +202,7 @@ func TestDeploymentStatusOfAnUnapprovedDeployment(t *testing.T) {
 		if _, err := h.auth.Accept(ctx, authority.Intent{ID: "push-2", Environment: "production", Scopes: []string{"api"}, Sha: sha, Ref: "refs/heads/master"}, false); err != nil {
 			t.Fatal(err)
 		}
-		if w := h.post(t, protectionRuleEvent, "d-ask", protectionFixture(t, nil)); !strings.Contains(w.Body.String(), "held by a freeze") {
+		if w := h.post(t, core.EventProtectionRule, "d-ask", protectionFixture(t, nil)); !strings.Contains(w.Body.String(), "held by a freeze") {
 			t.Fatalf("protection rule: %d %s; want it held by the freeze", w.Code, w.Body)
 		}
 		w := h.post(t, "deployment_status", "s-1", statusDelivery(t, "success"))

@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
+	"github.com/latestwins/latestwins/app/internal/configsource"
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/ghadapter"
 	"github.com/latestwins/latestwins/internal/githubapp"
@@ -21,7 +23,7 @@ import (
 	"github.com/latestwins/latestwins/internal/store/storetest"
 )
 
-var helloWorld = RepoRef{Owner: "Codertocat", Name: "Hello-World"}
+var helloWorld = core.RepoRef{Owner: "Codertocat", Name: "Hello-World"}
 
 // holdingTransport holds the first request until release is closed or the request's context ends,
 // after saying so on entered.
@@ -63,14 +65,14 @@ const ownFile = "version: 1\n"
 // trustedOver is the App's configuration source for tests of reading repositories' own files: the
 // trusted file is commentConfig on disk, allowing overrides, and each repository's own file is read
 // through files.
-func trustedOver(t testing.TB, files *ghadapter.Files) *TrustedConfig {
+func trustedOver(t testing.TB, files *ghadapter.Files) *configsource.Trusted {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "latestwins.yml")
 	// Overrides allowed, so that each repository's own file is read.
 	if err := os.WriteFile(path, []byte("allowed-overrides: [paths, workflow]\n"+commentConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	src, err := NewTrustedConfig(TrustedOptions{Path: path, Files: files})
+	src, err := configsource.NewTrusted(configsource.TrustedOptions{Path: path, Files: files})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,8 +183,8 @@ func TestGitHubFilesRefreshElsewhereServesTheCachedCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg, err := src.File(context.Background(), 1, helloWorld, pushSha)
-	var refreshing *RefreshingError
-	if cfg == nil || !errors.As(err, &refreshing) || !errors.Is(err, ErrRefreshInProgress) || refreshing.Holder != "other-process" || refreshing.RetryAfter < time.Second {
+	var refreshing *core.RefreshingError
+	if cfg == nil || !errors.As(err, &refreshing) || !errors.Is(err, core.ErrRefreshInProgress) || refreshing.Holder != "other-process" || refreshing.RetryAfter < time.Second {
 		t.Errorf("refresh elsewhere: %v, %v; want the cached copy with a *RefreshingError naming other-process", cfg, err)
 	}
 	if rec := h.post(t, "push", "d-again", fixture(t, "push.json")); rec.Code != http.StatusOK {

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latestwins/latestwins/app/internal/core"
+	"github.com/latestwins/latestwins/app/internal/web"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/config"
 	"github.com/latestwins/latestwins/internal/store/memory"
@@ -73,32 +75,32 @@ func eventOf(name string) string {
 // staticConfig is a ConfigSource with one configuration for every repository.
 type staticConfig struct{ cfg *config.Config }
 
-func (s staticConfig) Config(context.Context, int64, RepoRef, string) (*config.Config, error) {
+func (s staticConfig) Config(context.Context, int64, core.RepoRef, string) (*config.Config, error) {
 	return s.cfg, nil
 }
 
-var _ ConfigSource = staticConfig{}
+var _ core.ConfigSource = staticConfig{}
 
 // recorder is a Dispatcher that records its requests and answers err.
 type recorder struct {
 	mu   sync.Mutex
-	reqs []DispatchRequest
+	reqs []core.DispatchRequest
 	err  error
 }
 
-var _ Dispatcher = (*recorder)(nil)
+var _ core.Dispatcher = (*recorder)(nil)
 
-func (r *recorder) Dispatch(_ context.Context, req DispatchRequest) error {
+func (r *recorder) Dispatch(_ context.Context, req core.DispatchRequest) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reqs = append(r.reqs, req)
 	return r.err
 }
 
-func (r *recorder) requests() []DispatchRequest {
+func (r *recorder) requests() []core.DispatchRequest {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]DispatchRequest(nil), r.reqs...)
+	return append([]core.DispatchRequest(nil), r.reqs...)
 }
 
 type harness struct {
@@ -116,7 +118,7 @@ func newHarness(t testing.TB, cfgYAML string, opts ...func(*Options)) *harness {
 	}
 	clock := storetest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	h := &harness{auth: authority.New(memory.New(), authority.WithClock(clock)), disp: &recorder{}, clock: clock}
-	o := Options{Secret: testSecret, Authority: h.auth, Config: staticConfig{cfg}, Dispatcher: h.disp, StatusPage: StatusPageOpen,
+	o := Options{Secret: testSecret, Authority: h.auth, Config: staticConfig{cfg}, Dispatcher: h.disp, StatusPage: web.StatusPageOpen,
 		Environments: func(context.Context) ([]string, error) { return []string{"staging"}, nil }}
 	for _, f := range opts {
 		f(&o)
@@ -154,9 +156,9 @@ func newDelivery(event, id string, body []byte, signature string) *http.Request 
 	return r
 }
 
-func decodeResult(t testing.TB, w *httptest.ResponseRecorder) Result {
+func decodeResult(t testing.TB, w *httptest.ResponseRecorder) core.Result {
 	t.Helper()
-	var res Result
+	var res core.Result
 	if err := json.Unmarshal(w.Body.Bytes(), &res); err != nil {
 		t.Fatalf("response %q: %v", w.Body.String(), err)
 	}

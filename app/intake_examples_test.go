@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/latestwins/latestwins/app/internal/core"
+	"github.com/latestwins/latestwins/app/internal/intake"
 	"github.com/latestwins/latestwins/internal/testutil"
 )
 
@@ -50,10 +52,10 @@ func TestGitHubExamples(t *testing.T) {
 			rd := readings[(used+unused)%len(readings)] // every way a body can arrive, in turn
 			rec := h.do(rd.request(def.Name, id, ex, sign(testSecret, ex)))
 			switch {
-			case !usedEvents[def.Name]:
+			case !intake.UsedEvents[def.Name]:
 				unused++
 				res := decodeResult(t, rec)
-				if rec.Code != http.StatusAccepted || res.Outcome != OutcomeIgnored {
+				if rec.Code != http.StatusAccepted || res.Outcome != core.OutcomeIgnored {
 					t.Errorf("%s (not used): %d %s, want 202 ignored", name, rec.Code, rec.Body)
 				}
 			case unparsableExamples[name]:

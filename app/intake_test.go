@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,15 +14,34 @@ import (
 	"testing/iotest"
 
 	"github.com/google/go-github/v60/github"
+
+	"github.com/latestwins/latestwins/app/internal/core"
+	"github.com/latestwins/latestwins/app/internal/intake"
 )
+
+// limit gives the App's webhook door other bounds of what is in flight.
+func (a *App) limit(deliveries int, bytes int64) {
+	o := a.hook
+	o.Deliveries, o.Bytes = deliveries, bytes
+	a.webhook = intake.New(a.core, o)
+}
+
+// writeJSON and writeError answer as the webhook door does.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}
 
 // checkIntakeIdle fails the test unless every delivery gave its share of the intake back.
 func checkIntakeIdle(t *testing.T, a *App) {
 	t.Helper()
-	a.intake.mu.Lock()
-	defer a.intake.mu.Unlock()
-	if a.intake.inFlight != 0 || a.intake.reserved != 0 {
-		t.Errorf("intake after every delivery ended: %d in flight, %d pages reserved; want none", a.intake.inFlight, a.intake.reserved)
+	if inFlight, reserved := a.webhook.InFlight(); inFlight != 0 || reserved != 0 {
+		t.Errorf("intake after every delivery ended: %d in flight, %d pages reserved; want none", inFlight, reserved)
 	}
 }
 
@@ -45,7 +65,7 @@ func TestUnusedEventsAreAcknowledgedUnread(t *testing.T) {
 			h := newHarness(t, testConfig)
 			rec := h.post(t, event, "d-"+name, body)
 			res := decodeResult(t, rec)
-			if rec.Code != http.StatusAccepted || res.Outcome != OutcomeIgnored || !strings.Contains(res.Message, "not used by latestwins") {
+			if rec.Code != http.StatusAccepted || res.Outcome != core.OutcomeIgnored || !strings.Contains(res.Message, "not used by latestwins") {
 				t.Errorf("%s: %d %s, want 202 ignored", name, rec.Code, rec.Body)
 			}
 			checkIntakeIdle(t, h.app)
@@ -68,7 +88,7 @@ func TestUnusedEventsAreAcknowledgedUnread(t *testing.T) {
 func TestUsedEventsNeedAnObject(t *testing.T) {
 	t.Parallel()
 	events := slices.Sorted(func(yield func(string) bool) {
-		for e := range usedEvents {
+		for e := range intake.UsedEvents {
 			if !yield(e) {
 				return
 			}
@@ -95,26 +115,26 @@ func TestUsedEventsNeedAnObject(t *testing.T) {
 	}
 }
 
-// usedEvents is exactly the set of events Handle acts on: every other event go-github knows falls
-// to Handle's "not used" branch, and none of usedEvents does.
+// intake.UsedEvents is exactly the set of events Handle acts on: every other event go-github knows falls
+// to Handle's "not used" branch, and none of intake.UsedEvents does.
 func TestUsedEventsAreThoseHandled(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, testConfig)
-	events := append(github.MessageTypes(), protectionRuleEvent)
-	for event := range usedEvents {
+	events := append(github.MessageTypes(), core.EventProtectionRule)
+	for event := range intake.UsedEvents {
 		if !slices.Contains(events, event) {
 			t.Errorf("used event %q is neither go-github's nor the protection rule's", event)
 		}
 	}
 	for _, event := range events {
-		payload, err := parseEvent(event, []byte("{}"))
+		payload, err := intake.ParseEvent(event, []byte("{}"))
 		if err != nil {
 			t.Fatalf("parse %s {}: %v", event, err)
 		}
-		res, err := h.app.Handle(context.Background(), Delivery{ID: "d-" + event, Event: event, Payload: payload})
-		notUsed := err == nil && res.Outcome == OutcomeIgnored && strings.Contains(res.Message, "is not used by latestwins")
-		if notUsed == usedEvents[event] {
-			t.Errorf("event %s: in usedEvents %v, but Handle answered %+v, %v", event, usedEvents[event], res, err)
+		res, err := h.app.Handle(context.Background(), core.Delivery{ID: "d-" + event, Event: event, Payload: payload})
+		notUsed := err == nil && res.Outcome == core.OutcomeIgnored && strings.Contains(res.Message, "is not used by latestwins")
+		if notUsed == intake.UsedEvents[event] {
+			t.Errorf("event %s: in intake.UsedEvents %v, but Handle answered %+v, %v", event, intake.UsedEvents[event], res, err)
 		}
 	}
 }
@@ -195,7 +215,7 @@ func (a *App) serveWhole(r *http.Request) *httptest.ResponseRecorder {
 	if err != nil {
 		panic(err)
 	}
-	d, err := ParseDelivery(a.secret, r.Header, body)
+	d, err := intake.ParseDelivery(a.hook.Secret, r.Header, body)
 	if err != nil {
 		status := http.StatusBadRequest
 		if strings.HasPrefix(err.Error(), "webhook signature rejected") {
@@ -205,13 +225,13 @@ func (a *App) serveWhole(r *http.Request) *httptest.ResponseRecorder {
 		return w
 	}
 	if d.Payload == nil {
-		writeJSON(w, http.StatusAccepted, Result{Delivery: d.ID, Event: d.Event, Outcome: OutcomeIgnored,
+		writeJSON(w, http.StatusAccepted, core.Result{Delivery: d.ID, Event: d.Event, Outcome: core.OutcomeIgnored,
 			Message: fmt.Sprintf("event %q is not used by latestwins", d.Event)})
 		return w
 	}
 	res, err := a.Handle(r.Context(), d)
 	if err != nil {
-		writeError(w, StatusFor(err), err.Error())
+		writeError(w, core.StatusFor(err), err.Error())
 		return w
 	}
 	writeJSON(w, res.Status, res)
@@ -358,7 +378,7 @@ func checkBusy(t *testing.T, what string, rec *httptest.ResponseRecorder) {
 func TestIntakeCapsDeliveriesInFlight(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, testConfig)
-	h.app.intake = newIntake(h.app.maxBody, 2, InFlightBytes(h.app.maxBody))
+	h.app.limit(2, intake.InFlightBytes(intake.DefaultMaxBodyBytes))
 	first := hold(t, h, "push", "held-1", -1, []byte("{"))
 	second := hold(t, h, "ping", "held-2", 1000, []byte("{"))
 	cr := &countingReader{r: strings.NewReader("{}")}
@@ -384,12 +404,12 @@ func TestIntakeCapsDeliveriesInFlight(t *testing.T) {
 // chunked one page by page; what does not fit is refused 503 with Retry-After.
 func TestIntakeCapsBytesInFlight(t *testing.T) {
 	t.Parallel()
-	const maxBody = 2 * pageSize
+	const maxBody = 2 * intake.PageSize
 	small := []byte(`{"zen":"x"}`)
 	t.Run("declared", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, testConfig, func(o *Options) { o.MaxBodyBytes = maxBody })
-		h.app.intake = newIntake(maxBody, 8, maxBody)
+		h.app.limit(8, maxBody)
 		held := hold(t, h, "push", "held", maxBody, []byte("{"))
 		checkBusy(t, "a used event with every page reserved", h.post(t, "push", "d2", small))
 		checkBusy(t, "an unused event with every page reserved", h.post(t, "ping", "d3", small))
@@ -404,8 +424,8 @@ func TestIntakeCapsBytesInFlight(t *testing.T) {
 	t.Run("chunked grows into the budget", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, testConfig, func(o *Options) { o.MaxBodyBytes = maxBody })
-		h.app.intake = newIntake(maxBody, 8, maxBody)
-		held := hold(t, h, "push", "held", pageSize, []byte("{")) // one page reserved
+		h.app.limit(8, maxBody)
+		held := hold(t, h, "push", "held", intake.PageSize, []byte("{")) // one page reserved
 		pr, pw := io.Pipe()
 		r := newDelivery("push", "chunked", nil, "sha256="+strings.Repeat("0", 64))
 		r.Body, r.ContentLength = pr, -1
@@ -414,34 +434,14 @@ func TestIntakeCapsBytesInFlight(t *testing.T) {
 		go func() {
 			// The second page it needs does not fit: the handler stops reading, and the write ends
 			// when the test closes the pipe.
-			_, _ = pw.Write(make([]byte, pageSize+1))
+			_, _ = pw.Write(make([]byte, intake.PageSize+1))
 			_ = pw.Close()
 		}()
 		checkBusy(t, "a chunked body past the budget", <-done)
 		_ = pr.Close()
-		if rec := held.finish(t, make([]byte, pageSize-1)); rec.Code != http.StatusUnauthorized {
+		if rec := held.finish(t, make([]byte, intake.PageSize-1)); rec.Code != http.StatusUnauthorized {
 			t.Errorf("the held delivery: %d %s, want 401", rec.Code, rec.Body)
 		}
 		checkIntakeIdle(t, h.app)
 	})
-}
-
-// A delivery that fits the budget once nothing else is in flight is taken: the budget admits a
-// body of the largest size.
-func TestBudgetAdmitsTheLargestBody(t *testing.T) {
-	t.Parallel()
-	for _, maxBody := range []int64{1, 4096, pageSize, pageSize + 1, DefaultMaxBodyBytes} {
-		in := newIntake(maxBody, MaxDeliveriesInFlight, InFlightBytes(maxBody))
-		tk, err := in.enter()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tk.reserve(pagesFor(maxBody)); err != nil {
-			t.Errorf("max body %d: a body of that size does not fit the budget: %v", maxBody, err)
-		}
-		tk.done()
-	}
-	if DefaultMaxBodyBytes < 25_000_000 {
-		t.Errorf("DefaultMaxBodyBytes %d is under GitHub's cap on a payload (25 MB): GitHub's largest deliveries would be refused", DefaultMaxBodyBytes)
-	}
 }

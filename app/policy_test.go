@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latestwins/latestwins/app/internal/core"
+	"github.com/latestwins/latestwins/app/internal/intake"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/store/memory"
 	"github.com/latestwins/latestwins/internal/store/storetest"
@@ -79,7 +81,7 @@ func newLimitedHarness(t *testing.T, cfg string, limit int, opts ...func(*Option
 	return h
 }
 
-func intentOf(t *testing.T, res Result, env string) IntentInfo {
+func intentOf(t *testing.T, res core.Result, env string) core.IntentInfo {
 	t.Helper()
 	for _, ii := range res.Intents {
 		if ii.Environment == env {
@@ -87,7 +89,7 @@ func intentOf(t *testing.T, res Result, env string) IntentInfo {
 		}
 	}
 	t.Fatalf("no intent for %s in %+v", env, res.Intents)
-	return IntentInfo{}
+	return core.IntentInfo{}
 }
 
 func entryShas(sc *authority.Scope) []string {
@@ -170,7 +172,7 @@ func TestPushBarriers(t *testing.T) {
 			t.Fatal(err)
 		}
 		one := p["commits"].([]any)[0]
-		commits := make([]any, maxListedCommits)
+		commits := make([]any, intake.MaxListedCommits)
 		for i := range commits {
 			commits[i] = one
 		}
@@ -256,7 +258,7 @@ func TestQueueFullPushIsRefused(t *testing.T) {
 	third := policyPush(t, 3, []string{"src/a.go"}, false)
 	w := h.post(t, "push", "d3", third)
 	res := decodeResult(t, w)
-	if w.Code != http.StatusTooManyRequests || res.Outcome != OutcomeQueueFull {
+	if w.Code != http.StatusTooManyRequests || res.Outcome != core.OutcomeQueueFull {
 		t.Fatalf("third push: %d %s %s; want 429 queue-full", w.Code, res.Outcome, w.Body)
 	}
 	if len(res.Refused) != 1 || res.Refused[0].Environment != "staging" || res.Refused[0].Scope != "api" ||
@@ -283,7 +285,7 @@ func TestQueueFullPushIsRefused(t *testing.T) {
 	before = len(h.disp.requests())
 	w = h.post(t, "push", "d3", third)
 	res = decodeResult(t, w)
-	if w.Code != http.StatusOK || res.Outcome != OutcomeAccepted {
+	if w.Code != http.StatusOK || res.Outcome != core.OutcomeAccepted {
 		t.Fatalf("re-delivery: %d %s", w.Code, w.Body)
 	}
 	if ii := intentOf(t, res, "production"); !ii.Duplicate {
@@ -376,13 +378,13 @@ func TestDecisionCommands(t *testing.T) {
 		body       string
 		seed       func(t *testing.T, h *harness)
 		permission string
-		outcome    Outcome
+		outcome    core.Outcome
 		reply      string
 		check      func(t *testing.T, h *harness)
 	}{
 		{
 			name: "skip gives up on the failure; the next waiting commit goes", body: "/latestwins skip api", seed: blocked,
-			permission: "write", outcome: OutcomeDecided,
+			permission: "write", outcome: core.OutcomeDecided,
 			reply: "Skipped 34c5c77 (generation 1) in preview/pr-1/api: it stays failed, and the next waiting commit goes.",
 			check: func(t *testing.T, h *harness) {
 				if m := head(t, h, "preview/pr-1", "api"); m == nil || m.Sha != headSha || m.Failed {
@@ -398,7 +400,7 @@ func TestDecisionCommands(t *testing.T) {
 		},
 		{
 			name: "retry tries the failure again", body: "/latestwins retry api", seed: blocked,
-			permission: "admin", outcome: OutcomeDecided,
+			permission: "admin", outcome: core.OutcomeDecided,
 			reply: "34c5c77 (generation 1) in preview/pr-1/api will be retried from its first attempt",
 			check: func(t *testing.T, h *harness) {
 				if m := head(t, h, "preview/pr-1", "api"); m == nil || m.Sha != olderSha || m.Failed || m.Attempt != 0 {
@@ -408,7 +410,7 @@ func TestDecisionCommands(t *testing.T) {
 		},
 		{
 			name: "without write permission nothing is decided", body: "/latestwins skip api", seed: blocked,
-			permission: "read", outcome: OutcomeRefused,
+			permission: "read", outcome: core.OutcomeRefused,
 			reply: "`\"Codertocat\"` cannot run `/latestwins skip`: it needs write permission on Codertocat/Hello-World.",
 			check: func(t *testing.T, h *harness) {
 				if m := head(t, h, "preview/pr-1", "api"); m == nil || m.Sha != olderSha || !m.Failed {
@@ -419,7 +421,7 @@ func TestDecisionCommands(t *testing.T) {
 		{
 			name: "a scope nothing blocks", body: "/latestwins skip api",
 			seed:       func(t *testing.T, h *harness) { queueBehind(t, h, "preview/pr-1", "api", "only", third) },
-			permission: "write", outcome: OutcomeDecided,
+			permission: "write", outcome: core.OutcomeDecided,
 			reply: "preview/pr-1/api is not blocked by a failure; nothing to skip.",
 			check: func(t *testing.T, h *harness) {
 				if m := head(t, h, "preview/pr-1", "api"); m == nil || m.Sha != third {
@@ -429,7 +431,7 @@ func TestDecisionCommands(t *testing.T) {
 		},
 		{
 			name: "before anything was accepted", body: "/latestwins retry worker",
-			permission: "write", outcome: OutcomeDecided,
+			permission: "write", outcome: core.OutcomeDecided,
 			reply: "preview/pr-1/worker is not blocked by a failure: nothing was accepted there yet.",
 		},
 	}
@@ -497,7 +499,7 @@ func TestDeployCommandOnFullQueueReplies(t *testing.T) {
 
 	w := h.post(t, "issue_comment", "d-deploy", commentFixture(t, withBody("/latestwins deploy")))
 	res := decodeResult(t, w)
-	if w.Code != http.StatusTooManyRequests || res.Outcome != OutcomeQueueFull {
+	if w.Code != http.StatusTooManyRequests || res.Outcome != core.OutcomeQueueFull {
 		t.Fatalf("%d %s, want 429 queue-full: %s", w.Code, res.Outcome, w.Body)
 	}
 	if got := replyOf(t, st); !strings.Contains(got, "preview/pr-1: not accepted, the queue is full: preview/pr-1/api: 1 intents are pending, the most one scope may hold (1)") {
@@ -533,14 +535,14 @@ func TestRetryStartsTheWorkflowAtOnce(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, queuedPreviewConfig, func(o *Options) { o.Conversation = allowAll{} })
 	ar, err := h.auth.Accept(context.Background(), authority.Intent{ID: "p1", Environment: "preview/pr-1", Scopes: []string{"api"}, Sha: headSha,
-		Ref: "refs/heads/changes", Policy: authority.PolicyQueue, Origin: originFor(1, "Codertocat/Hello-World", "changes")}, true)
+		Ref: "refs/heads/changes", Policy: authority.PolicyQueue, Origin: core.OriginFor(1, "Codertocat/Hello-World", "changes")}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	deployHeadOutcome(t, h, "preview/pr-1", "api", authority.OutcomeFailure)
 	before := len(h.disp.requests())
 	w := h.post(t, "issue_comment", "d-retry", commentFixture(t, withBody("/latestwins retry api")))
-	if res := decodeResult(t, w); w.Code != http.StatusOK || res.Outcome != OutcomeDecided {
+	if res := decodeResult(t, w); w.Code != http.StatusOK || res.Outcome != core.OutcomeDecided {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
 	reqs := h.disp.requests()

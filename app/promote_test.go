@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latestwins/latestwins/app/internal/api"
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/testutil/oidctest"
@@ -51,58 +53,58 @@ func TestPromoteCommand(t *testing.T) {
 		deploy = "POST " + fixtureRepo + "/actions/workflows/deploy.yml/dispatches"
 		reply  = "POST " + fixtureRepo + "/issues/1/comments"
 	)
-	repo := RepoRef{Owner: "Codertocat", Name: "Hello-World"}
+	repo := core.RepoRef{Owner: "Codertocat", Name: "Hello-World"}
 	tests := []struct {
 		name       string
 		body       string
 		permission string
 		dispatch   bool
-		outcome    Outcome
+		outcome    core.Outcome
 		calls      []string
 		reply      []string
-		dispatched []DispatchRequest
+		dispatched []core.DispatchRequest
 		promoted   string // the scope whose production pending commit is shaB afterwards
 	}{
 		{
 			name: "every environment with requires that the repository feeds", body: "/latestwins promote api",
-			permission: "write", dispatch: true, outcome: OutcomePromoted,
+			permission: "write", dispatch: true, outcome: core.OutcomePromoted,
 			calls: []string{react, perm, deploy, reply},
 			reply: []string{"Promoted bbbbbbb, live in staging/api, to production/api at generation 1.",
 				"Dispatched deploy.yml on master in Codertocat/Hello-World (scopes api, generation 1)."},
-			dispatched: []DispatchRequest{{Installation: fixtureInstallID, Repo: repo, Workflow: "deploy.yml", Ref: "master",
+			dispatched: []core.DispatchRequest{{Installation: fixtureInstallID, Repo: repo, Workflow: "deploy.yml", Ref: "master",
 				Inputs: map[string]string{"environment": "production", "generation": "1", "scopes": "api"}}},
 			promoted: "api",
 		},
 		{
 			name: "the environment named", body: "/latestwins promote production/api",
-			permission: "admin", dispatch: true, outcome: OutcomePromoted,
+			permission: "admin", dispatch: true, outcome: core.OutcomePromoted,
 			calls: []string{react, perm, deploy, reply},
 			reply: []string{"Promoted bbbbbbb, live in staging/api, to production/api at generation 1."},
-			dispatched: []DispatchRequest{{Installation: fixtureInstallID, Repo: repo, Workflow: "deploy.yml", Ref: "master",
+			dispatched: []core.DispatchRequest{{Installation: fixtureInstallID, Repo: repo, Workflow: "deploy.yml", Ref: "master",
 				Inputs: map[string]string{"environment": "production", "generation": "1", "scopes": "api"}}},
 			promoted: "api",
 		},
 		{
 			name: "a scope another repository feeds is refused", body: "/latestwins promote web",
-			permission: "write", outcome: OutcomeNoScopes,
+			permission: "write", outcome: core.OutcomeNoScopes,
 			calls: []string{react, perm, reply},
 			reply: []string{"No environment of .github/latestwins.yml that requires another builds `\"web\"` from Codertocat/Hello-World"},
 		},
 		{
 			name: "a scope another repository feeds, named with its environment, is refused", body: "/latestwins promote production/web",
-			permission: "write", outcome: OutcomeNoScopes,
+			permission: "write", outcome: core.OutcomeNoScopes,
 			calls: []string{react, perm, reply},
 			reply: []string{"production/`\"web\"` is not built from Codertocat/Hello-World"},
 		},
 		{
 			name: "an environment that requires nothing", body: "/latestwins promote staging/api",
-			permission: "write", outcome: OutcomePromoted,
+			permission: "write", outcome: core.OutcomePromoted,
 			calls: []string{react, perm, reply},
 			reply: []string{"staging requires no environment in .github/latestwins.yml, so there is nothing to promote from"},
 		},
 		{
 			name: "without write permission nothing is promoted", body: "/latestwins promote api",
-			permission: "read", outcome: OutcomeRefused,
+			permission: "read", outcome: core.OutcomeRefused,
 			calls: []string{react, perm, reply},
 			reply: []string{"`\"Codertocat\"` cannot run `/latestwins promote`: it needs write permission on Codertocat/Hello-World."},
 		},
@@ -131,7 +133,7 @@ func TestPromoteCommand(t *testing.T) {
 				t.Fatal(err)
 			}
 			m := e.Scopes[tt.promoted].Mailbox
-			wantOrigin := originFor(fixtureInstallID, "Codertocat/Hello-World", "master")
+			wantOrigin := core.OriginFor(fixtureInstallID, "Codertocat/Hello-World", "master")
 			if m == nil || m.Sha != shaB || m.Origin != wantOrigin || m.Actor != "Codertocat" {
 				t.Errorf("production/%s pending %+v; want %s asked by Codertocat with origin %s", tt.promoted, m, shaB, wantOrigin)
 			}
@@ -183,7 +185,7 @@ func TestAPIPromote(t *testing.T) {
 	t.Parallel()
 	iss := oidctest.NewIssuer(t)
 	h := newLimitedHarness(t, promoteConfig, 100, func(o *Options) {
-		v, err := NewOIDCVerifier(OIDCOptions{Issuer: iss.URL, Clock: o.Authority})
+		v, err := api.NewOIDCVerifier(api.OIDCOptions{Issuer: iss.URL, Clock: o.Authority})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +233,7 @@ func TestAPIEnvironmentsOverview(t *testing.T) {
 	t.Parallel()
 	iss := oidctest.NewIssuer(t)
 	h := newLimitedHarness(t, overviewConfig, 100, func(o *Options) {
-		v, err := NewOIDCVerifier(OIDCOptions{Issuer: iss.URL, Clock: o.Authority})
+		v, err := api.NewOIDCVerifier(api.OIDCOptions{Issuer: iss.URL, Clock: o.Authority})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/ghadapter"
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
@@ -38,7 +39,7 @@ func newPromotionHarness(t *testing.T, ancestor bool) (*harness, *githubtest.Ser
 	gh, inst := newGitHub(t)
 	commits := &ghadapter.Commits{Installations: inst}
 	clock := storetest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
-	auth := authority.New(memory.New(), authority.WithClock(clock), authority.WithPromotionComparer(&PromotionCompare{Commits: commits}))
+	auth := authority.New(memory.New(), authority.WithClock(clock), authority.WithPromotionComparer(&core.PromotionCompare{Commits: commits}))
 	extra := ""
 	if ancestor {
 		extra = "\n    requires-ancestor: true"

@@ -12,7 +12,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/app/internal/configsource"
+	"github.com/latestwins/latestwins/app/internal/core"
+	"github.com/latestwins/latestwins/app/internal/surfaces"
 	"github.com/latestwins/latestwins/internal/config"
 	"github.com/latestwins/latestwins/internal/ghadapter"
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
@@ -86,7 +88,7 @@ func TestProtectionRule(t *testing.T) {
 		name    string
 		config  string
 		setup   func(t *testing.T, h *harness)
-		outcome Outcome
+		outcome core.Outcome
 		calls   []call
 	}{
 		{
@@ -96,7 +98,7 @@ func TestProtectionRule(t *testing.T) {
 				deployed(t, h, "prod", "old", newerSha, "api", "docs") // an older deploy, live
 				pending(t, h, "prod", "push", protectedSha, "api")     // the job's commit, pending for api only (docs/** untouched)
 			},
-			outcome: OutcomeApproved,
+			outcome: surfaces.OutcomeApproved,
 			calls:   []call{review("approved", "f95f852 is the newest commit accepted for prod (api, docs) at generation 2")},
 		},
 		{
@@ -105,7 +107,7 @@ func TestProtectionRule(t *testing.T) {
 			setup: func(t *testing.T, h *harness) {
 				deployed(t, h, "prod", "push", protectedSha, "api", "docs")
 			},
-			outcome: OutcomeApproved,
+			outcome: surfaces.OutcomeApproved,
 			calls:   []call{review("approved", "f95f852 is the newest commit accepted for prod (api, docs) at generation 1")},
 		},
 		{
@@ -115,7 +117,7 @@ func TestProtectionRule(t *testing.T) {
 				pending(t, h, "prod", "push", protectedSha, "api", "docs")
 				pending(t, h, "prod", "newer", newerSha, "api")
 			},
-			outcome: OutcomeRejected,
+			outcome: surfaces.OutcomeRejected,
 			calls: []call{
 				review("rejected", "Superseded by generation 2 (abc1234)"),
 				{"POST", deploymentPath, map[string]any{"state": "inactive", "description": "Superseded by generation 2 (abc1234)"}},
@@ -128,7 +130,7 @@ func TestProtectionRule(t *testing.T) {
 				pending(t, h, "prod", "push", protectedSha, "api")
 				pending(t, h, "prod", "docs-change", newerSha, "docs")
 			},
-			outcome: OutcomeRejected,
+			outcome: surfaces.OutcomeRejected,
 			calls: []call{
 				review("rejected", "Superseded by generation 2 (abc1234)"),
 				{"POST", deploymentPath, map[string]any{"state": "inactive", "description": "Superseded by generation 2 (abc1234)"}},
@@ -140,21 +142,21 @@ func TestProtectionRule(t *testing.T) {
 			setup: func(t *testing.T, h *harness) {
 				pending(t, h, "prod", "other", newerSha, "api")
 			},
-			outcome: OutcomeRejected,
+			outcome: surfaces.OutcomeRejected,
 			calls: []call{review("rejected", "latestwins has not accepted f95f852 for prod (api, docs), so it cannot tell whether it is the newest commit. "+
 				"Pushes to the branch configured for these scopes are accepted; re-run this job once its push is, or deploy the commit through latestwins.")},
 		},
 		{
 			name:    "rejects a GitHub environment no latestwins environment answers",
 			config:  testConfig,
-			outcome: OutcomeRejected,
+			outcome: surfaces.OutcomeRejected,
 			calls: []call{review("rejected", `No latestwins environment answers the GitHub environment "production": in .github/latestwins.yml of Codertocat/Hello-World, `+
 				"name an environment \"production\", or set `github-environment: production` on the one it deploys (docs/config.md, \"Deployment protection rules\").")},
 		},
 		{
 			name:    "rejects an environment with no scope from the repository",
 			config:  "environments:\n  production:\n    scopes:\n      web:\n        repository: acme/web\n        branch: main\n",
-			outcome: OutcomeRejected,
+			outcome: surfaces.OutcomeRejected,
 			calls: []call{review("rejected", "The latestwins environment production has no scope built from Codertocat/Hello-World: "+
 				`add one to .github/latestwins.yml, or remove latestwins from the protection rules of the GitHub environment "production".`)},
 		},
@@ -170,7 +172,7 @@ func TestProtectionRule(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(t, h)
 			}
-			rec := h.post(t, protectionRuleEvent, "d-protect", protectionFixture(t, nil))
+			rec := h.post(t, core.EventProtectionRule, "d-protect", protectionFixture(t, nil))
 			res := decodeResult(t, rec)
 			if rec.Code != http.StatusOK || res.Outcome != tt.outcome {
 				t.Errorf("%d %s, want 200 %s", rec.Code, rec.Body, tt.outcome)
@@ -209,12 +211,12 @@ func TestProtectionRuleReplay(t *testing.T) {
 	pending(t, h, "prod", "push", protectedSha, "api", "docs")
 	ctx := context.Background()
 	body := protectionFixture(t, nil)
-	first := h.post(t, protectionRuleEvent, "d-protect", body)
+	first := h.post(t, core.EventProtectionRule, "d-protect", body)
 	before, err := h.auth.Status(ctx, "prod")
 	if err != nil {
 		t.Fatal(err)
 	}
-	again := h.post(t, protectionRuleEvent, "d-protect", body)
+	again := h.post(t, core.EventProtectionRule, "d-protect", body)
 	if first.Code != http.StatusOK || first.Body.String() != again.Body.String() {
 		t.Errorf("first %d %s, again %d %s: want the same 200", first.Code, first.Body, again.Code, again.Body)
 	}
@@ -262,7 +264,7 @@ func TestProtectionRuleRefusedOrIgnored(t *testing.T) {
 			if tt.sign != nil {
 				sig = tt.sign(tt.body)
 			}
-			rec := h.do(newDelivery(protectionRuleEvent, "d1", tt.body, sig))
+			rec := h.do(newDelivery(core.EventProtectionRule, "d1", tt.body, sig))
 			if rec.Code != tt.status || !strings.Contains(rec.Body.String(), tt.contains) {
 				t.Errorf("%d %s, want %d containing %q", rec.Code, rec.Body, tt.status, tt.contains)
 			}
@@ -276,11 +278,11 @@ func TestProtectionRuleRefusedOrIgnored(t *testing.T) {
 // failingConfig is a ConfigSource that answers err.
 type failingConfig struct{ err error }
 
-func (f failingConfig) Config(context.Context, int64, RepoRef, string) (*config.Config, error) {
+func (f failingConfig) Config(context.Context, int64, core.RepoRef, string) (*config.Config, error) {
 	return nil, f.err
 }
 
-var _ ConfigSource = failingConfig{}
+var _ core.ConfigSource = failingConfig{}
 
 // Bad configuration rejects with what to fix (a waiting job helps nobody); a failure to read it is
 // a 5xx worth a re-delivery, and nothing is answered.
@@ -293,8 +295,8 @@ func TestProtectionRuleConfigErrors(t *testing.T) {
 		want := review("rejected", fmt.Sprintf("latestwins cannot check this deployment: configuration of Codertocat/Hello-World at the default branch: %s", bad))
 		stubReview(gh)
 		h := newHarness(t, protectionConfig, withReviewer(inst), func(o *Options) { o.Config = failingConfig{bad} })
-		rec := h.post(t, protectionRuleEvent, "d1", protectionFixture(t, nil))
-		if rec.Code != http.StatusOK || decodeResult(t, rec).Outcome != OutcomeRejected {
+		rec := h.post(t, core.EventProtectionRule, "d1", protectionFixture(t, nil))
+		if rec.Code != http.StatusOK || decodeResult(t, rec).Outcome != surfaces.OutcomeRejected {
 			t.Errorf("%d %s, want 200 rejected", rec.Code, rec.Body)
 		}
 		if diff := cmp.Diff([]call{want}, calls(gh.Requests())); diff != "" {
@@ -305,7 +307,7 @@ func TestProtectionRuleConfigErrors(t *testing.T) {
 		t.Parallel()
 		gh, inst := newGitHub(t)
 		h := newHarness(t, protectionConfig, withReviewer(inst), func(o *Options) { o.Config = failingConfig{fmt.Errorf("GitHub answered 502")} })
-		rec := h.post(t, protectionRuleEvent, "d1", protectionFixture(t, nil))
+		rec := h.post(t, core.EventProtectionRule, "d1", protectionFixture(t, nil))
 		if rec.Code != http.StatusInternalServerError {
 			t.Errorf("%d %s, want 500", rec.Code, rec.Body)
 		}
@@ -313,55 +315,6 @@ func TestProtectionRuleConfigErrors(t *testing.T) {
 			t.Errorf("%d GitHub calls, want none", n)
 		}
 	})
-}
-
-// judge over states built by hand: out-of-order arrivals and commits the newest builds on.
-func TestJudge(t *testing.T) {
-	t.Parallel()
-	const old, mid, top = "1111111aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "2222222bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "3333333ccccccccccccccccccccccccccccccccc"
-	tests := []struct {
-		name string
-		env  authority.Env
-		sha  string
-		want verdict
-	}{
-		{"nothing accepted", authority.Env{Name: "prod"}, top,
-			verdict{comment: "latestwins has not accepted 3333333 for prod (api), so it cannot tell whether it is the newest commit. " +
-				"Pushes to the branch configured for these scopes are accepted; re-run this job once its push is, or deploy the commit through latestwins."}},
-		{"arrived out of order, recorded as superseded", authority.Env{Name: "prod",
-			Scopes: map[string]*authority.Scope{"api": {Mailbox: &authority.Ref{Generation: 1, Sha: top}}},
-			Events: []authority.Event{{Kind: authority.EventSuperseded, Scope: "api", Generation: 2, Sha: old}}}, old,
-			verdict{comment: "Superseded by generation 1 (3333333)", superseded: true}},
-		{"the parent of the newest", authority.Env{Name: "prod",
-			Scopes: map[string]*authority.Scope{"api": {Mailbox: &authority.Ref{Generation: 4, Sha: top, Before: mid}}}}, mid,
-			verdict{comment: "Superseded by generation 4 (3333333)", superseded: true}},
-		{"live, with newer pending", authority.Env{Name: "prod",
-			Scopes: map[string]*authority.Scope{"api": {Mailbox: &authority.Ref{Generation: 3, Sha: top}, Live: &authority.Live{Generation: 2, Sha: mid}}}}, mid,
-			verdict{comment: "Superseded by generation 3 (3333333)", superseded: true}},
-		// What the deploy gate would make the pass wait for, the rule refuses with the same words.
-		{"queued behind an older commit", authority.Env{Name: "prod", Policy: authority.PolicyQueue,
-			Scopes: map[string]*authority.Scope{"api": {Mailbox: &authority.Ref{Generation: 1, Sha: old}, Queue: []*authority.Ref{{Generation: 2, Sha: top}}}}}, top,
-			verdict{comment: "prod/api: queued: 1 ahead of this commit; latestwins dispatches it again once it may go"}},
-		{"the queue's head", authority.Env{Name: "prod", Policy: authority.PolicyQueue,
-			Scopes: map[string]*authority.Scope{"api": {Mailbox: &authority.Ref{Generation: 1, Sha: old}, Queue: []*authority.Ref{{Generation: 2, Sha: top}}}}}, old,
-			verdict{approve: true, comment: "1111111 is the newest commit accepted for prod (api) at generation 1"}},
-		{"behind a barrier", authority.Env{Name: "prod",
-			Scopes: map[string]*authority.Scope{"api": {Mailbox: &authority.Ref{Generation: 1, Sha: mid, Barrier: true}, Queue: []*authority.Ref{{Generation: 2, Sha: top}}}}}, top,
-			verdict{comment: "prod/api: waiting for barrier 2222222; latestwins dispatches it again once it may go"}},
-		{"held by a rollback's freeze", authority.Env{Name: "prod",
-			Scopes: map[string]*authority.Scope{"api": {Mailbox: &authority.Ref{Generation: 4, Sha: top}, Live: &authority.Live{Generation: 3, Sha: old},
-				Freeze: &authority.Freeze{Generation: 3, Sha: old, Actor: "oncall", Reason: "r"}}}}, top,
-			verdict{comment: "prod/api: held by a freeze: rolled back to 1111111 by oncall; waiting for unfreeze; latestwins dispatches it again once it may go"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			got := judge(&tt.env, []string{"api"}, tt.sha, nil)
-			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(verdict{})); diff != "" {
-				t.Errorf("judge (-want +got):\n%s", diff)
-			}
-		})
-	}
 }
 
 // The rule reads the repository's own file on its default branch, never at the gated job's commit:
@@ -380,66 +333,16 @@ func TestProtectionRuleReadsTheDefaultBranchConfiguration(t *testing.T) {
 	if err := os.WriteFile(path, []byte("allowed-overrides: [paths]\n"+protectionConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if h.app.config, err = NewTrustedConfig(TrustedOptions{Path: path, Files: files}); err != nil {
+	if h.app.core.Config, err = configsource.NewTrusted(configsource.TrustedOptions{Path: path, Files: files}); err != nil {
 		t.Fatal(err)
 	}
 	deployed(t, h, "prod", "push", protectedSha, "api", "docs")
-	if rec := h.post(t, protectionRuleEvent, "d-protect", protectionFixture(t, nil)); rec.Code != http.StatusOK {
+	if rec := h.post(t, core.EventProtectionRule, "d-protect", protectionFixture(t, nil)); rec.Code != http.StatusOK {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
 	for _, r := range contents.Requests() {
 		if ref, ok := r.Query["ref"]; ok {
 			t.Errorf("configuration read at ref %q, want the default branch (no ref)", ref)
 		}
-	}
-}
-
-func TestParseProtectionCallback(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		url     string
-		want    ProtectionRun
-		wantErr string
-	}{
-		{"https://api.github.com/repos/octo-org/api/actions/runs/1234/deployment_protection_rule",
-			ProtectionRun{Repo: RepoRef{Owner: "octo-org", Name: "api"}, RunID: 1234}, ""},
-		{"https://ghe.example.com/api/v3/repos/acme/web/actions/runs/9/deployment_protection_rule",
-			ProtectionRun{Repo: RepoRef{Owner: "acme", Name: "web"}, RunID: 9}, ""},
-		{"https://api.github.com/repos/o/r/actions/runs/0/deployment_protection_rule", ProtectionRun{}, "not a positive number"},
-		{"https://api.github.com/repos/o/r/actions/runs/12/approve", ProtectionRun{}, "want .../repos/OWNER/REPO/actions/runs/RUN_ID/deployment_protection_rule"},
-		{"", ProtectionRun{}, "want .../repos/OWNER/REPO"},
-		{"http://[::1", ProtectionRun{}, "missing ']'"},
-	}
-	for _, tt := range tests {
-		got, err := parseCallback(tt.url)
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("parseCallback(%q) error = %v, want it to say %q", tt.url, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("parseCallback(%q): %v", tt.url, err)
-		}
-		if diff := cmp.Diff(tt.want, got); diff != "" {
-			t.Errorf("parseCallback(%q) (-want +got):\n%s", tt.url, diff)
-		}
-	}
-}
-
-// A production job whose commit is not live in staging yet is refused with the gate's words.
-func TestJudgeWaitsForPromotion(t *testing.T) {
-	t.Parallel()
-	const sha, other = "3333333ccccccccccccccccccccccccccccccccc", "9999999ddddddddddddddddddddddddddddddddd"
-	prod := &authority.Env{Name: "prod", Requires: &authority.Requirements{Environments: []string{"staging"}},
-		Scopes: map[string]*authority.Scope{"api": {Mailbox: &authority.Ref{Generation: 2, Sha: sha}}}}
-	staging := &authority.Env{Name: "staging", Scopes: map[string]*authority.Scope{"api": {Live: &authority.Live{Generation: 5, Sha: other}}}}
-	got := judge(prod, []string{"api"}, sha, map[string]*authority.Env{"staging": staging})
-	if got.approve || !strings.Contains(got.comment, "waiting for staging: 3333333 is not live there yet") {
-		t.Fatalf("not live in staging: %+v; want a refusal saying it waits for staging", got)
-	}
-	staging.Scopes["api"].Live = &authority.Live{Generation: 6, Sha: sha}
-	if got := judge(prod, []string{"api"}, sha, map[string]*authority.Env{"staging": staging}); !got.approve {
-		t.Fatalf("live in staging: %+v; want it approved", got)
 	}
 }

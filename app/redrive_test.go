@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 )
 
@@ -56,7 +57,7 @@ func TestRedriveRefusesWorkTheAppDidNotStart(t *testing.T) {
 		t.Fatalf("work without an origin: %v", err)
 	}
 	err = h.app.Redrive(context.Background(), authority.StalledWork{Environment: "gone", Generation: 1, Scopes: []string{"api"}, Attempt: 1,
-		Origins: map[string]string{"api": originFor(7, "Codertocat/Hello-World", "master")}})
+		Origins: map[string]string{"api": core.OriginFor(7, "Codertocat/Hello-World", "master")}})
 	if !errors.Is(err, authority.ErrInvalidInput) {
 		t.Fatalf("an environment the config no longer has: %v; want invalid input", err)
 	}
@@ -66,12 +67,12 @@ func TestRedriveRefusesWorkTheAppDidNotStart(t *testing.T) {
 }
 
 func TestOriginRoundTrip(t *testing.T) {
-	inst, repo, branch, err := parseOrigin(originFor(42, "acme/shop", "release/v2"))
+	inst, repo, branch, err := core.ParseOrigin(core.OriginFor(42, "acme/shop", "release/v2"))
 	if err != nil || inst != 42 || repo.String() != "acme/shop" || branch != "release/v2" {
 		t.Fatalf("round trip: %d %s %s %v", inst, repo, branch, err)
 	}
 	for _, bad := range []string{"", "gitlab:1:a/b@main", "github:x:a/b@main", "github:1:ab@main", "github:1:a/b@", "github:1:a/b"} {
-		if _, _, _, err := parseOrigin(bad); err == nil {
+		if _, _, _, err := core.ParseOrigin(bad); err == nil {
 			t.Errorf("parseOrigin(%q) accepted it", bad)
 		}
 	}
@@ -81,7 +82,7 @@ func TestOriginRoundTrip(t *testing.T) {
 // re-drive that GitHub failed for now (a 5xx, a rate limit) stays transient.
 func TestRedriveMarksPermanentFailures(t *testing.T) {
 	t.Parallel()
-	origin := originFor(fixtureInstallID, "Codertocat/Hello-World", "master")
+	origin := core.OriginFor(fixtureInstallID, "Codertocat/Hello-World", "master")
 	work := func(env, origin string) authority.StalledWork {
 		w := authority.StalledWork{Environment: env, Generation: 1, Scopes: []string{"api"}, Attempt: 1}
 		if origin != "" {

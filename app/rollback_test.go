@@ -12,6 +12,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latestwins/latestwins/app/internal/comments"
+	"github.com/latestwins/latestwins/app/internal/configsource"
+	"github.com/latestwins/latestwins/app/internal/core"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/ghadapter"
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
@@ -75,28 +78,28 @@ func TestRollbackCommand(t *testing.T) {
 		deploy  = "POST " + fixtureRepo + "/actions/workflows/deploy.yml/dispatches"
 		reply   = "POST " + fixtureRepo + "/issues/1/comments"
 	)
-	repo := RepoRef{Owner: "Codertocat", Name: "Hello-World"}
+	repo := core.RepoRef{Owner: "Codertocat", Name: "Hello-World"}
 	tests := []struct {
 		name       string
 		body       string
 		seed       func(t *testing.T, h *harness)
 		permission string
 		dispatch   string // the workflow stubbed, when one is dispatched
-		outcome    Outcome
+		outcome    core.Outcome
 		calls      []string
 		reply      []string
-		dispatched []DispatchRequest
+		dispatched []core.DispatchRequest
 		frozen     string // ENV/SCOPE frozen at shaA afterwards
 	}{
 		{
 			name:       "the pull request's preview goes back to the commit live before",
 			body:       "/latestwins rollback api",
 			seed:       func(t *testing.T, h *harness) { liveThenPending(t, h, "preview/pr-1", "api", "refs/heads/changes") },
-			permission: "write", dispatch: "preview.yml", outcome: OutcomeRolledBack,
+			permission: "write", dispatch: "preview.yml", outcome: core.OutcomeRolledBack,
 			calls: []string{react, perm, preview, reply},
 			reply: []string{"Rolled preview/pr-1/api back to aaaaaaa at generation 4, ahead of everything pending. preview/pr-1/api is frozen (freeze 4): newer commits are recorded and wait until `/latestwins unfreeze api 4`.",
 				"Dispatched preview.yml on changes in Codertocat/Hello-World (scopes api, generation 4)."},
-			dispatched: []DispatchRequest{{Installation: fixtureInstallID, Repo: repo, Workflow: "preview.yml", Ref: "changes",
+			dispatched: []core.DispatchRequest{{Installation: fixtureInstallID, Repo: repo, Workflow: "preview.yml", Ref: "changes",
 				Inputs: map[string]string{"environment": "preview/pr-1", "generation": "4", "scopes": "api"}}},
 			frozen: "preview/pr-1/api",
 		},
@@ -104,11 +107,11 @@ func TestRollbackCommand(t *testing.T) {
 			name:       "an environment the repository feeds, to an abbreviated commit",
 			body:       "/latestwins rollback staging/api aaaaaaa1",
 			seed:       func(t *testing.T, h *harness) { liveThenPending(t, h, "staging", "api", "refs/heads/master") },
-			permission: "maintain", dispatch: "deploy.yml", outcome: OutcomeRolledBack,
+			permission: "maintain", dispatch: "deploy.yml", outcome: core.OutcomeRolledBack,
 			calls: []string{react, perm, deploy, reply},
 			reply: []string{"Rolled staging/api back to aaaaaaa at generation 4", "`/latestwins unfreeze staging/api 4`",
 				"Dispatched deploy.yml on master in Codertocat/Hello-World (scopes api, generation 4)."},
-			dispatched: []DispatchRequest{{Installation: fixtureInstallID, Repo: repo, Workflow: "deploy.yml", Ref: "master",
+			dispatched: []core.DispatchRequest{{Installation: fixtureInstallID, Repo: repo, Workflow: "deploy.yml", Ref: "master",
 				Inputs: map[string]string{"environment": "staging", "generation": "4", "scopes": "api"}}},
 			frozen: "staging/api",
 		},
@@ -116,7 +119,7 @@ func TestRollbackCommand(t *testing.T) {
 			name:       "a scope another repository feeds is refused",
 			body:       "/latestwins rollback staging/web aaaaaaa",
 			seed:       func(t *testing.T, h *harness) { liveThenPending(t, h, "staging", "web", "refs/heads/master") },
-			permission: "write", outcome: OutcomeNoScopes,
+			permission: "write", outcome: core.OutcomeNoScopes,
 			calls: []string{react, perm, reply},
 			reply: []string{"staging/`\"web\"` is not built from Codertocat/Hello-World in .github/latestwins.yml, so a pull request of Codertocat/Hello-World cannot act on it."},
 		},
@@ -124,7 +127,7 @@ func TestRollbackCommand(t *testing.T) {
 			name:       "without write permission nothing is rolled back",
 			body:       "/latestwins rollback staging/api",
 			seed:       func(t *testing.T, h *harness) { liveThenPending(t, h, "staging", "api", "refs/heads/master") },
-			permission: "read", outcome: OutcomeRefused,
+			permission: "read", outcome: core.OutcomeRefused,
 			calls: []string{react, perm, reply},
 			reply: []string{"`\"Codertocat\"` cannot run `/latestwins rollback`: it needs write permission on Codertocat/Hello-World."},
 		},
@@ -132,7 +135,7 @@ func TestRollbackCommand(t *testing.T) {
 			name:       "an abbreviation of no known commit",
 			body:       "/latestwins rollback api 1234567",
 			seed:       func(t *testing.T, h *harness) { liveThenPending(t, h, "preview/pr-1", "api", "refs/heads/changes") },
-			permission: "write", outcome: OutcomeRolledBack,
+			permission: "write", outcome: core.OutcomeRolledBack,
 			calls: []string{react, perm, reply},
 			reply: []string{"Could not roll back preview/pr-1/api: invalid sha \"1234567\": no commit that was live in preview/pr-1/api (now, before, or among its recent deploys) matches it: " +
 				"a rollback goes back to a commit the scope ran; to deploy another, push it (or use the command line, which may name any)"},
@@ -143,14 +146,14 @@ func TestRollbackCommand(t *testing.T) {
 			name:       "a commit that was never live there",
 			body:       "/latestwins rollback api " + strings.Repeat("e", 40),
 			seed:       func(t *testing.T, h *harness) { liveThenPending(t, h, "preview/pr-1", "api", "refs/heads/changes") },
-			permission: "write", outcome: OutcomeRolledBack,
+			permission: "write", outcome: core.OutcomeRolledBack,
 			calls: []string{react, perm, reply},
 			reply: []string{"Could not roll back preview/pr-1/api: invalid sha \"" + strings.Repeat("e", 40) + "\": no commit that was live in preview/pr-1/api"},
 		},
 		{
 			name:       "nothing accepted yet",
 			body:       "/latestwins rollback api",
-			permission: "write", outcome: OutcomeRolledBack,
+			permission: "write", outcome: core.OutcomeRolledBack,
 			calls: []string{react, perm, reply},
 			reply: []string{"Could not roll back preview/pr-1/api: invalid environment \"preview/pr-1\""},
 		},
@@ -186,7 +189,7 @@ func TestRollbackCommand(t *testing.T) {
 					t.Errorf("%s freeze %+v, want at %s by Codertocat, the comment as its reason", r, sc.Freeze, shaA)
 				}
 				m := sc.Mailbox
-				wantOrigin := originFor(fixtureInstallID, "Codertocat/Hello-World", tt.dispatched[0].Ref)
+				wantOrigin := core.OriginFor(fixtureInstallID, "Codertocat/Hello-World", tt.dispatched[0].Ref)
 				if m == nil || m.Sha != shaA || !m.Rollback || len(sc.Queue) != 0 || m.Origin != wantOrigin {
 					t.Errorf("%s pending %+v (queue %d), want only the rollback to %s with origin %s", r, m, len(sc.Queue), shaA, wantOrigin)
 				}
@@ -237,7 +240,7 @@ func TestSweepRedrivesARollback(t *testing.T) {
 	h := newHarness(t, rollbackConfig, func(o *Options) { o.Conversation = allowAll{} })
 	liveThenPending(t, h, "staging", "api", "refs/heads/master")
 	w := h.post(t, "issue_comment", "d-sweep", commentFixture(t, withBody("/latestwins rollback staging/api")))
-	if res := decodeResult(t, w); w.Code != http.StatusOK || res.Outcome != OutcomeRolledBack || len(res.Dispatched) != 1 {
+	if res := decodeResult(t, w); w.Code != http.StatusOK || res.Outcome != core.OutcomeRolledBack || len(res.Dispatched) != 1 {
 		t.Fatalf("rollback: %d %s", w.Code, w.Body)
 	}
 	h.clock.Advance(15 * time.Minute)
@@ -260,7 +263,7 @@ func TestUnfreezeCommand(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, rollbackConfig, func(o *Options) { o.Conversation = allowAll{} })
 	liveThenPending(t, h, "staging", "api", "refs/heads/master")
-	post := func(id, body string) Result {
+	post := func(id, body string) core.Result {
 		t.Helper()
 		w := h.post(t, "issue_comment", id, commentFixture(t, withBody(body)))
 		if w.Code != http.StatusOK {
@@ -274,7 +277,7 @@ func TestUnfreezeCommand(t *testing.T) {
 	post("d-rb", "/latestwins rollback staging/api")
 	deployHead(t, h, "staging", "api") // the rollback's run deploys A
 	held, err := h.auth.Accept(context.Background(), authority.Intent{ID: "d", Environment: "staging", Scopes: []string{"api"}, Sha: headSha,
-		Ref: "refs/heads/master", Source: "push", Origin: originFor(1, "Codertocat/Hello-World", "master")}, false)
+		Ref: "refs/heads/master", Source: "push", Origin: core.OriginFor(1, "Codertocat/Hello-World", "master")}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +287,7 @@ func TestUnfreezeCommand(t *testing.T) {
 	if reqs := h.disp.requests(); len(reqs) != before+1 || reqs[len(reqs)-1].Inputs["generation"] != fmt.Sprint(held.Generation) {
 		t.Errorf("dispatches after unfreeze: %+v; want one more, for generation %d", reqs[before:], held.Generation)
 	}
-	if res.Outcome != OutcomeUnfrozen || !strings.Contains(res.Reply, "Unfroze staging/api: lifted the freeze of the rollback to aaaaaaa by `\"Codertocat\"` (freeze 4).") {
+	if res.Outcome != core.OutcomeUnfrozen || !strings.Contains(res.Reply, "Unfroze staging/api: lifted the freeze of the rollback to aaaaaaa by `\"Codertocat\"` (freeze 4).") {
 		t.Errorf("unfreeze: %s %q", res.Outcome, res.Reply)
 	}
 	sc := scopeState(t, h, "staging", "api")
@@ -312,7 +315,7 @@ func TestUnfreezeCommandNamesTheFreeze(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, rollbackConfig, func(o *Options) { o.Conversation = allowAll{} })
 	liveThenPending(t, h, "staging", "api", "refs/heads/master")
-	post := func(id, body string) Result {
+	post := func(id, body string) core.Result {
 		t.Helper()
 		w := h.post(t, "issue_comment", id, commentFixture(t, withBody(body)))
 		if w.Code != http.StatusOK {
@@ -357,11 +360,11 @@ func TestUnfreezeCommandNamesTheFreeze(t *testing.T) {
 // allowAll is a Conversation that lets every commenter write and answers nothing.
 type allowAll struct{}
 
-var _ Conversation = allowAll{}
+var _ comments.Conversation = allowAll{}
 
-func (allowAll) React(context.Context, CommentRef, string) error            { return nil }
-func (allowAll) Reply(context.Context, CommentRef, string) error            { return nil }
-func (allowAll) CanWrite(context.Context, CommentRef, string) (bool, error) { return true, nil }
+func (allowAll) React(context.Context, core.CommentRef, string) error            { return nil }
+func (allowAll) Reply(context.Context, core.CommentRef, string) error            { return nil }
+func (allowAll) CanWrite(context.Context, core.CommentRef, string) (bool, error) { return true, nil }
 
 // A bad commit may break the repository's own configuration file: the rollback through the App still
 // works, from the trusted configuration alone, while other commands are refused with the file's
@@ -379,7 +382,7 @@ func TestRollbackWithARefusedOwnFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte("allowed-overrides: [workflow]\n"+rollbackConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if h.app.config, err = NewTrustedConfig(TrustedOptions{Path: path, Files: files}); err != nil {
+	if h.app.core.Config, err = configsource.NewTrusted(configsource.TrustedOptions{Path: path, Files: files}); err != nil {
 		t.Fatal(err)
 	}
 	stubConfig(t, gh, "environments:\n  production:\n    scopes: {}\n") // refused: production is not Hello-World's
@@ -388,7 +391,7 @@ func TestRollbackWithARefusedOwnFile(t *testing.T) {
 	stubDispatch(t, gh, "deploy.yml")
 	reply := stubReply(t, gh)
 	rec := h.post(t, "issue_comment", "d-rollback", commentFixture(t, withBody("/latestwins rollback staging/api")))
-	if res := decodeResult(t, rec); rec.Code != http.StatusOK || res.Outcome != OutcomeRolledBack || len(res.Dispatched) != 1 {
+	if res := decodeResult(t, rec); rec.Code != http.StatusOK || res.Outcome != core.OutcomeRolledBack || len(res.Dispatched) != 1 {
 		t.Fatalf("%d %s: %s; want rolled back and dispatched", rec.Code, res.Outcome, rec.Body)
 	}
 	if sc := scopeState(t, h, "staging", "api"); sc.Freeze == nil || sc.Freeze.Sha != shaA {
@@ -402,16 +405,16 @@ func TestRollbackWithARefusedOwnFile(t *testing.T) {
 // commandWant is what a comment command should come to: the delivery's outcome, the GitHub calls
 // in order (METHOD PATH), parts of the reply, and the workflows dispatched.
 type commandWant struct {
-	outcome    Outcome
+	outcome    core.Outcome
 	calls      []string
 	reply      []string
-	dispatched []DispatchRequest
+	dispatched []core.DispatchRequest
 }
 
 // runCommand posts body as a new comment (delivery id) by a user with permission on the
 // repository, with the GitHub stubs a command needs (dispatch: the workflow it dispatches, "" for
 // none), and checks the answer against want. It returns the delivery's result.
-func runCommand(t *testing.T, h *harness, gh *githubtest.Server, id, body, permission, dispatch string, want commandWant) Result {
+func runCommand(t *testing.T, h *harness, gh *githubtest.Server, id, body, permission, dispatch string, want commandWant) core.Result {
 	t.Helper()
 	stubReaction(t, gh)
 	stubPermission(gh, "Codertocat", permission)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latestwins/latestwins/app/internal/web"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/githubapp"
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
@@ -21,90 +22,28 @@ import (
 var testSessionKey = []byte("0123456789abcdef0123456789abcdef-test")
 
 // The GitHub client of the sign-in implements the port.
-var _ GitHubSignIn = (*githubapp.OAuth)(nil)
-
-func TestSessionCookie(t *testing.T) {
-	t.Parallel()
-	s, err := newSealer(testSessionKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	in := session{Login: "mona", Token: "ghu_secret", ID: "id-1", Expires: now.Add(time.Hour)}
-	v, err := s.seal(sessionCookie, in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(v, "ghu_secret") || strings.Contains(v, "mona") {
-		t.Errorf("the cookie shows its content: %s", v)
-	}
-	got, err := s.openSession(v, now)
-	if err != nil || got.Login != "mona" || got.Token != "ghu_secret" {
-		t.Fatalf("open: %+v, %v", got, err)
-	}
-	other, err := newSealer([]byte("another key of at least thirty-two bytes!"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw := []byte(v)
-	raw[len(raw)/2] ^= 'A' ^ 'B'
-	if raw[len(raw)/2] == v[len(v)/2] {
-		raw[len(raw)/2] = 'A'
-	}
-	state, _ := s.seal(signinCookie, session{Login: "mona", Token: "t", ID: "i", Expires: now.Add(time.Hour)})
-	for name, open := range map[string]func() (*session, error){
-		"expired":            func() (*session, error) { return s.openSession(v, now.Add(time.Hour)) },
-		"tampered":           func() (*session, error) { return s.openSession(string(raw), now) },
-		"wrong key":          func() (*session, error) { return other.openSession(v, now) },
-		"another cookie":     func() (*session, error) { return s.openSession(state, now) },
-		"empty":              func() (*session, error) { return s.openSession("", now) },
-		"truncated":          func() (*session, error) { return s.openSession(v[:10], now) },
-		"not base64":         func() (*session, error) { return s.openSession("!!!", now) },
-		"extended by a byte": func() (*session, error) { return s.openSession(v+"A", now) },
-	} {
-		if got, err := open(); !errors.Is(err, ErrBadSession) {
-			t.Errorf("%s: %+v, %v; want ErrBadSession", name, got, err)
-		}
-	}
-	if _, err := newSealer(make([]byte, MinSessionKeyBytes-1)); err == nil {
-		t.Errorf("a %d-byte key was accepted", MinSessionKeyBytes-1)
-	}
-}
-
-func TestCSRFToken(t *testing.T) {
-	t.Parallel()
-	s, _ := newSealer(testSessionKey)
-	a, b := &session{ID: "session-a"}, &session{ID: "session-b"}
-	if !s.checkCSRF(a, s.csrf(a)) {
-		t.Error("a session's own token is refused")
-	}
-	for name, tok := range map[string]string{"another session's": s.csrf(b), "empty": "", "truncated": s.csrf(a)[:20]} {
-		if s.checkCSRF(a, tok) {
-			t.Errorf("%s token accepted", name)
-		}
-	}
-}
+var _ web.GitHubSignIn = (*githubapp.OAuth)(nil)
 
 func TestResolveStatusPage(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		setting  string
 		loopback bool
-		want     StatusPage
+		want     web.StatusPage
 	}{
-		{"", true, StatusPageOpen}, {"auto", true, StatusPageOpen}, {"", false, StatusPageOff}, {"auto", false, StatusPageOff},
-		{"open", false, StatusPageOpen}, {"GitHub", true, StatusPageGitHub}, {"off", true, StatusPageOff},
+		{"", true, web.StatusPageOpen}, {"auto", true, web.StatusPageOpen}, {"", false, web.StatusPageOff}, {"auto", false, web.StatusPageOff},
+		{"open", false, web.StatusPageOpen}, {"GitHub", true, web.StatusPageGitHub}, {"off", true, web.StatusPageOff},
 	} {
-		if got, err := ResolveStatusPage(tt.setting, tt.loopback); err != nil || got != tt.want {
+		if got, err := web.ResolveStatusPage(tt.setting, tt.loopback); err != nil || got != tt.want {
 			t.Errorf("ResolveStatusPage(%q, %v) = %q, %v; want %q", tt.setting, tt.loopback, got, err, tt.want)
 		}
 	}
-	if _, err := ResolveStatusPage("public", true); !errors.Is(err, authority.ErrInvalidInput) {
+	if _, err := web.ResolveStatusPage("public", true); !errors.Is(err, authority.ErrInvalidInput) {
 		t.Errorf("an unknown mode: %v", err)
 	}
 	for addr, want := range map[string]bool{"127.0.0.1:8080": true, "[::1]:80": true, "localhost:1": true, ":8080": false,
 		"0.0.0.0:8080": false, "10.0.0.1:80": false, "latestwins.example.com": false, "127.0.0.1": true} {
-		if LoopbackAddr(addr) != want {
+		if web.LoopbackAddr(addr) != want {
 			t.Errorf("LoopbackAddr(%q) = %v", addr, !want)
 		}
 	}
@@ -130,7 +69,7 @@ func TestStatusPageOff(t *testing.T) {
 func TestSignInSettingsRefused(t *testing.T) {
 	t.Parallel()
 	gh := &githubapp.OAuth{ClientID: "c", ClientSecret: "s"}
-	for name, o := range map[string]*SignInOptions{
+	for name, o := range map[string]*web.SignInOptions{
 		"no sign-in":         nil,
 		"short key":          {GitHub: gh, PublicURL: "https://x.example", SessionKey: []byte("short")},
 		"no key":             {GitHub: gh, PublicURL: "https://x.example"},
@@ -138,7 +77,7 @@ func TestSignInSettingsRefused(t *testing.T) {
 		"a path":             {GitHub: gh, PublicURL: "https://x.example/status", SessionKey: testSessionKey},
 		"no public URL":      {GitHub: gh, SessionKey: testSessionKey},
 	} {
-		_, err := New(Options{Secret: testSecret, Authority: authority.New(nil), Config: staticConfig{}, StatusPage: StatusPageGitHub, SignIn: o})
+		_, err := New(Options{Secret: testSecret, Authority: authority.New(nil), Config: staticConfig{}, StatusPage: web.StatusPageGitHub, SignIn: o})
 		if !errors.Is(err, authority.ErrInvalidInput) {
 			t.Errorf("%s: %v, want a settings error", name, err)
 		}
@@ -172,8 +111,8 @@ func newSignInWorldOf(t *testing.T, cfgYAML string, envs ...string) *signInWorld
 	srv := httptest.NewUnstartedServer(nil)
 	w.h = newHarness(t, cfgYAML, func(o *Options) {
 		o.Environments = func(context.Context) ([]string, error) { return envs, nil }
-		o.StatusPage = StatusPageGitHub
-		o.SignIn = &SignInOptions{PublicURL: "http://" + srv.Listener.Addr().String(), SessionKey: testSessionKey,
+		o.StatusPage = web.StatusPageGitHub
+		o.SignIn = &web.SignInOptions{PublicURL: "http://" + srv.Listener.Addr().String(), SessionKey: testSessionKey,
 			GitHub: &githubapp.OAuth{ClientID: "Iv1.test", ClientSecret: "client-secret", WebURL: w.gh.URL, APIURL: w.gh.URL}}
 	})
 	srv.Config.Handler = w.h.app
@@ -421,7 +360,7 @@ func TestSignInState(t *testing.T) {
 
 func slicesContainSession(cs []*http.Cookie) bool {
 	for _, c := range cs {
-		if c.Name == sessionCookie && c.MaxAge >= 0 && c.Value != "" {
+		if c.Name == web.SessionCookie && c.MaxAge >= 0 && c.Value != "" {
 			return true
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latestwins/latestwins/app/internal/configsource"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/ghadapter"
 	"github.com/latestwins/latestwins/internal/githubapp"
@@ -42,7 +43,7 @@ const orgConfig = `environments:
 type appSource struct {
 	gh    *githubtest.Server
 	inst  *githubapp.Installations
-	src   *TrustedConfig
+	src   *configsource.Trusted
 	auth  *authority.Authority
 	clock *storetest.Clock
 }
@@ -60,7 +61,7 @@ func newAppSource(t *testing.T) *appSource {
 		t.Fatal(err)
 	}
 	files, auth, clock := newConfigSource(t, inst)
-	src, err := NewTrustedConfig(TrustedOptions{Files: files, Installations: ghadapter.Finder{Installations: inst}, AppOwner: inst.AppOwner})
+	src, err := configsource.NewTrusted(configsource.TrustedOptions{Files: files, Installations: ghadapter.Finder{Installations: inst}, AppOwner: inst.AppOwner})
 	if err != nil {
 		t.Fatal(err)
 	}

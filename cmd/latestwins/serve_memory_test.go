@@ -109,7 +109,7 @@ func TestServeMemoryUnsignedFloodCatchesReadAll(t *testing.T) {
 		t.Skip("builds and floods the old intake (about 1 GB of memory): not with -short")
 	}
 	path := filepath.Join(t.TempDir(), "latestwins-readall")
-	build := exec.Command("go", "build", "-tags", "latestwins_mutants", "-ldflags", "-X github.com/latestwins/latestwins/app.mutant=readall", "-o", path, ".")
+	build := exec.Command("go", "build", "-tags", "latestwins_mutants", "-ldflags", "-X github.com/latestwins/latestwins/app/internal/intake.mutant=readall", "-o", path, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build the readall mutant: %v\n%s", err, out)
 	}

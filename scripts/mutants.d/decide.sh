@@ -3,14 +3,14 @@
 mutant "a deployment status counts for a deployment nobody approved" internal/authority/outbox.go \
   's/if approved == nil \|\| approved\.Sha != r\.Sha \{/if false {/' \
   TestDeploymentStatusOfAnUnapprovedDeployment ./app/
-mutant "the protection rule records no approval" app/protection.go \
+mutant "the protection rule records no approval" app/internal/surfaces/protection.go \
   's/v\.approve && dep > 0 \{/false \&\& dep > 0 {/' \
   TestDeploymentStatusClosesTheLoop/success ./app/
 mutant "the status rows leave an unapproved deployment out" internal/report/status.go \
   's/\t\tr\.Warning = u\.Text\(\)\n//' \
   TestStatusShowsAnUnapprovedDeployment ./internal/report/
 # No text crosses visibility: the API words a refusal for the token's repository.
-mutant "the API tells a token what is live where its repository feeds nothing" app/api.go \
+mutant "the API tells a token what is live where its repository feeds nothing" app/internal/api/api.go \
   's/return ok && e\.FedBy\(wl\.Repository\)/return ok \&\& e != nil/' \
   TestAPIHidesWhatIsLiveWhereTheTokenDoesNotFeed ./app/
 mutant "a stored message naming another environment's commits is shown to anyone" internal/report/viewer.go \
@@ -19,6 +19,6 @@ mutant "a stored message naming another environment's commits is shown to anyone
 mutant "the API's status shows the outbox's events as stored" internal/report/viewer.go \
   's/c\.Events, c\.Outbox = v\.Events\(e\.Events\), v\.Events\(e\.Outbox\)/c.Events = v.Events(e.Events)/' \
   TestAPIHidesWhatIsLiveWhereTheTokenDoesNotFeed ./app/
-mutant "the page's timeline shows another environment's commits (Chromium)" app/status.go \
+mutant "the page's timeline shows another environment's commits (Chromium)" app/internal/web/status.go \
   's/ev := viewer\.Event\(e\.Events\[i\]\)/ev := e.Events[i]/' \
   TestNoTextCrossesVisibilityInChromium ./app/browsertest/

@@ -15,21 +15,21 @@ mutant "the CLI's unfreeze drops the freeze it is named" internal/cli/rollback.g
 mutant "the CLI's unfreeze names the current freeze when --freeze is left out" internal/cli/rollback.go \
   's/\tf, err := u\.Unfreeze\(ctx, /\tif e, _ := c.view.Status(ctx, env); freeze == 0 \&\& e != nil \&\& e.Scopes[scope] != nil \&\& e.Scopes[scope].Freeze != nil {\n\t\tfreeze = e.Scopes[scope].Freeze.Generation\n\t}\n\tf, err := u.Unfreeze(ctx, /' \
   TestUnfreezeNamesTheFreeze ./internal/cli/
-mutant "the unfreeze comment drops the freeze it names" app/comments.go \
+mutant "the unfreeze comment drops the freeze it names" app/internal/comments/comments.go \
   's/Scope: scope, Freeze: run\.cmd\.Freeze,\n\t\t\tActor: run\.actor/Scope: scope,\n\t\t\tActor: run.actor/' \
   TestUnfreezeCommandNamesTheFreeze ./app/
-mutant "the API's unfreeze drops the freeze it is named" app/api.go \
+mutant "the API's unfreeze drops the freeze it is named" app/internal/api/api.go \
   's/Scope: req\.Scope, Freeze: req\.Freeze, Actor: wl\.Actor/Scope: req.Scope, Actor: wl.Actor/' \
   TestAPIUnfreezeNamesTheFreeze ./app/
 mutant "the API client drops the freeze it is named" internal/apiclient/client.go \
   's/Scope: r\.Scope, Freeze: r\.Freeze, Reason: r\.Reason/Scope: r.Scope, Reason: r.Reason/' \
   TestAPIUnfreezeNamesTheFreeze ./app/
-mutant "the Unfreeze form names the current freeze, not the one its page showed" app/signin.go \
-  's/\t_, err = a\.auth\.Unfreeze\(ctx, /\tif e, _ := a.auth.Status(ctx, pa.env); e != nil \&\& e.Scopes[pa.scope] != nil \&\& e.Scopes[pa.scope].Freeze != nil {\n\t\tfreeze = e.Scopes[pa.scope].Freeze.Generation\n\t}\n\t_, err = a.auth.Unfreeze(ctx, /' \
+mutant "the Unfreeze form names the current freeze, not the one its page showed" app/internal/web/signin.go \
+  's/\t_, err = a\.Auth\.Unfreeze\(ctx, /\tif e, _ := a.Auth.Status(ctx, pa.env); e != nil \&\& e.Scopes[pa.scope] != nil \&\& e.Scopes[pa.scope].Freeze != nil {\n\t\tfreeze = e.Scopes[pa.scope].Freeze.Generation\n\t}\n\t_, err = a.Auth.Unfreeze(ctx, /' \
   TestUnfreezeButtonNamesTheFreeze ./app/
-mutant "the Unfreeze form names the current freeze, not the one its page showed (Chromium)" app/signin.go \
-  's/\t_, err = a\.auth\.Unfreeze\(ctx, /\tif e, _ := a.auth.Status(ctx, pa.env); e != nil \&\& e.Scopes[pa.scope] != nil \&\& e.Scopes[pa.scope].Freeze != nil {\n\t\tfreeze = e.Scopes[pa.scope].Freeze.Generation\n\t}\n\t_, err = a.auth.Unfreeze(ctx, /' \
+mutant "the Unfreeze form names the current freeze, not the one its page showed (Chromium)" app/internal/web/signin.go \
+  's/\t_, err = a\.Auth\.Unfreeze\(ctx, /\tif e, _ := a.Auth.Status(ctx, pa.env); e != nil \&\& e.Scopes[pa.scope] != nil \&\& e.Scopes[pa.scope].Freeze != nil {\n\t\tfreeze = e.Scopes[pa.scope].Freeze.Generation\n\t}\n\t_, err = a.Auth.Unfreeze(ctx, /' \
   TestRollbackAndUnfreezeInChromium ./app/browsertest/
-mutant "the Unfreeze form leaves out the freeze its page showed" app/status.go \
+mutant "the Unfreeze form leaves out the freeze its page showed" app/internal/web/status.go \
   's/<input type="hidden" name="freeze" value="\{\{\.Freeze\}\}">//' \
   TestUnfreezeButtonNamesTheFreeze ./app/
