@@ -137,8 +137,9 @@ func TestRollbackCommand(t *testing.T) {
 			seed:       func(t *testing.T, h *harness) { liveThenPending(t, h, "preview/pr-1", "api", "refs/heads/changes") },
 			permission: "write", outcome: core.OutcomeRolledBack,
 			calls: []string{react, perm, reply},
-			reply: []string{"Could not roll back preview/pr-1/api: invalid sha \"1234567\": no commit that was live in preview/pr-1/api (now, before, or among its recent deploys) matches it: " +
-				"a rollback goes back to a commit the scope ran; to deploy another, push it (or use the command line, which may name any)"},
+			reply: []string{"Could not roll back preview/pr-1/api: invalid sha \"1234567\": no commit with that prefix was live in preview/pr-1/api " +
+				"(live now, live before, or deployed there within its last 1000 events): " +
+				"through the App a rollback goes back to a commit the scope ran; to deploy another, push it (or use the command line, which may name any)\n"},
 		},
 		{
 			// A full sha that never reached the scope would skip its review and what the environment
@@ -148,7 +149,7 @@ func TestRollbackCommand(t *testing.T) {
 			seed:       func(t *testing.T, h *harness) { liveThenPending(t, h, "preview/pr-1", "api", "refs/heads/changes") },
 			permission: "write", outcome: core.OutcomeRolledBack,
 			calls: []string{react, perm, reply},
-			reply: []string{"Could not roll back preview/pr-1/api: invalid sha \"" + strings.Repeat("e", 40) + "\": no commit that was live in preview/pr-1/api"},
+			reply: []string{"Could not roll back preview/pr-1/api: invalid sha \"" + strings.Repeat("e", 40) + "\": no commit with that prefix was live in preview/pr-1/api"},
 		},
 		{
 			name:       "nothing accepted yet",

@@ -34,7 +34,7 @@ func TestJudgeBoundaries(t *testing.T) {
 		waited     time.Duration
 	}{
 		{"no such scope", nil, t0, after, authority.ConvergenceCurrent, 0},
-		{"nothing pending", &authority.Scope{Live: &authority.Live{Sha: "aaaaaaa", Generation: 1}}, t0.Add(time.Hour), after, authority.ConvergenceCurrent, 0},
+		{"nothing pending", &authority.Scope{Live: &authority.Live{Sha: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", Generation: 1}}, t0.Add(time.Hour), after, authority.ConvergenceCurrent, 0},
 		{"just accepted", pending(), t0, after, authority.ConvergenceWaiting, 0},
 		{"exactly at alert-after", pending(), t0.Add(after), after, authority.ConvergenceWaiting, after},
 		{"a nanosecond past, nothing running", pending(), t0.Add(after + 1), after, authority.ConvergenceStuck, after + 1},
@@ -105,7 +105,7 @@ func TestAlertAfterTravelsWithIntents(t *testing.T) {
 	store := authority.New(memory.New(), authority.WithClock(storetest.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))))
 	ctx := t.Context()
 	d := 30 * time.Minute
-	in := authority.Intent{ID: "i1", Environment: "staging", Scopes: []string{"api"}, Sha: "aaaaaaa", AlertAfter: &d}
+	in := authority.Intent{ID: "i1", Environment: "staging", Scopes: []string{"api"}, Sha: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", AlertAfter: &d}
 	if _, err := store.Accept(ctx, in, false); err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestAlertAfterTravelsWithIntents(t *testing.T) {
 	if e.AlertAfter != d {
 		t.Fatalf("stored alert-after %s; want %s", e.AlertAfter, d)
 	}
-	in2 := authority.Intent{ID: "i2", Environment: "staging", Scopes: []string{"api"}, Sha: "bbbbbbb"}
+	in2 := authority.Intent{ID: "i2", Environment: "staging", Scopes: []string{"api"}, Sha: "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"}
 	if _, err := store.Accept(ctx, in2, false); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestAlertAfterTravelsWithIntents(t *testing.T) {
 		t.Fatalf("an intent without alert-after changed it to %s", e.AlertAfter)
 	}
 	zero := time.Duration(0)
-	in3 := authority.Intent{ID: "i3", Environment: "staging", Scopes: []string{"api"}, Sha: "ccccccc", AlertAfter: &zero}
+	in3 := authority.Intent{ID: "i3", Environment: "staging", Scopes: []string{"api"}, Sha: "cccccccccccccccccccccccccccccccccccccccc", AlertAfter: &zero}
 	if _, err := store.Accept(ctx, in3, false); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestAlertAfterTravelsWithIntents(t *testing.T) {
 		t.Fatalf("an intent with alert-after 0 left %s", e.AlertAfter)
 	}
 	bad := -time.Second
-	in4 := authority.Intent{ID: "i4", Environment: "staging", Scopes: []string{"api"}, Sha: "ddddddd", AlertAfter: &bad}
+	in4 := authority.Intent{ID: "i4", Environment: "staging", Scopes: []string{"api"}, Sha: "dddddddddddddddddddddddddddddddddddddddd", AlertAfter: &bad}
 	if _, err := store.Accept(ctx, in4, false); err == nil {
 		t.Fatal("a negative alert-after was accepted")
 	}

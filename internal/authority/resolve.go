@@ -20,6 +20,11 @@ type Commit struct {
 // scope deployed, besides the ones live now and before.
 const ResolveEvents = 1000
 
+// AnyCommitHint ends ResolveCommit's refusal of a prefix no commit live in the scope starts with:
+// Rollback takes a full sha of any commit. A surface that rolls back only to commits the scope ran
+// (the App) leaves it out.
+const AnyCommitHint = "; to name another commit, give its full sha"
+
 // maxCandidates bounds the commits an ambiguous prefix's refusal names.
 const maxCandidates = 5
 
@@ -107,7 +112,7 @@ func (a *Authority) resolve(ctx context.Context, e *Env, env, scope, prefix stri
 	case 0:
 		fix := fmt.Sprintf("no commit with that prefix was live in %s (live now, live before, or deployed there within its last %d events)", resource, ResolveEvents)
 		if ValidateSha(prefix) != nil {
-			fix += "; to name another commit, give its full sha"
+			fix += AnyCommitHint
 		}
 		return Commit{}, &InputError{Field: "sha", Value: prefix, Fix: fix}
 	}

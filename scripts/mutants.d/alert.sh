@@ -26,3 +26,6 @@ mutant "an alarm is posted unsigned" internal/alert/webhook.go \
 mutant "a stuck row quotes a promotion wait the reader may not see" internal/report/viewer.go \
   's/\t\t\tr\.Late = r\.lateText\(st\.Name\).*\n//' \
   TestStatusRowsSayConvergence ./internal/report/
+mutant "a push through the App drops the trusted file's alert-after" app/internal/core/core.go \
+  's/\t\tin\.AlertAfter = sel\.AlertAfter\n//' \
+  TestPushCarriesAlertAfterToThePage ./app/

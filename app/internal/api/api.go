@@ -262,6 +262,7 @@ func (p *server) do(ctx context.Context, w http.ResponseWriter, r *http.Request,
 		// ordered, nor let its commits skip the environments they must be live in first.
 		in.Policy = authority.Policy(trusted.Policy)
 		in.Requires = trusted.Requirements()
+		in.AlertAfter = trusted.AlertThreshold()
 		// Ordering facts are GitHub's, not a workload's: a push time in 2100 or a parent it names
 		// would make every later commit older (never deployed), a redeploy would skip the guard.
 		// The App asks GitHub instead (claimIntent), or takes the claim as it arrives.

@@ -53,7 +53,7 @@ func (a *App) Rollback(ctx context.Context, log *slog.Logger, t Target, to, acto
 	if sc == nil {
 		return nil, &authority.InputError{Field: "scope", Value: t.Resource(), Fix: "nothing was accepted for this scope yet: there is nothing to roll back"}
 	}
-	sha, ref, err := resolveCommit(t.Resource(), scope, sc, doc.Events, to)
+	sha, ref, err := a.resolveCommit(ctx, env, scope, sc, to)
 	if err != nil {
 		return nil, err
 	}
@@ -100,11 +100,10 @@ func (a *App) Rollback(ctx context.Context, log *slog.Logger, t Target, to, acto
 
 // resolveCommit finds the commit a rollback goes to, and its ref: to empty is the one live before
 // the current one; otherwise to, a full sha or an abbreviation, must name exactly one commit that
-// was live in the scope (live now, live before, or deployed there among the environment's recent
-// events). Through the App a rollback may only go back: a commit that never reached the scope
-// would skip its review and the environments it requires (the command line, with the store's
-// credentials, may name any).
-func resolveCommit(resource, scope string, sc *authority.Scope, events []authority.Event, to string) (sha, ref string, err error) {
+// was live in the scope (authority.ResolveCommit). Through the App a rollback may only go back: a
+// commit that never reached the scope would skip its review and the environments it requires (the
+// command line, with the store's credentials, may name any).
+func (a *App) resolveCommit(ctx context.Context, env, scope string, sc *authority.Scope, to string) (sha, ref string, err error) {
 	liveRef := ""
 	if sc.Live != nil {
 		liveRef = sc.Live.Ref
@@ -115,38 +114,17 @@ func resolveCommit(resource, scope string, sc *authority.Scope, events []authori
 		}
 		return "", sc.Prev.Ref, nil
 	}
-	known := map[string]string{} // sha -> ref
-	add := func(sha, ref string) {
-		if sha != "" && (known[sha] == "" || ref != "") {
-			known[sha] = ref
-		}
-	}
-	if sc.Live != nil {
-		add(sc.Live.Sha, sc.Live.Ref)
-	}
-	if sc.Prev != nil {
-		add(sc.Prev.Sha, sc.Prev.Ref)
-	}
-	for _, e := range events {
-		if e.Kind == authority.EventDeployed && e.Scope == scope {
-			add(e.Sha, "")
-		}
-	}
-	var matches []string
-	for s := range known {
-		if strings.HasPrefix(strings.ToLower(s), to) {
-			matches = append(matches, s)
-		}
-	}
+	c, err := a.Auth.ResolveCommit(ctx, env, scope, authority.CanonicalSha(to))
+	var in *authority.InputError
 	switch {
-	case len(matches) == 1:
-		return matches[0], cmp.Or(known[matches[0]], liveRef), nil
-	case len(matches) > 1:
-		return "", "", &authority.InputError{Field: "sha", Value: to, Fix: fmt.Sprintf("it abbreviates several commits of %s: give more of it", resource)}
+	case errors.As(err, &in) && in.Field == "sha":
+		return "", "", &authority.InputError{Field: in.Field, Value: in.Value,
+			Fix: strings.TrimSuffix(in.Fix, authority.AnyCommitHint) +
+				": through the App a rollback goes back to a commit the scope ran; to deploy another, push it (or use the command line, which may name any)"}
+	case err != nil:
+		return "", "", err
 	}
-	return "", "", &authority.InputError{Field: "sha", Value: to,
-		Fix: fmt.Sprintf("no commit that was live in %s (now, before, or among its recent deploys) matches it: a rollback goes back to a commit the scope ran; "+
-			"to deploy another, push it (or use the command line, which may name any)", resource)}
+	return c.Sha, cmp.Or(c.Ref, liveRef), nil
 }
 
 // StartHeld starts, right after an unfreeze or a decision about a blocking failure, the commit that

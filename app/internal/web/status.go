@@ -150,6 +150,7 @@ td ol { margin: .25em 0 0; padding-left: 1.5em; }
 {{- if .Promotion}}<br><span class="held">{{.Promotion}}</span>{{end}}
 {{- if .Blocked}}<br><span class="error">{{.Blocked}}{{with .BlockingFailure}}; error: {{.Message}}{{end}}</span>{{end}}
 {{- if .Warning}}<br><span class="error">warning: {{.Warning}}</span>{{end}}
+{{- if .Late}}<br><span class="error">{{.Convergence.State}}: {{.Late}}</span>{{end}}
 {{- with .Waiting}}<ol start="2">{{range .}}<li>{{.Short}} (generation {{.Generation}}{{if .Barrier}}, barrier{{end}}), {{.Wait}}</li>{{end}}</ol>{{end}}</td>
 <td>{{if .Owner}}{{.Owner}}{{else}}-{{end}}</td>
 {{with .Lease}}<td{{if .Held}} class="held"{{end}}>{{if not .Holder}}free{{else if .Held}}held by {{.Holder}} for {{.Purpose}}, token {{.Token}}, {{.Left}} left{{else}}expired {{.Left}} ago (was {{.Holder}}, token {{.Token}}){{end}}</td>{{end}}
