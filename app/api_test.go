@@ -187,6 +187,24 @@ func TestAPIRefusals(t *testing.T) {
 	}
 }
 
+// TestAPIMissingTokenNamesTheAudience: the 401 for a request without a token names the audience
+// this App requires, so a workflow asking for the default one learns what to ask for instead.
+func TestAPIMissingTokenNamesTheAudience(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, testConfig, func(o *Options) {
+		v, err := api.NewOIDCVerifier(api.OIDCOptions{Audience: "deploys", Clock: o.Authority})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Tokens = v
+	})
+	r := httptest.NewRequest(http.MethodGet, "/v1/environments/staging/status", nil)
+	rec := h.do(r)
+	if rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), "(audience deploys)") {
+		t.Errorf("no token: %d %s; want 401 naming the audience deploys", rec.Code, rec.Body)
+	}
+}
+
 // TestAPIUnavailable: an issuer the App cannot reach is 503 unavailable (retryable), never 401.
 func TestAPIUnavailable(t *testing.T) {
 	t.Parallel()

@@ -492,7 +492,11 @@ func apiRequest(wl *Workload, id string) string {
 func (p *server) authenticate(ctx context.Context, r *http.Request) (*Workload, error) {
 	scheme, raw, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || raw == "" {
-		return nil, &TokenError{Reason: "no bearer token: send the workflow's OIDC token (audience latestwins) as Authorization: Bearer TOKEN"}
+		audience := apiclient.Audience
+		if v, ok := p.tokens.(interface{ Audience() string }); ok {
+			audience = v.Audience()
+		}
+		return nil, &TokenError{Reason: "no bearer token: send the workflow's OIDC token (audience " + audience + ") as Authorization: Bearer TOKEN"}
 	}
 	return p.tokens.Verify(ctx, strings.TrimSpace(raw))
 }
