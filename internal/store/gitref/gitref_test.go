@@ -3,6 +3,7 @@ package gitref
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -270,4 +271,66 @@ func (g *gitServer) storeAt(t *testing.T, url string) *Store {
 		t.Fatal(err)
 	}
 	return New(tr)
+}
+
+// TestRoundTrips holds the Store to its HTTP requests: a read is the ref advertisement, and the
+// pack only for a commit it has not seen; a write is the advertisement and the push; records of
+// many keys come in one fetch, and what is new since the last one in an incremental one.
+func TestRoundTrips(t *testing.T) {
+	t.Parallel()
+	srv := newGitServer(t)
+	url := srv.repo(t)
+	c := &counting{next: srv.Client().Transport}
+	open := func() *Store {
+		tr, err := NewHTTPTransport(url, "", &http.Client{Transport: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return New(tr)
+	}
+	ctx := context.Background()
+	a, b := open(), open()
+	step := func(name string, want int64, f func() error) {
+		t.Helper()
+		c.n.Store(0)
+		if err := f(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := c.n.Load(); got != want {
+			t.Errorf("%s: %d requests, want %d", name, got, want)
+		}
+	}
+	key := authority.EnvKey("prod")
+	step("first put", 2, func() error { _, err := a.Put(ctx, envDoc("prod", 0, 1, true)); return err })
+	step("get of a commit written", 1, func() error { _, err := a.Get(ctx, key); return err })
+	step("get of a commit not seen", 2, func() error { _, err := b.Get(ctx, key); return err })
+	step("get of a commit seen", 1, func() error { _, err := b.Get(ctx, key); return err })
+	step("put on what was read", 2, func() error { _, err := b.Put(ctx, envDoc("prod", 1, 2, false)); return err })
+	step("pending", 1, func() error { _, err := a.Pending(ctx); return err })
+
+	var recs []authority.Record
+	var keys []string
+	for i := range 50 {
+		ev := authority.Event{Seq: int64(i + 1), Kind: authority.EventAccepted, Message: "m"}
+		recs = append(recs, authority.Record{Key: authority.EventKey("prod", ev.Seq), Event: &ev})
+		keys = append(keys, recs[i].Key)
+	}
+	step("put 40 records", 2+1, func() error { return a.PutRecords(ctx, recs[:40]) })
+	step("get 50 records, 40 stored", 2, func() error {
+		got, err := b.GetRecords(ctx, keys)
+		if err == nil && len(got) != 40 {
+			err = fmt.Errorf("%d records, want 40", len(got))
+		}
+		return err
+	})
+	step("put 10 more", 3, func() error { return a.PutRecords(ctx, recs[40:]) })
+	step("get 50 records, incrementally", 2, func() error {
+		got, err := b.GetRecords(ctx, keys)
+		if err == nil && len(got) != 50 {
+			err = fmt.Errorf("%d records, want 50", len(got))
+		}
+		return err
+	})
+	step("get them again", 1, func() error { _, err := b.GetRecords(ctx, keys); return err })
+	step("put them again", 1, func() error { return a.PutRecords(ctx, recs) })
 }
