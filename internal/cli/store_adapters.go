@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/store/bolt"
 	"github.com/latestwins/latestwins/internal/store/dynamo"
+	"github.com/latestwins/latestwins/internal/store/gitref"
 )
 
 // openBolt opens the embedded store. A path that can never work (its directory missing, a
@@ -41,6 +43,15 @@ func openDynamo(ctx context.Context, raw string) (authority.Store, func() error,
 	st, err := dynamo.Open(ctx, raw)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open store: %w", err)
+	}
+	return st, noClose, nil
+}
+
+// openGit opens a store on the refs of a git repository; a malformed URL is bad configuration.
+func openGit(raw string) (authority.Store, func() error, error) {
+	st, err := gitref.Open(raw, os.Getenv)
+	if err != nil {
+		return nil, nil, usageErrorf("%v", err)
 	}
 	return st, noClose, nil
 }

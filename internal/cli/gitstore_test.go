@@ -1,0 +1,34 @@
+package cli
+
+import (
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/latestwins/latestwins/internal/testutil"
+)
+
+// TestGitStore: the commands work on a store on git refs named by its URL, and a malformed one is
+// bad configuration.
+func TestGitStore(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		testutil.MissingTool(t, "git is not on the PATH: a git+file:// store runs git's receive-pack")
+	}
+	h := newHarness(t)
+	repo := filepath.Join(h.dir, "state.git")
+	if out, err := exec.Command("git", "init", "--bare", "-q", repo).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	h.store = "git+file://" + repo
+	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111")
+	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", "bbbb222")
+	if got := h.status("staging")["desired_generation"]; got != float64(2) {
+		t.Fatalf("desired = %v, want 2", got)
+	}
+	for _, bad := range []string{"git+file://relative/state.git", "git+ssh://host/x.git", "git+https://user:pw@host/x.git"} {
+		h.store = bad
+		if o := h.run(t.Context(), "status", "staging"); o.code != ExitUsage {
+			t.Errorf("store %s: exit %d, want %d; stderr %q", bad, o.code, ExitUsage, o.stderr)
+		}
+	}
+}

@@ -1,0 +1,53 @@
+package gitref
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"path"
+	"strings"
+)
+
+// TokenVar is the environment variable whose value, when set, is sent as the password of basic
+// auth to a git server over HTTP.
+const TokenVar = "LATESTWINS_GIT_TOKEN"
+
+// ErrBadURL: the store URL is not one this package opens.
+var ErrBadURL = errors.New("not a git store URL")
+
+// Open returns a Store on the repository raw names: git+file:///ABS/PATH.git (a local bare
+// repository, through git's programs on the PATH) or git+https://HOST/PATH.git and
+// git+http://HOST/PATH.git (smart HTTP; getenv(TokenVar) is the token, if any). The repository
+// must exist; the Store writes only under Namespace.
+func Open(raw string, getenv func(string) string, opts ...Option) (*Store, error) {
+	tr, err := ParseURL(raw, getenv)
+	if err != nil {
+		return nil, err
+	}
+	return New(tr, opts...), nil
+}
+
+// ParseURL returns the transport raw names (see Open).
+func ParseURL(raw string, getenv func(string) string) (Transport, error) {
+	rest, ok := strings.CutPrefix(raw, "git+")
+	if !ok {
+		return nil, fmt.Errorf("store %q: %w: use git+file:///ABS/PATH.git or git+https://HOST/OWNER/REPO.git", raw, ErrBadURL)
+	}
+	u, err := url.Parse(rest)
+	if err != nil {
+		return nil, fmt.Errorf("store %q: %w: %w", raw, ErrBadURL, err)
+	}
+	switch u.Scheme {
+	case "file":
+		if u.Host != "" || !path.IsAbs(u.Path) || u.RawQuery != "" {
+			return nil, fmt.Errorf("store %q: %w: a local repository is git+file:///ABS/PATH.git (an absolute path, no host)", raw, ErrBadURL)
+		}
+		return NewFileTransport(u.Path)
+	case "http", "https":
+		if u.Host == "" || u.User != nil || u.RawQuery != "" {
+			return nil, fmt.Errorf("store %q: %w: give git+https://HOST/OWNER/REPO.git, without credentials in the URL (set %s)", raw, ErrBadURL, TokenVar)
+		}
+		return NewHTTPTransport(rest, getenv(TokenVar), nil)
+	}
+	return nil, fmt.Errorf("store %q: %w: unknown transport %q; use git+file or git+https", raw, ErrBadURL, u.Scheme)
+}

@@ -1,0 +1,14 @@
+# shellcheck shell=bash
+# Sourced by scripts/mutants: the git store's compare-and-swap is the server's old-id check, and a
+# push whose answer is lost is settled by reading the ref again.
+
+G=internal/store/gitref
+mutant "the git store pushes with force (the old id the server shows, not the one read)" $G/transport.go \
+  's/Name: u\.Name, Old: u\.Old, New: u\.New\}/Name: u.Name, Old: ar.References[u.Name.String()], New: u.New}/' \
+  TestStaleWriteIsRefused ./$G/
+mutant "the git store takes a push without an answer for a success" $G/gitref.go \
+  's/out, serr := s\.settle\(ctx, ref, old\.hash, commit, next\.Rev\)/out, serr := applied, error(nil)/' \
+  "TestLostAnswers/never answered" ./$G/
+mutant "the git store takes a lost answer for a conflict when a newer write covers its own" $G/gitref.go \
+  's/\t\t\th = parent\n/\t\t\treturn moved, nil\n/' \
+  "TestLostAnswers/applied under a newer write" ./$G/
