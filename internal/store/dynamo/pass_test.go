@@ -94,7 +94,7 @@ func (r *runner) pass(ctx context.Context, counter *requestCounter, env string, 
 	per := map[string]int{}
 	counter.take()
 	res, err := proc().Accept(ctx, authority.Intent{ID: fmt.Sprintf("delivery-%d", i), Environment: env, Scopes: []string{"api"},
-		Sha: fmt.Sprintf("%040x", i), Ref: "refs/heads/main"}, true)
+		Sha: fmt.Sprintf("%040x", i+1), Ref: "refs/heads/main"}, true) // i is -1 for the first pass
 	if err != nil {
 		return nil, err
 	}

@@ -85,8 +85,15 @@ func NewHTTPTransport(url, token string, client *http.Client) (Transport, error)
 	return t, nil
 }
 
+// session is a copy of the endpoint for one session: go-git's HTTP session rewrites its endpoint
+// when the server redirects, so sessions running at once must not share one.
+func (t *packTransport) session() *transport.Endpoint {
+	ep := *t.endpoint
+	return &ep
+}
+
 func (t *packTransport) Fetch(ctx context.Context, pick func(map[plumbing.ReferenceName]plumbing.Hash) ([]plumbing.Hash, []plumbing.Hash), depth int, into storer.Storer) (map[plumbing.ReferenceName]plumbing.Hash, error) {
-	sess, err := t.client.NewUploadPackSession(t.endpoint, t.auth)
+	sess, err := t.client.NewUploadPackSession(t.session(), t.auth)
 	if err != nil {
 		return nil, fmt.Errorf("fetch: %w", err)
 	}
@@ -141,7 +148,7 @@ func (t *packTransport) Fetch(ctx context.Context, pick func(map[plumbing.Refere
 }
 
 func (t *packTransport) Push(ctx context.Context, updates []Update, objects []plumbing.EncodedObject) error {
-	sess, err := t.client.NewReceivePackSession(t.endpoint, t.auth)
+	sess, err := t.client.NewReceivePackSession(t.session(), t.auth)
 	if err != nil {
 		return fmt.Errorf("push: %w", err)
 	}

@@ -34,6 +34,14 @@ import (
 // empty store of its own and runs in parallel with the others.
 func Run(t *testing.T, newStore func(t *testing.T) authority.Store) {
 	t.Helper()
+	RunGroups(t, newStore)
+}
+
+// RunGroups runs the groups of the suite named in only (all of them when none is named): for a
+// store whose every request is slow (a git server), the groups that hold its port's contract run
+// by default and the rest under a long setting.
+func RunGroups(t *testing.T, newStore func(t *testing.T) authority.Store, only ...string) {
+	t.Helper()
 	groups := []struct {
 		name  string
 		cases []testCase
@@ -60,6 +68,9 @@ func Run(t *testing.T, newStore func(t *testing.T) authority.Store) {
 		{"Deliveries", deliveryCases()},
 	}
 	for _, g := range groups {
+		if len(only) > 0 && !slices.Contains(only, g.name) {
+			continue
+		}
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()
 			for _, c := range g.cases {
