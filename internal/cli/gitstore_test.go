@@ -3,6 +3,7 @@ package cli
 import (
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/latestwins/latestwins/internal/testutil"
@@ -20,8 +21,8 @@ func TestGitStore(t *testing.T) {
 		t.Fatalf("git init: %v\n%s", err, out)
 	}
 	h.store = "git+file://" + repo
-	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111")
-	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", "bbbb222")
+	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", strings.Repeat("a", 40))
+	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", strings.Repeat("b", 40))
 	if got := h.status("staging")["desired_generation"]; got != float64(2) {
 		t.Fatalf("desired = %v, want 2", got)
 	}
