@@ -96,7 +96,7 @@ mutant "an unfreeze leaves the freeze in place" $pr \
 
 # Re-deliveries and outcomes.
 mutant "a re-delivered rollback request takes a new generation" $pr \
-  's/prepare := a\.findRequest\(r\.Environment, id, &prior\)/prepare := a.findRequest(r.Environment, "", \&prior)/' \
+  's/findPrior := a\.findRequest\(r\.Environment, id, &prior\)/findPrior := a.findRequest(r.Environment, "", \&prior)/' \
   $prop
 mutant "a re-delivered promotion promotes what is live now" $pm \
   's/\tif r\.Request != "" \{\n\t\t\/\/ A repeat of the request promotes/\tif false {\n\t\t\/\/ A repeat of the request promotes/' \
