@@ -284,15 +284,7 @@ func TestServeProcess(t *testing.T) {
 // call on the strict fake.
 func TestServeWithAppCredentialsReadsConfigAndDispatches(t *testing.T) {
 	t.Parallel()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
-	gh := githubtest.New(t)
-	token := githubtest.Example(t, "POST", "/app/installations/{installation_id}/access_tokens", http.StatusCreated, "")
-	token["token"], token["expires_at"] = "ghs_one", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-	gh.On("POST", "/app/installations/1/access_tokens", http.StatusCreated, token)
+	keyPEM, gh := appKeyAndGitHub(t)
 	// The trusted file is in the .github repository of the App's owner; it allows no overrides, so
 	// Hello-World's own file is not read.
 	ghApp := githubtest.Example(t, "GET", "/app", http.StatusOK, "")
@@ -386,15 +378,7 @@ func TestServeStatusPageOffOffLoopback(t *testing.T) {
 // dispatched once; the next run replays nothing.
 func TestServeReplaysMissedDeliveriesOnStart(t *testing.T) {
 	t.Parallel()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
-	gh := githubtest.New(t)
-	token := githubtest.Example(t, "POST", "/app/installations/{installation_id}/access_tokens", http.StatusCreated, "")
-	token["token"], token["expires_at"] = "ghs_one", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-	gh.On("POST", "/app/installations/1/access_tokens", http.StatusCreated, token)
+	keyPEM, gh := appKeyAndGitHub(t)
 	gh.On("POST", "/repos/Codertocat/Hello-World/actions/workflows/deploy.yml/dispatches", http.StatusOK,
 		githubtest.Example(t, "POST", "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/dispatches", http.StatusOK, ""))
 	missed := gh.DeliveryLog().Add(githubtest.LoggedDelivery{GUID: "missed-while-down", DeliveredAt: time.Now().Add(-10 * time.Minute),
@@ -444,4 +428,20 @@ func TestServeHealDeliveriesOff(t *testing.T) {
 	if ss.healer != nil || c.heal(t.Context(), ss) != nil {
 		t.Fatal("LATESTWINS_HEAL_DELIVERIES=false still replays")
 	}
+}
+
+// appKeyAndGitHub makes an App private key (PEM) and the strict GitHub fake, which gives
+// installation 1 a token.
+func appKeyAndGitHub(t *testing.T) ([]byte, *githubtest.Server) {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	gh := githubtest.New(t)
+	token := githubtest.Example(t, "POST", "/app/installations/{installation_id}/access_tokens", http.StatusCreated, "")
+	token["token"], token["expires_at"] = "ghs_one", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	gh.On("POST", "/app/installations/1/access_tokens", http.StatusCreated, token)
+	return keyPEM, gh
 }
