@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/latestwins/latestwins/app/internal/api"
 	"github.com/latestwins/latestwins/app/internal/comments"
@@ -58,6 +59,11 @@ type Options struct {
 	Installations InstallationFinder
 	// Tokens verifies the OIDC tokens of the /v1 API; nil: GitHub Actions' issuer, audience latestwins.
 	Tokens TokenVerifier
+	// LongPoll is the longest a gate request of the /v1 API may wait for a held lease to be
+	// released (its wait_ms), so that the next pass gets it as it is released; 0 answers at once.
+	// Set it where one process serves every request (serve); separate Lambda instances cannot
+	// wake each other, and a waiting request would only bill the wait.
+	LongPoll time.Duration
 	// MaxBodyBytes caps a webhook body; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	Logger       *slog.Logger
@@ -119,7 +125,7 @@ func New(o Options) (*App, error) {
 		}
 		o.Tokens = v
 	}
-	api.Routes(a.mux, c, o.Tokens)
+	api.Routes(a.mux, c, o.Tokens, o.LongPoll)
 	routeMeta(a.mux, o.Tokens)
 	return a, nil
 }

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/latestwins/latestwins/internal/authority"
@@ -47,7 +48,13 @@ type Client struct {
 	base   *url.URL
 	tokens TokenSource
 	hc     *http.Client
+	// longPoll is the longest gate wait the App announced in its last gate answer, in
+	// milliseconds (LongPollHeader); 0: none.
+	longPoll atomic.Int64
 }
+
+// MaxLongPoll bounds the wait of one gate request (GateWait), well inside the client's timeout.
+const MaxLongPoll = 20 * time.Second
 
 // New returns a client of the API at baseURL (the App's URL, e.g. https://latestwins.example.com/).
 // The URL must be https, or http on a loopback address. hc nil: a client with a 30 s timeout.
@@ -101,13 +108,26 @@ func (c *Client) ClaimGeneration(ctx context.Context, env string, gen int64, sco
 
 // Gate enters a phase; a refusal is a *authority.SupersededError or a *authority.HeldError.
 func (c *Client) Gate(ctx context.Context, r authority.GateRequest) (*authority.Grant, error) {
+	return c.GateWait(ctx, r, 0)
+}
+
+// GateWait is Gate that, while another holder has the lease, lets the App answer only once the
+// lease is released or wait has passed (a long poll), up to the longest the App honours
+// (LongPoll) and MaxLongPoll. An App that honours none answers at once, as Gate.
+func (c *Client) GateWait(ctx context.Context, r authority.GateRequest, wait time.Duration) (*authority.Grant, error) {
 	var g authority.Grant
-	req := GateRequest{Generation: r.Generation, Scopes: r.Scopes, Phase: r.Phase, Holder: r.Holder, LeaseTTLMillis: r.LeaseTTL.Milliseconds()}
+	wait = min(wait, c.LongPoll(), MaxLongPoll)
+	req := GateRequest{Generation: r.Generation, Scopes: r.Scopes, Phase: r.Phase, Holder: r.Holder, LeaseTTLMillis: r.LeaseTTL.Milliseconds(),
+		WaitMillis: max(wait.Milliseconds(), 0)}
 	if err := c.do(ctx, http.MethodPost, r.Environment, "gate", nil, req, &g); err != nil {
 		return nil, fmt.Errorf("gate %s in %s at generation %d: %w", r.Phase, r.Environment, r.Generation, err)
 	}
 	return &g, nil
 }
+
+// LongPoll is the longest gate wait the App announced in its last gate answer; 0 before the first
+// answer and for an App that answers at once (the Lambda).
+func (c *Client) LongPoll() time.Duration { return time.Duration(c.longPoll.Load()) * time.Millisecond }
 
 // Renew extends a grant's leases by ttl; a *authority.LostError when any is no longer the caller's.
 func (c *Client) Renew(ctx context.Context, g *authority.Grant, ttl time.Duration) error {
@@ -262,6 +282,13 @@ func (c *Client) call(ctx context.Context, method string, u *url.URL, env string
 		return fmt.Errorf("call %s %s: %w", method, u.Redacted(), err)
 	}
 	defer resp.Body.Close()
+	if strings.HasSuffix(u.Path, "/gate") {
+		ms, err := strconv.ParseInt(resp.Header.Get(LongPollHeader), 10, 64)
+		if err != nil || ms < 0 {
+			ms = 0
+		}
+		c.longPoll.Store(ms)
+	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
 	if err != nil {
 		return fmt.Errorf("read the answer of %s %s: %w", method, u.Redacted(), err)

@@ -3,6 +3,7 @@ package apiclient_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -42,6 +43,14 @@ func newClient(t *testing.T) (*apiclient.Client, *storetest.Clock, func() int64)
 // newClientOf is newClient with the configuration yml and an Authority built with opts.
 func newClientOf(t *testing.T, yml string, opts ...authority.Option) (*apiclient.Client, *storetest.Clock, func() int64) {
 	t.Helper()
+	c, _, clock, issued := serveAPI(t, yml, 0, nil, opts...)
+	return c, clock, issued
+}
+
+// serveAPI is newClientOf with the App's long poll set to longPoll, the client sending through hc
+// (nil: the default), and the Authority returned too.
+func serveAPI(t testing.TB, yml string, longPoll time.Duration, hc *http.Client, opts ...authority.Option) (*apiclient.Client, *authority.Authority, *storetest.Clock, func() int64) {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "latestwins.yml")
 	if err := os.WriteFile(path, []byte(yml), 0o644); err != nil {
@@ -54,7 +63,7 @@ func newClientOf(t *testing.T, yml string, opts ...authority.Option) (*apiclient
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := app.New(app.Options{Secret: []byte("s"), Authority: auth, Config: &app.FileConfig{Path: path}, Tokens: v})
+	a, err := app.New(app.Options{Secret: []byte("s"), Authority: auth, Config: &app.FileConfig{Path: path}, Tokens: v, LongPoll: longPoll})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,11 +75,11 @@ func newClientOf(t *testing.T, yml string, opts ...authority.Option) (*apiclient
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := apiclient.New(srv.URL+"/", tokens, nil)
+	c, err := apiclient.New(srv.URL+"/", tokens, hc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, clock, issued.Load
+	return c, auth, clock, issued.Load
 }
 
 // TestRefusalsComeBackTyped: the client turns each refusal back into the authority's typed error,

@@ -52,7 +52,15 @@ type GateRequest struct {
 	Phase          string   `json:"phase"`
 	Holder         string   `json:"holder,omitempty"`
 	LeaseTTLMillis int64    `json:"lease_ttl_ms,omitempty"`
+	// WaitMillis > 0 asks the App to answer a refusal for a held lease only once the lease is
+	// released or this long has passed, whichever is first (a long poll), up to the longest the
+	// App announces in LongPollHeader; an App that announces none answers at once.
+	WaitMillis int64 `json:"wait_ms,omitempty"`
 }
+
+// LongPollHeader is the header of every gate answer of an App that honours wait_ms: the longest
+// wait it honours, in milliseconds.
+const LongPollHeader = "Latestwins-Long-Poll"
 
 // RenewRequest extends a grant's leases (POST .../renew).
 type RenewRequest struct {

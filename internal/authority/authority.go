@@ -52,9 +52,10 @@ type Authority struct {
 	// stored: key -> what of the document's outbox this process knows to be stored as records.
 	stored     map[string]*storedMark
 	retention  time.Duration
-	queueLimit int      // pending intents one scope may hold
-	promoter   Comparer // asked whether a commit live in a required environment descends from one waiting
-	observer   Observer // told every gate's answer; nil: nobody
+	queueLimit int                      // pending intents one scope may hold
+	promoter   Comparer                 // asked whether a commit live in a required environment descends from one waiting
+	wake       map[string]chan struct{} // key -> closed at the next write of the document (Changed)
+	observer   Observer                 // told every gate's answer; nil: nobody
 	descends   descendsCache
 }
 
@@ -675,6 +676,7 @@ func (a *Authority) write(ctx context.Context, key string, prepare func(context.
 		if err == nil {
 			work.Rev = rev
 			a.remember(work)
+			a.woke(key)
 			return work, ferr
 		}
 		if !errors.Is(err, ErrConflict) {

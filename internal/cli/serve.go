@@ -68,6 +68,9 @@ const (
 	serveReadTimeout       = 30 * time.Second // headers and body
 	serveWriteTimeout      = time.Minute      // from the end of the headers: the body, handling and the answer
 	serveIdleTimeout       = 2 * time.Minute  // a kept-alive connection between requests
+	// serveLongPoll is the longest a gate request of the API waits for a held lease here: one
+	// process serves every request, so a release wakes the waiter (app.Options.LongPoll).
+	serveLongPoll = apiclient.MaxLongPoll
 )
 
 // runServe runs the App as a plain HTTP server until ctx is done, then shuts down gracefully.
@@ -210,7 +213,8 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 		c.done()
 		return nil, nil, usageErrorf("--oidc-issuer: %v", err)
 	}
-	o := app.Options{Secret: []byte(ss.webhookSecret), Authority: c.auth, MaxBodyBytes: ss.maxBody, Logger: log, Tokens: tokens}
+	o := app.Options{Secret: []byte(ss.webhookSecret), Authority: c.auth, MaxBodyBytes: ss.maxBody, Logger: log, Tokens: tokens,
+		LongPoll: serveLongPoll}
 	if o.StatusPage, o.SignIn, err = statusPageOptions(ss); err != nil {
 		c.done()
 		return nil, nil, err

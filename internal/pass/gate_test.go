@@ -321,3 +321,69 @@ func TestGateTakesAReleasedLeaseAtTheNextPoll(t *testing.T) {
 		t.Errorf("RequestedAt %v is not within the wait", r.g.RequestedAt)
 	}
 }
+
+// waitingGater is a scriptedGater whose far end can wait (WaitGater): each GateWait takes the
+// time its script gives on the fake clock, and records the wait it was asked for.
+type waitingGater struct {
+	scriptedGater
+	longPoll time.Duration
+	took     []time.Duration // how long each GateWait takes, in order
+	waits    []time.Duration
+}
+
+func (g *waitingGater) LongPoll() time.Duration { return g.longPoll }
+
+func (g *waitingGater) GateWait(ctx context.Context, r authority.GateRequest, wait time.Duration) (*authority.Grant, error) {
+	g.waits = append(g.waits, wait)
+	clk := g.clk.(*fakeClock)
+	clk.set(clk.Now().Add(g.took[len(g.waits)-1]))
+	return g.Gate(ctx, r)
+}
+
+// TestGateLongPollsAFarEndThatWaits: over a far end that holds a refused request until the lease
+// is released (the App's API in serve), Gate asks again at once after each answer, each wait
+// bounded by the far end's longest and by the wait left; a far end that answers sooner than the
+// back-off's pause still gets the rest of the pause, never a tight loop.
+func TestGateLongPollsAFarEndThatWaits(t *testing.T) {
+	ms := time.Millisecond
+	cases := []struct {
+		name       string
+		answers    []error
+		took       []time.Duration
+		wait       time.Duration
+		wantWaits  []time.Duration
+		wantPauses []time.Duration
+	}{
+		{"each refusal is held at the far end: no pause", append(refusals(3, held("a", time.Hour)), nil),
+			[]time.Duration{20 * time.Second, 20 * time.Second, 3 * time.Second}, 10 * time.Minute,
+			[]time.Duration{20 * time.Second, 20 * time.Second, 20 * time.Second}, nil},
+		{"the wait left bounds the far end's wait", refusals(3, held("a", time.Hour)),
+			[]time.Duration{20 * time.Second, 5 * time.Second}, 25 * time.Second,
+			[]time.Duration{20 * time.Second, 5 * time.Second}, nil},
+		{"a far end that answers at once gets the back-off", append(refusals(3, held("a", time.Hour)), nil),
+			[]time.Duration{0, 0, 0}, 10 * time.Minute,
+			[]time.Duration{20 * time.Second, 20 * time.Second, 20 * time.Second}, []time.Duration{250 * ms, 500 * ms}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clk := newFakeClock()
+			gt := &waitingGater{scriptedGater: scriptedGater{clk: clk, answers: c.answers}, longPoll: 20 * time.Second, took: c.took}
+			pauses, g, err := driveGate(t, clk, func() (*authority.Grant, error) {
+				return gate(t.Context(), clk, exact, gt, gateReq, c.wait, nil)
+			})
+			if diff := cmp.Diff(c.wantWaits, gt.waits); diff != "" {
+				t.Errorf("waits asked of the far end (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(c.wantPauses, pauses); diff != "" {
+				t.Errorf("pauses (-want +got):\n%s", diff)
+			}
+			if len(c.answers) > 0 && c.answers[len(c.answers)-1] == nil {
+				if err != nil || g == nil {
+					t.Fatalf("gate: %+v, %v; want the grant", g, err)
+				}
+			} else if !errors.Is(err, authority.ErrLeaseHeld) {
+				t.Fatalf("after the wait ran out: %v; want the last refusal", err)
+			}
+		})
+	}
+}

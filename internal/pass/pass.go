@@ -58,6 +58,16 @@ type Gater interface {
 	Gate(ctx context.Context, r authority.GateRequest) (*authority.Grant, error)
 }
 
+// WaitGater is a Gater whose far end can hold a refused request until the lease is released (the
+// App's API in serve): Gate then asks with GateWait instead of polling.
+type WaitGater interface {
+	Gater
+	// GateWait is Gate answered once the lease is released or wait has passed, whichever is first.
+	GateWait(ctx context.Context, r authority.GateRequest, wait time.Duration) (*authority.Grant, error)
+	// LongPoll is the longest wait the far end honours; 0: it answers at once (Gate polls).
+	LongPoll() time.Duration
+}
+
 // Renewer extends leases.
 type Renewer interface {
 	Renew(ctx context.Context, g *authority.Grant, ttl time.Duration) error
@@ -136,7 +146,9 @@ type HeldFunc func(held *authority.HeldError, within, left time.Duration)
 // refusal's retry_after and by the wait left: retry_after says when the lease frees at the latest,
 // but a holder that finishes early releases it, and the next request after that gets it, within
 // a second. A waiter asks about 1.4 times a second, each a read that writes nothing once its
-// refusal is recorded. The grant's RequestedAt is when the request that succeeded was sent. Gate
+// refusal is recorded. Over a far end that can wait for the release (WaitGater: the App's API in
+// serve), each request after the first is held there until the lease is released, and Gate asks
+// again at once. The grant's RequestedAt is when the request that succeeded was sent. Gate
 // returns the last refusal when the wait runs out, and ctx's error when ctx ends.
 func Gate(ctx context.Context, a Gater, req authority.GateRequest, wait time.Duration, onHeld HeldFunc) (*authority.Grant, error) {
 	return gate(ctx, SystemClock, spread, a, req, wait, onHeld)
@@ -148,9 +160,19 @@ func gate(ctx context.Context, clk Clock, jitter func(time.Duration) time.Durati
 	backoff := firstPause
 	var told *authority.HeldError // the refusal onHeld was last told about
 	var tellAgain time.Time
+	waiter, _ := a.(WaitGater)
+	var longPoll time.Duration // > 0: the far end waits for the release; ask again at once
 	for {
 		sent := clk.Now()
-		g, err := a.Gate(ctx, req)
+		var (
+			g   *authority.Grant
+			err error
+		)
+		if longPoll > 0 {
+			g, err = waiter.GateWait(ctx, req, min(longPoll, deadline.Sub(sent)))
+		} else {
+			g, err = a.Gate(ctx, req)
+		}
 		var held *authority.HeldError
 		if !errors.As(err, &held) {
 			if err == nil && g != nil {
@@ -169,6 +191,20 @@ func gate(ctx context.Context, clk Clock, jitter func(time.Duration) time.Durati
 			told, tellAgain = held, now.Add(within)
 		}
 		pause := min(jitter(backoff), within)
+		waited := longPoll > 0 // this answer was a long poll's
+		if waiter != nil {
+			longPoll = waiter.LongPoll()
+		}
+		if longPoll > 0 {
+			if !waited {
+				continue // the first answer comes at once; the far end waits from the next
+			}
+			// A refusal sooner than the pause (a far end that stopped waiting) still waits out the
+			// rest of it, so that no answer makes Gate ask in a tight loop.
+			if pause -= now.Sub(sent); pause <= 0 {
+				continue
+			}
+		}
 		backoff = min(2*backoff, maxPause)
 		t := clk.NewTimer(pause)
 		select {

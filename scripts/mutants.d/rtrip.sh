@@ -17,3 +17,15 @@ mutant "an intent waiting in the outbox is remembered past the retention" $A \
 mutant "an intent forgotten in the outbox stays there beside its new acceptance" $A \
   's/\t\t\twork\.Env\.Accepts = slices\.DeleteFunc\(work\.Env\.Accepts, func\(in IntentRecord\) bool \{ return a\.expired\(in, now\) \}\)\n//' \
   TestConformance/OutOfOrder/AfterTheRetention
+
+# The long poll (docs/benchmarks.md, "Hand-over through the App's API"): a release through serve
+# wakes the waiting gate request, which the App holds instead of answering at once.
+mutant "a write wakes none of the environment's waiters" $A \
+  's/\t\t\ta\.woke\(key\)\n//' \
+  TestChangedClosesAtTheNextWrite ./internal/authority/
+mutant "the API answers a gate at once whatever wait it is asked" app/internal/api/api.go \
+  's/wait := min\(time\.Duration\(req\.WaitMillis\)\*time\.Millisecond, p\.longPoll\)/wait := time.Duration(0)/' \
+  TestGateWaitIsHeldUntilTheRelease ./internal/apiclient/
+mutant "a pass pauses before its first long poll" internal/pass/pass.go \
+  's/\t\t\t\tcontinue \/\/ the first answer comes at once; the far end waits from the next\n//' \
+  TestGateLongPollsAFarEndThatWaits ./internal/pass/

@@ -28,14 +28,16 @@ import (
 // the workflow's GitHub Actions OIDC token; the token's repository must build a scope of the
 // environment (its configuration says so), and a request may touch only such scopes.
 type server struct {
-	app    *core.App
-	tokens TokenVerifier
+	app      *core.App
+	tokens   TokenVerifier
+	longPoll time.Duration
 }
 
 // Routes registers the /v1 endpoints of a on mux, for the workloads whose tokens verifies. The
 // environment may hold slashes (preview/pr-7), escaped or not: the verb is the path's last segment.
-func Routes(mux *http.ServeMux, a *core.App, tokens TokenVerifier) {
-	p := &server{app: a, tokens: tokens}
+// longPoll is the longest a gate request may wait for a held lease (its wait_ms; 0: none).
+func Routes(mux *http.ServeMux, a *core.App, tokens TokenVerifier, longPoll time.Duration) {
+	p := &server{app: a, tokens: tokens, longPoll: max(longPoll, 0)}
 	mux.HandleFunc("POST /v1/environments/{path...}", p.serve)
 	mux.HandleFunc("GET /v1/environments/{path...}", p.serve)
 	mux.HandleFunc("GET /v1/environments", p.serveOverview)
@@ -96,6 +98,39 @@ func (p *server) overview(ctx context.Context, log *slog.Logger, wl *Workload) (
 			wl.Repository, p.app.ConfigWhere(), wl.Repository)}
 	}
 	return core.OverviewOf(read, feeds, p.app.Auth.Now()), nil
+}
+
+// recheck is how often a long-polling gate asks again although nothing in this process wrote the
+// environment: a lease released by another process (an operator's unlock through the store)
+// is then taken within it, as a polling client would take it.
+const recheck = 800 * time.Millisecond
+
+// gateWait asks the gate, and while another holder has the lease asks again each time this
+// process writes the environment (a release, a completion), at the lease's expiry and every
+// recheck, until wait has passed: then it answers the last refusal. The hand-over of a lease
+// released through this process costs no polling.
+func (p *server) gateWait(ctx context.Context, req authority.GateRequest, wait time.Duration) (*authority.Grant, error) {
+	auth := p.app.Auth
+	deadline := time.Now().Add(wait)
+	for {
+		// Taken before asking, so that a write between the refusal and the wait is not missed.
+		changed := auth.Changed(req.Environment)
+		g, err := auth.Gate(ctx, req)
+		var held *authority.HeldError
+		left := time.Until(deadline)
+		if !errors.As(err, &held) || left <= 0 {
+			return g, err
+		}
+		t := time.NewTimer(min(left, max(held.RetryAfter, time.Millisecond), recheck))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-changed:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 }
 
 // verbMethod is each endpoint's method.
@@ -283,8 +318,15 @@ func (p *server) do(ctx context.Context, w http.ResponseWriter, r *http.Request,
 		if req.LeaseTTLMillis < 0 {
 			return nil, &authority.InputError{Field: "lease_ttl_ms", Value: fmt.Sprint(req.LeaseTTLMillis), Fix: "give a lease length in milliseconds, or 0 for none"}
 		}
-		return auth.Gate(ctx, authority.GateRequest{Environment: env, Generation: req.Generation, Scopes: req.Scopes,
-			Phase: req.Phase, Holder: wl.Holder(req.Holder), LeaseTTL: time.Duration(req.LeaseTTLMillis) * time.Millisecond})
+		if req.WaitMillis < 0 {
+			return nil, &authority.InputError{Field: "wait_ms", Value: fmt.Sprint(req.WaitMillis), Fix: "give how long to wait for a held lease in milliseconds, or 0 for an answer at once"}
+		}
+		if p.longPoll > 0 {
+			w.Header().Set(apiclient.LongPollHeader, strconv.FormatInt(p.longPoll.Milliseconds(), 10))
+		}
+		wait := min(time.Duration(req.WaitMillis)*time.Millisecond, p.longPoll)
+		return p.gateWait(ctx, authority.GateRequest{Environment: env, Generation: req.Generation, Scopes: req.Scopes,
+			Phase: req.Phase, Holder: wl.Holder(req.Holder), LeaseTTL: time.Duration(req.LeaseTTLMillis) * time.Millisecond}, wait)
 	case "renew":
 		var req apiclient.RenewRequest
 		if err := p.decode(w, r, &req); err != nil {

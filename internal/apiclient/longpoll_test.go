@@ -1,0 +1,148 @@
+package apiclient_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/latestwins/latestwins/internal/apiclient"
+	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/pass"
+)
+
+// gateCounter counts the gate requests that go through it.
+type gateCounter struct {
+	n atomic.Int64
+}
+
+func (g *gateCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(r.URL.Path, "/gate") {
+		g.n.Add(1)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// claimAndHold claims intent id for staging/api and, when hold, takes its deploy lease as holder.
+func claimAndHold(ctx context.Context, tb testing.TB, c *apiclient.Client, id string, hold bool) (authority.GateRequest, *authority.Grant) {
+	tb.Helper()
+	res, err := c.Claim(ctx, authority.Intent{ID: id, Environment: "staging", Scopes: []string{"api"}, Sha: fmt.Sprintf("%040x", len(id)*7919+int(id[len(id)-1]))})
+	if err != nil {
+		tb.Fatalf("claim %s: %v", id, err)
+	}
+	req := authority.GateRequest{Environment: "staging", Generation: res.Generation, Scopes: []string{"api"}, Phase: "deploy", Holder: id, LeaseTTL: time.Minute}
+	if !hold {
+		return req, nil
+	}
+	g, err := c.Gate(ctx, req)
+	if err != nil {
+		tb.Fatalf("gate of %s: %v", id, err)
+	}
+	return req, g
+}
+
+// TestGateWaitIsHeldUntilTheRelease: where the App long-polls (serve), it says so in every gate
+// answer, and a gate request that meets a held lease is answered only once the holder released
+// it, with the grant, in that one request; where it does not (the Lambda), a gate is answered at
+// once.
+func TestGateWaitIsHeldUntilTheRelease(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	counter := &gateCounter{}
+	c, auth, _, _ := serveAPI(t, cfg, time.Minute, &http.Client{Transport: counter})
+	_, g := claimAndHold(ctx, t, c, "a", true)
+	if c.LongPoll() != time.Minute {
+		t.Fatalf("the client learned a long poll of %s, want the App's 1m0s", c.LongPoll())
+	}
+	req, _ := claimAndHold(ctx, t, c, "b", false)
+	// The waiter's refusal is recorded (a write) before the App waits: then the holder releases.
+	refused := auth.Changed("staging")
+	before := counter.n.Load()
+	type answer struct {
+		g   *authority.Grant
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		g, err := c.GateWait(ctx, req, time.Minute)
+		done <- answer{g, err}
+	}()
+	select {
+	case <-refused:
+	case a := <-done:
+		t.Fatalf("the gate answered before the holder released: %+v, %v", a.g, a.err)
+	}
+	if err := c.Release(ctx, g); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	a := <-done
+	if a.err != nil || a.g == nil || a.g.Tokens["api"] == 0 {
+		t.Fatalf("the waiting gate: %+v, %v; want the lease once released", a.g, a.err)
+	}
+	if n := counter.n.Load() - before; n != 1 {
+		t.Errorf("the waiter sent %d gate requests, want the one the App held", n)
+	}
+
+	plain, _, _, _ := serveAPI(t, cfg, 0, nil)
+	_, _ = claimAndHold(ctx, t, plain, "a", true)
+	req, _ = claimAndHold(ctx, t, plain, "b", false)
+	var held *authority.HeldError
+	if _, err := plain.GateWait(ctx, req, time.Minute); !errors.As(err, &held) || plain.LongPoll() != 0 {
+		t.Fatalf("an App without long poll: %v (long poll %s); want the refusal at once", err, plain.LongPoll())
+	}
+}
+
+// BenchmarkAPIHandover measures release-to-grant time through the App's API in one process: a
+// waiter in pass.Gate against an App that long-polls (serve) and one that answers at once (the
+// Lambda's, where the client polls), the holder releasing after each hold.
+func BenchmarkAPIHandover(b *testing.B) {
+	holds := []time.Duration{50 * time.Millisecond, 150 * time.Millisecond, 300 * time.Millisecond, 450 * time.Millisecond, 600 * time.Millisecond}
+	for _, mode := range []struct {
+		name     string
+		longPoll time.Duration
+	}{{"long-poll", apiclient.MaxLongPoll}, {"polling", 0}} {
+		b.Run(mode.name, func(b *testing.B) {
+			ctx := b.Context()
+			c, auth, _, _ := serveAPI(b, cfg, mode.longPoll, nil)
+			var all []time.Duration
+			n := 0
+			for b.Loop() {
+				for _, hold := range holds {
+					n++
+					_, g := claimAndHold(ctx, b, c, fmt.Sprintf("h%d", n), true)
+					req, _ := claimAndHold(ctx, b, c, fmt.Sprintf("w%d", n), false)
+					refused := auth.Changed("staging")
+					got := make(chan time.Time, 1)
+					var wg *authority.Grant
+					var werr error
+					go func() {
+						wg, werr = pass.Gate(ctx, c, req, time.Minute, nil)
+						got <- time.Now()
+					}()
+					<-refused
+					time.Sleep(hold) // the holder's step, not a synchronisation
+					released := time.Now()
+					if err := c.Release(ctx, g); err != nil {
+						b.Fatal(err)
+					}
+					at := <-got
+					if werr != nil {
+						b.Fatal(werr)
+					}
+					all = append(all, at.Sub(released))
+					if err := c.Release(ctx, wg); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			slices.Sort(all)
+			b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(all[len(all)-1].Microseconds())/1000, "max-ms")
+		})
+	}
+}
