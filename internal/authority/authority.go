@@ -484,6 +484,9 @@ func (a *Authority) Status(ctx context.Context, env string) (*Env, error) {
 	if d.Env == nil {
 		return nil, &InputError{Field: "environment", Value: env, Fix: "unknown environment: nothing was ever accepted for it; check the name"}
 	}
+	if err := movedError(d); err != nil {
+		return nil, err
+	}
 	page, err := a.timeline(ctx, d.Env, 0, StatusEvents)
 	if err != nil {
 		return nil, fmt.Errorf("status of %s: %w", env, err)
@@ -501,6 +504,9 @@ func (a *Authority) State(ctx context.Context, env string) (*Env, error) {
 	d, err := a.load(ctx, EnvKey(env))
 	if err != nil {
 		return nil, fmt.Errorf("state of %s: %w", env, err)
+	}
+	if err := movedError(d); err != nil {
+		return nil, err
 	}
 	return d.Env, nil
 }
@@ -622,6 +628,9 @@ func (a *Authority) write(ctx context.Context, key string, prepare func(context.
 		fresh = true
 	}
 	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if err := movedError(doc); err != nil {
+			return nil, err
+		}
 		if prepare != nil {
 			if err := prepare(ctx, doc); err != nil {
 				return nil, err

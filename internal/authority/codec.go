@@ -27,10 +27,15 @@ import (
 // whether a descendant counts), by the same rule: only a document that has one is written as
 // version 4, so that a build that knows only version 3 refuses it instead of dropping the
 // requirement and letting a commit reach the environment before it went live where it must first.
+//
+// Version 5 is a document whose environment was moved to another store (Authority.Move): the
+// state as it was, and where it went. Only a moved document is written as version 5, so that a
+// build that knows only version 4 refuses it ("upgrade latestwins") instead of writing over it.
 const (
-	storedVersion   = 4
-	storedVersionV3 = 3
-	storedVersionV2 = 2
+	storedVersionMoved = 5
+	storedVersion      = 4
+	storedVersionV3    = 3
+	storedVersionV2    = 2
 )
 
 type storedEnv struct {
@@ -43,6 +48,7 @@ type storedEnv struct {
 	R  []string                `json:"r,omitempty"`  // required environments, version 4
 	Ra bool                    `json:"ra,omitempty"` // a descendant counts, version 4
 	Aa int64                   `json:"aa,omitempty"` // alert after, nanoseconds; a build that drops it only loses the alarm
+	Mv *storedMoved            `json:"mv,omitempty"` // where the state went, version 5
 	S  map[string]*storedScope `json:"s,omitempty"`
 	X  []storedEvent           `json:"x,omitempty"`
 	A  []storedIntent          `json:"a,omitempty"`
@@ -60,6 +66,11 @@ type storedScope struct {
 	Ua *storedUnapproved `json:"ua,omitempty"` // a warning; a build that drops it loses only the warning
 	P  *storedLive       `json:"p,omitempty"`  // the previous live commit; a build that drops it loses only the rollback default
 	Fz *storedFreeze     `json:"fz,omitempty"` // version 3
+}
+
+type storedMoved struct {
+	To string `json:"to"`
+	T  int64  `json:"t"`
 }
 
 type storedUnapproved struct {
@@ -227,6 +238,9 @@ func EncodeEnv(e *Env) ([]byte, error) {
 	case e.usesV3():
 		s.V = storedVersionV3
 	}
+	if m := e.Moved; m != nil {
+		s.V, s.Mv = storedVersionMoved, &storedMoved{To: m.To, T: nanos(m.At)}
+	}
 	if len(e.Scopes) > 0 {
 		s.S = make(map[string]*storedScope, len(e.Scopes))
 	}
@@ -295,9 +309,9 @@ func decodeEnv(b []byte) (*Env, error) {
 	switch probe.V {
 	case 0:
 		return decodeFirstLayout(b)
-	case storedVersionV2, storedVersionV3, storedVersion:
+	case storedVersionV2, storedVersionV3, storedVersion, storedVersionMoved:
 	default:
-		return nil, fmt.Errorf("decode environment: stored layout %d is newer than this build's %d: upgrade latestwins", probe.V, storedVersion)
+		return nil, fmt.Errorf("decode environment: stored layout %d is newer than this build's %d: upgrade latestwins", probe.V, storedVersionMoved)
 	}
 	var s storedEnv
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -307,6 +321,9 @@ func decodeEnv(b []byte) (*Env, error) {
 	e := &Env{Name: s.N, Desired: s.D, Observed: s.O, EventSeq: s.Q, Policy: Policy(s.P), AlertAfter: time.Duration(max(s.Aa, 0))}
 	if len(s.R) > 0 {
 		e.Requires = &Requirements{Environments: s.R, Ancestor: s.Ra}
+	}
+	if m := s.Mv; m != nil {
+		e.Moved = &Moved{To: m.To, At: fromNanos(m.T)}
 	}
 	if len(s.S) > 0 {
 		e.Scopes = make(map[string]*Scope, len(s.S))

@@ -65,7 +65,7 @@ func TestStoredLayoutVersions(t *testing.T) {
 	if diff := cmp.Diff(q, back); diff != "" {
 		t.Fatalf("requirement round trip (-want +got):\n%s", diff)
 	}
-	if _, err := DecodeEnv([]byte(`{"v":5,"n":"x"}`)); err == nil || !strings.Contains(err.Error(), "upgrade latestwins") {
+	if _, err := DecodeEnv([]byte(`{"v":6,"n":"x"}`)); err == nil || !strings.Contains(err.Error(), "upgrade latestwins") {
 		t.Fatalf("a newer layout: %v; want a refusal that says to upgrade", err)
 	}
 }
@@ -79,4 +79,37 @@ func version(t *testing.T, b []byte) int {
 		t.Fatal(err)
 	}
 	return p.V
+}
+
+// TestMovedIsALayoutOlderBuildsRefuse: a moved environment's document is written as layout 5, so
+// that a build of layout 4 refuses it ("upgrade latestwins") instead of writing over the marker; it
+// reads back with where the state went, and an environment not moved stays in its layout.
+func TestMovedIsALayoutOlderBuildsRefuse(t *testing.T) {
+	e := &Env{Name: "staging", Desired: 1, Observed: 1, Scopes: map[string]*Scope{"api": {Owner: 1}}}
+	layout := func(e *Env) int {
+		b, err := EncodeEnv(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var probe struct {
+			V int `json:"v"`
+		}
+		if err := json.Unmarshal(b, &probe); err != nil {
+			t.Fatal(err)
+		}
+		return probe.V
+	}
+	if v := layout(e); v != storedVersionV2 {
+		t.Fatalf("an environment not moved is stored as layout %d, want %d", v, storedVersionV2)
+	}
+	at := time.Date(2026, 12, 2, 1, 2, 3, 4, time.UTC)
+	e.Moved = &Moved{To: "git+file:///srv/state.git", At: at}
+	if v := layout(e); v != storedVersionMoved {
+		t.Fatalf("a moved environment is stored as layout %d, want %d", v, storedVersionMoved)
+	}
+	b, _ := EncodeEnv(e)
+	back, err := DecodeEnv(b)
+	if err != nil || back.Moved == nil || back.Moved.To != e.Moved.To || !back.Moved.At.Equal(at) {
+		t.Fatalf("decoded %+v, %v; want the marker back", back, err)
+	}
 }

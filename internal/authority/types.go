@@ -117,6 +117,8 @@ type Env struct {
 	Accepts    []IntentRecord    `json:"accepts,omitempty"` // intents not yet known to be records
 	// Events is not stored: Status fills it with the newest events, for rendering.
 	Events []Event `json:"events,omitempty"`
+	// Moved, in the store the environment moved from, says where its state went (Move).
+	Moved *Moved `json:"moved,omitempty"`
 }
 
 // Scope is one separately deployed part of an environment.

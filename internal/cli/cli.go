@@ -169,7 +169,7 @@ func ExitCode(err error) int {
 	case errors.Is(err, flag.ErrHelp):
 		return ExitOK
 	case errors.Is(err, authority.ErrInvalidInput), errors.Is(err, errUsage), errors.Is(err, authority.ErrFreezeMismatch),
-		errors.Is(err, bolt.ErrUnusable), errors.Is(err, bolt.ErrNoStore):
+		errors.Is(err, bolt.ErrUnusable), errors.Is(err, bolt.ErrNoStore), errors.Is(err, authority.ErrMoved):
 		return ExitUsage
 	case errors.Is(err, authority.ErrSuperseded):
 		return ExitSuperseded

@@ -2,15 +2,114 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/store/bolt"
+	"github.com/latestwins/latestwins/internal/store/dynamo"
 )
 
 func runMigrate(ctx context.Context, c *cmdEnv, args []string) error {
 	c.newFlags("migrate")
+	var from, to string
+	c.fs.StringVar(&from, "from", "", "with --to: move environments from this store (its URL, as for --store)")
+	c.fs.StringVar(&to, "to", "", "with --from: the store to move environments into; the source then refuses every write with where they went")
 	if err := c.parse(args); err != nil {
 		return err
 	}
-	if err := c.noArguments(); err != nil {
+	if from == "" && to == "" {
+		if err := c.noArguments(); err != nil {
+			return err
+		}
+		return migrateStore(ctx, c)
+	}
+	if from == "" || to == "" {
+		return usageErrorf("moving state needs both --from URL and --to URL (e.g. --from bolt://./latestwins.db --to git+file:///srv/state.git)")
+	}
+	return moveStores(ctx, c, from, to, c.positional)
+}
+
+// moveStores moves envs (all the source holds when none is named) from one store to another
+// (authority.Move), one environment at a time, and says what each carried.
+func moveStores(ctx context.Context, c *cmdEnv, from, to string, envs []string) error {
+	if from == to {
+		return usageErrorf("--from and --to name the same store %s: name another one to move into", redactStoreURL(to))
+	}
+	src, closeSrc, err := openStore(ctx, from, storeMustExist)
+	if err != nil {
 		return err
 	}
-	return migrateStore(ctx, c)
+	defer closeSrc()
+	dst, closeDst, err := openStore(ctx, to, storeCreate)
+	if err != nil {
+		return err
+	}
+	defer closeDst()
+	// The target is created or upgraded as `latestwins migrate --store TARGET` would.
+	switch s := dst.(type) {
+	case *bolt.Store:
+		err = s.Migrate(ctx)
+	case *dynamo.Store:
+		_, err = s.Migrate(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("prepare the target %s: %w", redactStoreURL(to), err)
+	}
+	mover := authority.New(src, authority.WithLogger(c.log))
+	if len(envs) == 0 {
+		if envs, err = mover.Environments(ctx); err != nil {
+			if errors.Is(err, authority.ErrNotListable) {
+				return usageErrorf("the store %s cannot list its environments: name the ones to move (latestwins migrate --from URL --to URL ENV...)", redactStoreURL(from))
+			}
+			return err
+		}
+	}
+	for _, env := range envs {
+		if err := authority.ValidateEnvironment(env); err != nil {
+			return err
+		}
+	}
+	named := redactStoreURL(to)
+	var results []*authority.MoveResult
+	for _, env := range envs {
+		res, err := mover.Move(ctx, env, named, dst)
+		if err != nil {
+			return fmt.Errorf("move %s to %s (%d of %d moved before it; run the command again to carry on): %w", env, named, len(results), len(envs), err)
+		}
+		results = append(results, res)
+		if c.s.jsonOut {
+			continue
+		}
+		switch {
+		case res.Already:
+			c.printf("%s: already moved to %s\n", env, named)
+		default:
+			c.printf("%s: moved to %s: generation %d, %d scopes, %d events, %d intent ids\n", env, named, res.Generation, res.Scopes, res.Events, res.Intents)
+		}
+		if res.IntentsLeft {
+			c.printf("%s: the source cannot list its records: intent ids accepted before those in its document stayed behind, so a re-delivery of one would be taken as new\n", env)
+		}
+	}
+	if c.s.jsonOut {
+		return c.printJSON(map[string]any{"from": redactStoreURL(from), "to": named, "moved": results})
+	}
+	return nil
+}
+
+// redactStoreURL is a store URL without the credentials it may carry, as it may be shown and
+// stored in the source's marker.
+func redactStoreURL(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return raw
+	}
+	u, err := url.Parse("x://" + rest)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	u.User = nil
+	return scheme + strings.TrimPrefix(u.String(), "x")
 }

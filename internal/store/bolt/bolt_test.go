@@ -991,3 +991,8 @@ func BenchmarkPut(b *testing.B) {
 		})
 	}
 }
+
+// TestMove moves an environment from one bolt file to another: a backup, or a move of hosts.
+func TestMove(t *testing.T) {
+	storetest.RunMove(t, func(t *testing.T) authority.Store { return open(t, dbPath(t)) }, func(t *testing.T) authority.Store { return open(t, dbPath(t)) })
+}

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -161,6 +162,34 @@ func (s *Store) Environments(ctx context.Context) ([]string, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list environments: %w", err)
+	}
+	return out, nil
+}
+
+var _ authority.RecordLister = (*Store)(nil)
+
+// ListRecords returns the records whose keys begin with prefix (authority.RecordLister).
+func (s *Store) ListRecords(ctx context.Context, prefix string) ([]authority.Record, error) {
+	var raw [][]byte
+	err := s.read(ctx, func(tx *bbolt.Tx) error {
+		records := tx.Bucket(bucketRecords)
+		if records == nil {
+			return nil // schema 1: none yet
+		}
+		c := records.Cursor()
+		for k, v := c.Seek([]byte(prefix)); k != nil && bytes.HasPrefix(k, []byte(prefix)); k, v = c.Next() {
+			raw = append(raw, append([]byte(nil), v...))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list records: %w", err)
+	}
+	out := make([]authority.Record, len(raw))
+	for i, b := range raw {
+		if err := json.Unmarshal(b, &out[i]); err != nil {
+			return nil, fmt.Errorf("list records: decode: %w", err)
+		}
 	}
 	return out, nil
 }

@@ -156,3 +156,27 @@ func (s *Store) Len() (docs, records int) {
 	defer s.mu.Unlock()
 	return len(s.docs), len(s.records)
 }
+
+var _ authority.RecordLister = (*Store)(nil)
+
+// ListRecords returns the records whose keys begin with prefix (authority.RecordLister).
+func (s *Store) ListRecords(ctx context.Context, prefix string) ([]authority.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	var found [][]byte
+	for k, b := range s.records {
+		if strings.HasPrefix(k, prefix) {
+			found = append(found, b)
+		}
+	}
+	s.mu.Unlock()
+	out := make([]authority.Record, len(found))
+	for i, b := range found {
+		if err := json.Unmarshal(b, &out[i]); err != nil {
+			return nil, fmt.Errorf("decode record: %w", err)
+		}
+	}
+	return out, nil
+}

@@ -11,3 +11,8 @@ import (
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) authority.Store { return memory.New() })
 }
+
+func TestMove(t *testing.T) {
+	fresh := func(t *testing.T) authority.Store { return memory.New() }
+	storetest.RunMove(t, fresh, fresh)
+}

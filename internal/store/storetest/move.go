@@ -1,0 +1,218 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/latestwins/latestwins/internal/authority"
+)
+
+// RunMove checks Authority.Move from the stores newSource makes to those newTarget makes: the
+// state, the whole timeline and the intent ids arrive as they were, lease tokens go on above every
+// earlier grant, the source then refuses every transition with where the state went, a repeat
+// changes nothing, a live lease or a target that holds the environment is refused before anything
+// changes, and a move interrupted at its last write ends in the same state when run again.
+func RunMove(t *testing.T, newSource, newTarget func(t *testing.T) authority.Store) {
+	t.Helper()
+	for _, c := range []struct {
+		name string
+		run  func(t *testing.T, src, dst authority.Store)
+	}{
+		{"CarriesStateHistoryAndIntents", testMoveCarries},
+		{"RefusedWhileLeased", testMoveRefusedWhileLeased},
+		{"RefusedIntoATargetThatHoldsIt", testMoveRefusedIntoHolder},
+		{"InterruptedThenRunAgain", testMoveInterrupted},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(t, newSource(t), newTarget(t))
+		})
+	}
+}
+
+const moveEnv = "moving"
+
+// seedMove gives the source an environment with history: two scopes live, api deployed twice (so
+// it keeps the previous commit), rolled back and frozen, a push held by the freeze, and web's
+// lease granted and released (so its token moved on). It returns the newest token granted.
+func seedMove(t *testing.T, h *harness) int64 {
+	t.Helper()
+	a := h.process()
+	h.accept(a, push(moveEnv, "push-1", sha("a", 1), "api", "web"), true)
+	h.deploy(a, moveEnv, 1, "run-1", "run-1", "api", "web")
+	h.accept(a, push(moveEnv, "push-2", sha("b", 2), "api"), true)
+	h.deploy(a, moveEnv, 2, "run-2", "run-2", "api")
+	if _, err := a.Rollback(h.ctx, authority.RollbackRequest{Environment: moveEnv, Scope: "api", Actor: "oncall", Reason: "b breaks checkout", Request: "rb-1"}); err != nil {
+		t.Fatal(err)
+	}
+	h.deploy(a, moveEnv, 3, "run-rb", "run-rb", "api")
+	h.accept(a, push(moveEnv, "push-4", sha("c", 4), "api"), false)
+	h.accept(a, push(moveEnv, "push-5", sha("d", 5), "web"), true)
+	g := h.gate(a, moveEnv, 5, "run-5", "web")
+	if err := a.Release(h.ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	return g.Tokens["web"]
+}
+
+// comparable is e's state without what a move does not carry as state (the outbox and the
+// intents waiting there become records; Events is filled by reading).
+func comparable(e *authority.Env) *authority.Env {
+	c := *e
+	c.Outbox, c.Accepts, c.Events, c.Moved = nil, nil, nil, nil
+	return &c
+}
+
+func testMoveCarries(t *testing.T, src, dst authority.Store) {
+	h, th := newHarness(t, src), newHarness(t, dst)
+	th.clock = h.clock
+	maxToken := seedMove(t, h)
+	before := h.env(moveEnv)
+	mover := authority.New(src, authority.WithClock(h.clock), authority.WithSkew(h.skew))
+	res, err := mover.Move(h.ctx, moveEnv, "dynamodb://elsewhere", dst)
+	if err != nil {
+		t.Fatalf("move: %v", err)
+	}
+	_, lists := src.(authority.RecordLister)
+	if res.Generation != 5 || res.Scopes != 2 || res.Events != len(before.Events) || res.IntentsLeft == lists || res.Already {
+		t.Errorf("move result %+v; want generation 5, 2 scopes, %d events, intents left only by a store that cannot list them (%v)", res, len(before.Events), !lists)
+	}
+	after := th.env(moveEnv)
+	if diff := cmp.Diff(comparable(before), comparable(after), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("state in the target (-source +target):\n%s", diff)
+	}
+	if diff := cmp.Diff(before.Events, after.Events, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("timeline in the target (-source +target):\n%s", diff)
+	}
+	tgt := th.process()
+	if lists {
+		// Every intent id is remembered there: a re-delivery changes nothing.
+		for id, gen := range map[string]int64{"push-1": 1, "push-2": 2, "push-5": 5} {
+			in := push(moveEnv, id, map[string]string{"push-1": sha("a", 1), "push-2": sha("b", 2), "push-5": sha("d", 5)}[id], "api")
+			if id == "push-5" {
+				in.Scopes = []string{"web"}
+			}
+			r, err := tgt.Accept(h.ctx, in, false)
+			if err != nil || !r.Duplicate || r.Generation != gen {
+				t.Errorf("re-delivery of %s in the target: %+v, %v; want generation %d as a duplicate", id, r, err, gen)
+			}
+		}
+	}
+	// The freeze moved with the state: the held push waits there; web's next grant fences every
+	// earlier one.
+	h6 := h.accept(tgt, push(moveEnv, "push-6", sha("e", 6), "web"), true)
+	g := th.gate(tgt, moveEnv, h6.Generation, "run-6", "web")
+	if g.Tokens["web"] <= maxToken {
+		t.Errorf("the target granted web token %d; want above %d, the newest granted before the move", g.Tokens["web"], maxToken)
+	}
+	if after.Scopes["api"].Freeze == nil {
+		t.Errorf("api's freeze did not move: %+v", after.Scopes["api"])
+	}
+
+	// The source refuses every transition and read of the state with where it went.
+	stale := h.process()
+	for what, err := range map[string]error{
+		"accept": func() error {
+			_, err := stale.Accept(h.ctx, push(moveEnv, "push-7", sha("f", 7), "api"), true)
+			return err
+		}(),
+		"status": func() error { _, err := stale.Status(h.ctx, moveEnv); return err }(),
+		"gate": func() error {
+			_, err := stale.Gate(h.ctx, authority.GateRequest{Environment: moveEnv, Generation: 4, Scopes: []string{"api"}, Phase: "deploy", Holder: "x", LeaseTTL: testTTL})
+			return err
+		}(),
+	} {
+		var moved *authority.MovedError
+		if !errors.As(err, &moved) || !errors.Is(err, authority.ErrMoved) || !strings.Contains(err.Error(), "dynamodb://elsewhere") {
+			t.Errorf("%s in the source after the move: %v; want it refused with where the state went", what, err)
+		}
+	}
+	if p := h.pending(); len(p) != 0 {
+		t.Errorf("the source still lists %v as pending; the sweep must leave a moved environment alone", p)
+	}
+	again, err := mover.Move(h.ctx, moveEnv, "dynamodb://elsewhere", dst)
+	if err != nil || !again.Already {
+		t.Errorf("the move repeated: %+v, %v; want it done already", again, err)
+	}
+	if _, err := mover.Move(h.ctx, moveEnv, "git+file:///other.git", dst); !errors.Is(err, authority.ErrMoved) {
+		t.Errorf("a move of a moved environment to another place: %v; want it refused with where it went", err)
+	}
+}
+
+func testMoveRefusedWhileLeased(t *testing.T, src, dst authority.Store) {
+	h := newHarness(t, src)
+	a := h.process()
+	h.accept(a, push(moveEnv, "push-1", sha("a", 1), "api"), true)
+	g := h.gate(a, moveEnv, 1, "run-1", "api")
+	mover := authority.New(src, authority.WithClock(h.clock), authority.WithSkew(h.skew))
+	var leased *authority.LeasedError
+	if _, err := mover.Move(h.ctx, moveEnv, "elsewhere", dst); !errors.As(err, &leased) || !errors.Is(err, authority.ErrLeaseHeld) || leased.Scope != "api" {
+		t.Fatalf("move while api is leased: %v; want it refused naming the lease", err)
+	}
+	// Nothing changed: the pass goes on here, and nothing arrived there.
+	h.complete(a, g, authority.OutcomeSuccess, "run-1")
+	if _, err := dst.Get(h.ctx, authority.EnvKey(moveEnv)); !errors.Is(err, authority.ErrNotFound) {
+		t.Errorf("the target after a refused move: %v; want nothing there", err)
+	}
+	if _, err := mover.Move(h.ctx, moveEnv, "elsewhere", dst); err != nil {
+		t.Errorf("the move once the lease was released: %v", err)
+	}
+}
+
+func testMoveRefusedIntoHolder(t *testing.T, src, dst authority.Store) {
+	h, th := newHarness(t, src), newHarness(t, dst)
+	th.clock = h.clock
+	h.accept(h.process(), push(moveEnv, "push-1", sha("a", 1), "api"), false)
+	th.accept(th.process(), push(moveEnv, "other", sha("b", 1), "api"), false)
+	mover := authority.New(src, authority.WithClock(h.clock), authority.WithSkew(h.skew))
+	if _, err := mover.Move(h.ctx, moveEnv, "elsewhere", dst); !errors.Is(err, authority.ErrInvalidInput) {
+		t.Fatalf("move into a store that holds the environment: %v; want it refused", err)
+	}
+	// The source was not marked: it goes on.
+	h.accept(h.process(), push(moveEnv, "push-2", sha("c", 2), "api"), false)
+}
+
+// failingPut fails the first write of a document, as a move cut off before its last write.
+type failingPut struct {
+	authority.Store
+	failed bool
+}
+
+func (s *failingPut) Put(ctx context.Context, d *authority.Doc) (int64, error) {
+	if !s.failed {
+		s.failed = true
+		return 0, errors.New("connection reset")
+	}
+	return s.Store.Put(ctx, d)
+}
+
+func testMoveInterrupted(t *testing.T, src, dst authority.Store) {
+	h, th := newHarness(t, src), newHarness(t, dst)
+	th.clock = h.clock
+	seedMove(t, h)
+	before := h.env(moveEnv)
+	mover := authority.New(src, authority.WithClock(h.clock), authority.WithSkew(h.skew))
+	cut := &failingPut{Store: dst}
+	if _, err := mover.Move(h.ctx, moveEnv, "elsewhere", cut); err == nil {
+		t.Fatal("the move cut off before its last write reported success")
+	}
+	if _, err := h.process().Accept(h.ctx, push(moveEnv, "push-late", sha("f", 9), "api"), false); !errors.Is(err, authority.ErrMoved) {
+		t.Errorf("a write to the source mid-move: %v; want it refused", err)
+	}
+	res, err := mover.Move(h.ctx, moveEnv, "elsewhere", cut)
+	if err != nil || res.Already {
+		t.Fatalf("the move run again: %+v, %v; want it completed", res, err)
+	}
+	after := th.env(moveEnv)
+	if diff := cmp.Diff(comparable(before), comparable(after), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("state in the target (-source +target):\n%s", diff)
+	}
+	if diff := cmp.Diff(before.Events, after.Events, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("timeline in the target (-source +target):\n%s", diff)
+	}
+}
