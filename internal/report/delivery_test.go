@@ -217,3 +217,23 @@ func TestHistogramError(t *testing.T) {
 		t.Errorf("the stated error is %.2f%%", 100*HistogramError)
 	}
 }
+
+func TestDeliveryText(t *testing.T) {
+	var b strings.Builder
+	if err := DeliveryText(&b, fixtureRollup(fixture()).Report(day1, reportAt)); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	t.Log("\n" + out)
+	for _, want := range []string{
+		"staging  delivery over 2 day(s), 2026-03-14 to 2026-03-15 06:00 UTC",
+		"(all)  5        2.50     1.20",
+		"40% (1 failed, 1 rolled back)",
+		"6h15m (10%)",
+		"25m (4 of 5)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report's text lacks %q:\n%s", want, out)
+		}
+	}
+}

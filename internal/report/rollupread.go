@@ -2,7 +2,11 @@ package report
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/latestwins/latestwins/internal/authority"
 )
@@ -43,4 +47,39 @@ func ReadRollup(ctx context.Context, tl TimelineReader, env string, state *autho
 		}
 	}
 	return r, nil
+}
+
+// DefaultSince is how far back a report looks unless told: 30 days.
+const DefaultSince = 30 * 24 * time.Hour
+
+// ParseSince reads how far back a report looks, in days ("30d") or as a Go duration ("720h"), from
+// a day to MaxReportDays days; "" is DefaultSince.
+func ParseSince(s string) (time.Duration, error) {
+	if s == "" {
+		return DefaultSince, nil
+	}
+	d, err := time.ParseDuration(s)
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		var n int64
+		n, err = strconv.ParseInt(days, 10, 64)
+		d = time.Duration(n) * 24 * time.Hour
+		if n > MaxReportDays {
+			err = errors.New("too long")
+		}
+	}
+	if err != nil || d < 24*time.Hour || d > MaxReportDays*24*time.Hour {
+		return 0, &authority.InputError{Field: "since", Value: s,
+			Fix: fmt.Sprintf("give how far back the report looks, in days (30d) or as a duration (720h), from 1d to %dd", MaxReportDays)}
+	}
+	return d, nil
+}
+
+// ReadDelivery is env's delivery report over the UTC days since now-since: its rollup read from
+// the timeline (ReadRollup) with the state's commit times, reported at now.
+func ReadDelivery(ctx context.Context, tl TimelineReader, env string, state *authority.Env, since time.Duration, now time.Time) (*Delivery, error) {
+	r, err := ReadRollup(ctx, tl, env, state)
+	if err != nil {
+		return nil, fmt.Errorf("delivery report of %s: %w", env, err)
+	}
+	return r.Report(now.Add(-since).Add(24*time.Hour), now), nil
 }
