@@ -15,7 +15,8 @@ type Delivery struct {
 	Days        int       `json:"days"`  // UTC days in the window, the last one partial
 	// Through is the number of the newest event the figures count.
 	Through int64 `json:"through"`
-	// Total is the environment's figures; Scopes each scope's, by name.
+	// Total is the environment's figures; Scopes each scope's, by name: every scope of its timeline
+	// within the retention, with nothing in the window or not.
 	Total  Figures   `json:"total"`
 	Scopes []Figures `json:"scopes"`
 	// QuantileError is the bound of the lead times' and restores' relative error (HistogramError).
@@ -131,9 +132,6 @@ func (r *Rollup) Report(since, now time.Time) *Delivery {
 				total.add(&d)
 			}
 		}
-		if acc.empty() {
-			continue // nothing in the window
-		}
 		out.Scopes = append(out.Scopes, acc.figures(name, days, window))
 	}
 	out.Total = total.figures("", days, window*float64(max(len(out.Scopes), 1)))
@@ -182,10 +180,6 @@ func (a *acc) add(d *Day) {
 	a.failures += d.Failures
 	a.rollbks += d.Rollbacks
 	a.behind += d.BehindSeconds
-}
-
-func (a *acc) empty() bool {
-	return a.deploys == 0 && a.commits == 0 && a.failures == 0 && a.rollbks == 0 && a.behind == 0 && a.restore.Count == 0
 }
 
 func (a *acc) figures(scope string, days int, window float64) Figures {
