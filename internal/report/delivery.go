@@ -48,6 +48,15 @@ type Rollup struct {
 	Scopes map[string]*ScopeCarry `json:"scopes,omitempty"`
 	// Days are the per scope, per UTC day sums, sorted by day and scope.
 	Days []Day `json:"days,omitempty"`
+
+	last lastDate // the day of the newest event, formatted once: not part of the value
+}
+
+type lastDate struct {
+	y    int
+	m    time.Month
+	d    int
+	date string
 }
 
 // RollupVersion is the layout Rollup has.
@@ -214,7 +223,11 @@ func (r *Rollup) addBehind(scope string, from, to time.Time) {
 
 // day is the rollup's day of scope holding t, added if new; Days stay sorted.
 func (r *Rollup) day(scope string, t time.Time) *Day {
-	return r.dayOf(scope, t.UTC().Format(dayLayout))
+	t = t.UTC()
+	if y, m, d := t.Date(); y != r.last.y || m != r.last.m || d != r.last.d {
+		r.last.y, r.last.m, r.last.d, r.last.date = y, m, d, t.Format(dayLayout)
+	}
+	return r.dayOf(scope, r.last.date)
 }
 
 func (r *Rollup) dayOf(scope, date string) *Day {

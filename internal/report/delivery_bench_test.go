@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/store/memory"
+	"github.com/latestwins/latestwins/internal/store/storetest"
 )
 
 // benchEvents is the number of events of the benchmarks: what a busy environment keeps within the
@@ -126,5 +128,44 @@ func TestSyntheticTimelineFigures(t *testing.T) {
 	// rollback (push 1, 101 roll back: their deploys carry none, and drop what waited).
 	if d.Total.Deploys != 100 || d.Total.Rollbacks != 2 || d.Total.Failures != 4 {
 		t.Errorf("synthetic figures: %d deploys, %d rollbacks, %d failures; want 100, 2, 4", d.Total.Deploys, d.Total.Rollbacks, d.Total.Failures)
+	}
+}
+
+// BenchmarkReadRollupFromStore reads 100,000 event records of one environment from the in-memory
+// store through the Authority's History, as the command does on a store: the Authority's and the
+// store's own costs included (the memory store copies each record through JSON, as a real one
+// decodes it).
+func BenchmarkReadRollupFromStore(b *testing.B) {
+	ctx := b.Context()
+	st := memory.New()
+	tl := syntheticTimeline{n: benchEvents}
+	last := tl.event(benchEvents)
+	clock := storetest.NewClock(last.At.Add(time.Hour))
+	recs := make([]authority.Record, 0, 1000)
+	for seq := int64(1); seq <= benchEvents; seq++ {
+		ev := tl.event(seq)
+		recs = append(recs, authority.Record{Key: authority.EventKey("staging", seq), ExpiresAt: ev.At.Add(authority.DefaultRetention), Event: &ev})
+		if len(recs) == cap(recs) {
+			if err := st.PutRecords(ctx, recs); err != nil {
+				b.Fatal(err)
+			}
+			recs = recs[:0]
+		}
+	}
+	env := &authority.Env{Name: "staging", EventSeq: benchEvents, Scopes: map[string]*authority.Scope{}}
+	if _, err := st.Put(ctx, &authority.Doc{Key: authority.EnvKey("staging"), Env: env}); err != nil {
+		b.Fatal(err)
+	}
+	auth := authority.New(st, authority.WithClock(clock))
+	var d *Delivery
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if d, err = ReadDelivery(ctx, auth, "staging", env, DefaultSince, clock.Now()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if d.Through != benchEvents || d.Total.Deploys == 0 {
+		b.Fatalf("read through event %d of %d, %d deploys", d.Through, benchEvents, d.Total.Deploys)
 	}
 }

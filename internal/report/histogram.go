@@ -32,6 +32,15 @@ const (
 // HistogramError is the bound of a quantile's relative error: half a bucket's width.
 var HistogramError = math.Pow(2, 1/(2.0*histogramSteps)) - 1
 
+// bucketNames are the buckets' JSON keys, made once.
+var bucketNames = func() []string {
+	names := make([]string, histogramBuckets)
+	for i := range names {
+		names[i] = strconv.Itoa(i)
+	}
+	return names
+}()
+
 func bucketOf(d time.Duration) int {
 	s := d.Seconds()
 	if s < 1 {
@@ -56,7 +65,7 @@ func (h *Histogram) Add(d time.Duration) {
 	if h.Counts == nil {
 		h.Counts = map[string]uint64{}
 	}
-	h.Counts[strconv.Itoa(bucketOf(d))]++
+	h.Counts[bucketNames[bucketOf(d)]]++
 	s := d.Seconds()
 	if h.Count == 0 || s < h.MinSeconds {
 		h.MinSeconds = s
