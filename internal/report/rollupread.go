@@ -1,9 +1,11 @@
 package report
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -82,4 +84,36 @@ func ReadDelivery(ctx context.Context, tl TimelineReader, env string, state *aut
 		return nil, fmt.Errorf("delivery report of %s: %w", env, err)
 	}
 	return r.Report(now.Add(-since).Add(24*time.Hour), now), nil
+}
+
+// Update brings r up to date with e, a document whose outbox is being copied as records: the events
+// of e's outbox newer than r's Through, each with its commit's Order from e (OrderOf), in order. It
+// is what the copy of an outbox calls once the records landed, on the rollup kept for e's
+// environment, before that rollup is written back. Events between r's Through and the outbox's
+// oldest (copied by a write whose rollup update was lost) are read from tl first, so that a rollup
+// never skips one; adding an event twice counts it once. A nil tl refuses such a gap instead.
+func (r *Rollup) Update(ctx context.Context, tl TimelineReader, e *authority.Env) error {
+	if e == nil || len(e.Outbox) == 0 {
+		return nil
+	}
+	outbox := slices.SortedFunc(slices.Values(e.Outbox), func(a, b authority.Event) int { return cmp.Compare(a.Seq, b.Seq) })
+	if first := outbox[0].Seq; first > r.Through+1 {
+		if tl == nil {
+			return fmt.Errorf("the rollup of %s ends at event %d and the outbox starts at %d: read the events between from the records", e.Name, r.Through, first)
+		}
+		for from := r.Through + 1; from < first; from += RollupPage {
+			to := min(from+RollupPage, first) // exclusive
+			page, err := tl.History(ctx, e.Name, to, int(to-from))
+			if err != nil {
+				return fmt.Errorf("read the events of %s from number %d: %w", e.Name, from, err)
+			}
+			for _, ev := range page.Events {
+				r.AddOrdered(ev, OrderOf(e, ev))
+			}
+		}
+	}
+	for _, ev := range outbox {
+		r.AddOrdered(ev, OrderOf(e, ev))
+	}
+	return nil
 }
