@@ -54,3 +54,29 @@ func TestReportCommand(t *testing.T) {
 		t.Errorf("report without an environment: %q", o.stderr)
 	}
 }
+
+// TestReportThroughAPI: with --api the App computes the report; it counts what the passes did
+// through the same API, and a bad --since is refused before any request.
+func TestReportThroughAPI(t *testing.T) {
+	t.Parallel()
+	w := newAPIWorld(t)
+	must := func(code int, args ...string) outcome {
+		t.Helper()
+		o := w.run(nil, args...)
+		if o.code != code {
+			t.Fatalf("%v: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", args, o.code, code, o.stdout, o.stderr)
+		}
+		return o
+	}
+	must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000", "--intent-id", "a", "--", "true")
+	must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "bbbb222000000000000000000000000000000000", "--intent-id", "b", "--", "true")
+	var d report.Delivery
+	o := must(ExitOK, "report", "staging", "--since", "2d", "--json")
+	if err := json.Unmarshal([]byte(o.stdout), &d); err != nil || d.Days != 2 || d.Total.Deploys != 2 || d.Total.Commits != 2 {
+		t.Errorf("report --api --json: %v %+v; want 2 days, 2 deploys of 2 commits", err, d)
+	}
+	if o := must(ExitOK, "report", "staging"); !strings.Contains(o.stdout, "staging  delivery over 30 day(s)") {
+		t.Errorf("report --api:\n%s", o.stdout)
+	}
+	must(ExitUsage, "report", "staging", "--since", "a while")
+}
