@@ -173,3 +173,37 @@ func TestRollupKeptAsTheOutboxIsCopied(t *testing.T) {
 			kept.Total.LeadFromCommit.Count, kept.Total.Commits, want.Total.LeadFromCommit.Count)
 	}
 }
+
+// expiredTimeline is a synthetic timeline whose events below kept have expired.
+type expiredTimeline struct {
+	syntheticTimeline
+	kept  int64
+	reads *int
+}
+
+func (e expiredTimeline) History(ctx context.Context, env string, before int64, limit int) (*authority.HistoryPage, error) {
+	*e.reads++
+	page, err := e.syntheticTimeline.History(ctx, env, before, limit)
+	if err != nil {
+		return nil, err
+	}
+	page.Events = slices.DeleteFunc(page.Events, func(ev authority.Event) bool { return ev.Seq < e.kept })
+	return page, nil
+}
+
+// An environment whose older events expired is read from its oldest kept, not page by page from
+// its first event.
+func TestReadRollupStartsAtTheOldestKept(t *testing.T) {
+	reads := 0
+	tl := expiredTimeline{syntheticTimeline: syntheticTimeline{n: 1_000_000}, kept: 990_001, reads: &reads}
+	r, err := ReadRollup(t.Context(), tl, "staging", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Through != 1_000_000 || !r.From.Equal(tl.event(990_001).At) {
+		t.Errorf("read through %d from %v; want through 1000000 from event 990001's time", r.Through, r.From)
+	}
+	if reads > 40 {
+		t.Errorf("%d reads for 10,000 events kept of 1,000,000: want the bisection's 20 and 10 pages", reads)
+	}
+}

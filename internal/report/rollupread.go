@@ -33,7 +33,11 @@ func ReadRollup(ctx context.Context, tl TimelineReader, env string, state *autho
 	}
 	r := NewRollup(env)
 	newest := first.Newest
-	for from := int64(1); from <= newest; from += RollupPage {
+	from, err := oldestKept(ctx, tl, env, newest)
+	if err != nil {
+		return nil, err
+	}
+	for ; from <= newest; from += RollupPage {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -49,6 +53,26 @@ func ReadRollup(ctx context.Context, tl TimelineReader, env string, state *autho
 		}
 	}
 	return r, nil
+}
+
+// oldestKept is the number of env's oldest event within the retention (newest+1: none), found by
+// bisection with one-event reads: events expire in the order they were numbered, so an environment
+// whose older events expired is not read page by page from its first.
+func oldestKept(ctx context.Context, tl TimelineReader, env string, newest int64) (int64, error) {
+	lo, hi := int64(1), newest+1 // the answer is in [lo, hi]
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		page, err := tl.History(ctx, env, mid+1, 1)
+		if err != nil {
+			return 0, fmt.Errorf("find the oldest event of %s kept: %w", env, err)
+		}
+		if len(page.Events) > 0 {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo, nil
 }
 
 // DefaultSince is how far back a report looks unless told: 30 days.
