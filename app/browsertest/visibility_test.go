@@ -1,3 +1,5 @@
+//go:build unix
+
 package browsertest
 
 import (
@@ -73,5 +75,52 @@ func TestNoTextCrossesVisibilityInChromium(t *testing.T) {
 	}
 	if strings.Contains(page, vaultSha[:7]) {
 		t.Errorf("mona cannot read acme/vault, and the page names vault's live commit %s:\n%s", vaultSha[:7], page)
+	}
+}
+
+// The delivery report of an environment is shown to a signed-in user who sees it on the status
+// page, and to nobody else: mona reads acme/web, which feeds production, not acme/vault.
+func TestReportPageFollowsVisibilityInChromium(t *testing.T) {
+	bin := chromiumPath(t)
+	w := newSigninWorldOf(t, visibilityConfig, "staging", "vault", "production")
+	if _, err := w.auth.Accept(t.Context(), authority.Intent{ID: "prod-1", Environment: "production", Scopes: []string{"keys"}, Sha: strings.Repeat("c", 40),
+		Ref: "refs/heads/main", Source: "push", Actor: "octocat"}, true); err != nil {
+		t.Fatal(err)
+	}
+	read := map[string]bool{"admin": false, "push": false, "pull": true}
+	w.user(t, "mona", map[string]map[string]bool{"acme/web": read, "acme/api": nil, "acme/vault": nil})
+
+	var signedOut, prod, vault string
+	drive(t, bin, func(b *browser) error {
+		var err error
+		if err = b.open(w.appURL + "/report/production"); err != nil {
+			return err
+		}
+		if signedOut, err = b.dom(); err != nil {
+			return err
+		}
+		if err = b.click("signin"); err != nil {
+			return err
+		}
+		if err = b.open(w.appURL + "/report/production"); err != nil {
+			return err
+		}
+		if prod, err = b.dom(); err != nil {
+			return err
+		}
+		if err = b.open(w.appURL + "/report/vault"); err != nil {
+			return err
+		}
+		vault, err = b.dom()
+		return err
+	})
+	if !strings.Contains(signedOut, "Sign in with GitHub") || strings.Contains(signedOut, "delivery over") {
+		t.Errorf("signed out, the report page shows more than the sign-in:\n%s", signedOut)
+	}
+	if !strings.Contains(prod, "production: delivery over 30 day(s)") || !strings.Contains(prod, `id="chart-scope-keys-deploys"`) {
+		t.Errorf("mona reads acme/web and does not see production's report:\n%s", prod)
+	}
+	if !strings.Contains(vault, `no environment "vault" to report on here`) || strings.Contains(vault, "delivery over") {
+		t.Errorf("mona cannot read acme/vault and sees its report:\n%s", vault)
 	}
 }

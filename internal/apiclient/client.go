@@ -176,6 +176,17 @@ func (c *Client) History(ctx context.Context, env string, before int64, limit in
 	return &res, nil
 }
 
+// Report reads the environment's delivery report over the last since, as the App computes it
+// (GET .../report?since=720h).
+func (c *Client) Report(ctx context.Context, env string, since time.Duration) (*report.Delivery, error) {
+	var res report.Delivery
+	q := url.Values{"since": {since.String()}}
+	if err := c.do(ctx, http.MethodGet, env, "report", q, nil, &res); err != nil {
+		return nil, fmt.Errorf("delivery report of %s: %w", env, err)
+	}
+	return &res, nil
+}
+
 // Rollback accepts an older commit of one scope ahead of everything pending and freezes the scope
 // (authority.Authority.Rollback on the App's side, which then dispatches the scope's workflow).
 // The actor is the token's.

@@ -60,6 +60,7 @@ func commands() []command {
 		{"status", "print an environment's status table: status ENV [--json]; without ENV, what is live where in every environment (with --api: those the repository feeds)", runStatus},
 		{"promote", "ask for the commit live in one environment's scope in another's: promote ENV/SCOPE --from staging", runPromote},
 		{"history", "print an environment's timeline: history ENV [--json]", runHistory},
+		{"report", "print an environment's delivery report (deploys, lead time, change failures, restores, time behind): report ENV [--since 30d] [--json]", runReport},
 		{"unlock", "free a lease by hand, audited: unlock ENV/SCOPE --reason TEXT", runUnlock},
 		{"skip", "unblock a scope whose queue head or barrier failed: go on to the next: skip ENV/SCOPE --reason TEXT", runSkip},
 		{"retry", "unblock a scope whose queue head or barrier failed: try it again: retry ENV/SCOPE --reason TEXT", runRetry},
@@ -113,7 +114,7 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w, "\nStore: --store or LATESTWINS_STORE: bolt://PATH (default bolt://./latestwins.db), memory://,")
 	fmt.Fprintln(w, "       dynamodb://TABLE?region=R&endpoint=URL")
-	fmt.Fprintln(w, "       Or --api URL (LATESTWINS_API): claim, gate, run, complete, status and history through the App's HTTP API")
+	fmt.Fprintln(w, "       Or --api URL (LATESTWINS_API): claim, gate, run, complete, status, history and report through the App's HTTP API")
 	fmt.Fprintln(w, "\nExit codes: 0 done, 1 error (retryable), 2 bad input, 3 superseded, 4 locked (gave up waiting),")
 	fmt.Fprintln(w, "            5 lease lost (retryable), 6 failed (will retry), 7 failed (final), 8 interrupted,")
 	fmt.Fprintln(w, "            9 queue full (refused, retryable)")

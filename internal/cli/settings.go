@@ -99,6 +99,7 @@ type settings struct {
 	tokens           string
 	reason           string
 	limit            int
+	since            string // how far back a report looks (--since)
 	policy           string
 	barrier          string
 	queueLimit       int

@@ -138,7 +138,7 @@ func verbMethod(verb string) (string, bool) {
 	switch verb {
 	case "claim", "gate", "renew", "complete", "release", "rollback", "unfreeze", "promote":
 		return http.MethodPost, true
-	case "status", "history":
+	case "status", "history", "report":
 		return http.MethodGet, true
 	}
 	return "", false
@@ -155,7 +155,7 @@ func (p *server) serve(w http.ResponseWriter, r *http.Request) {
 	method, ok := verbMethod(verb)
 	if !ok || env == "" {
 		writeAPI(w, http.StatusNotFound, apiclient.ErrorBody{Error: apiclient.CodeNotFound,
-			Message: "no such endpoint: use /v1/environments/ENV/{claim,gate,renew,complete,release,rollback,unfreeze,promote} (POST) or /v1/environments/ENV/{status,history} (GET)"})
+			Message: "no such endpoint: use /v1/environments/ENV/{claim,gate,renew,complete,release,rollback,unfreeze,promote} (POST) or /v1/environments/ENV/{status,history,report} (GET)"})
 		return
 	}
 	if r.Method != method {
@@ -268,6 +268,18 @@ func (p *server) do(ctx context.Context, w http.ResponseWriter, r *http.Request,
 		}
 		page.Events = v.Events(page.Events)
 		return page, nil
+	case "report":
+		// The figures name no commit: what the token's repository may see of the environment
+		// (allowed) is all of them.
+		since, err := report.ParseSince(r.URL.Query().Get("since"))
+		if err != nil {
+			return nil, err
+		}
+		state, err := auth.Status(ctx, env)
+		if err != nil {
+			return nil, err
+		}
+		return report.ReadDelivery(ctx, auth, env, state, since, auth.Now())
 	case "claim":
 		var req apiclient.ClaimRequest
 		if err := p.decode(w, r, &req); err != nil {

@@ -172,6 +172,7 @@ func Routes(mux *http.ServeMux, app *core.App, mode StatusPage, o *SignInOptions
 		return nil
 	case StatusPageOpen:
 		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { a.serveStatus(w, r, nil) })
+		mux.HandleFunc("GET /report/{env...}", func(w http.ResponseWriter, r *http.Request) { a.serveReport(w, r, nil) })
 		return nil
 	case StatusPageGitHub:
 	default:
@@ -184,6 +185,7 @@ func Routes(mux *http.ServeMux, app *core.App, mode StatusPage, o *SignInOptions
 	}
 	a.signIn = s
 	mux.HandleFunc("GET /{$}", a.serveSignedIn)
+	mux.HandleFunc("GET /report/{env...}", a.serveReportSignedIn)
 	mux.HandleFunc("GET /signin", a.serveSignIn)
 	mux.HandleFunc("GET "+callbackPath, a.serveCallback)
 	mux.HandleFunc("POST /signout", a.serveSignOut)
@@ -238,6 +240,17 @@ func (a *Page) serveSignedIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.serveStatus(w, r, &viewer{Login: sess.Login, CSRF: a.signIn.seal.csrf(sess), sess: sess})
+}
+
+// serveReportSignedIn is the delivery report for the signed-in user; the sign-in page for anyone
+// else.
+func (a *Page) serveReportSignedIn(w http.ResponseWriter, r *http.Request) {
+	sess := a.currentSession(r)
+	if sess == nil {
+		writeHTML(w, http.StatusOK, signInPage)
+		return
+	}
+	a.serveReport(w, r, &viewer{Login: sess.Login, CSRF: a.signIn.seal.csrf(sess), sess: sess})
 }
 
 const signInPage = `<!doctype html>

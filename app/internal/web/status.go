@@ -133,7 +133,8 @@ td ol { margin: .25em 0 0; padding-left: 1.5em; }
 {{end}}{{range $env := .Environments}}
 <section id="env-{{.Name}}">
 <h2>{{.Name}}</h2>
-{{if .Missing}}<p>Nothing accepted yet.</p>{{else}}{{with .Status}}
+{{if .Missing}}<p>Nothing accepted yet.</p>{{else}}<p class="report"><a href="/report/{{.Name}}" id="report-{{.Name}}">Delivery report</a></p>
+{{with .Status}}
 <p>Observed/desired: <strong>{{.Observed}}/{{.Desired}}</strong>
 {{if .Settled}}<span class="settled">settled</span>{{else}}<span class="reconciling">reconciling</span>{{end}}</p>
 {{with .PolicyNote}}<p class="policy">Policy: <strong>{{.}}</strong></p>

@@ -1,0 +1,143 @@
+package report
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/latestwins/latestwins/internal/authority"
+)
+
+// TimelineReader pages through an environment's timeline: the Authority on a store, or the App's
+// API client.
+type TimelineReader interface {
+	History(ctx context.Context, env string, before int64, limit int) (*authority.HistoryPage, error)
+}
+
+// RollupPage is how many events ReadRollup reads at a time: what it holds in memory at once.
+const RollupPage = 1000
+
+// ReadRollup computes env's rollup from its whole timeline within the retention, oldest event
+// first, one page at a time: it holds one page of events and the rollup, whatever the number of
+// events. state, the environment's current state (may be nil), gives the commit times of the
+// intents it still holds (OrderOf); the records do not keep them.
+func ReadRollup(ctx context.Context, tl TimelineReader, env string, state *authority.Env) (*Rollup, error) {
+	first, err := tl.History(ctx, env, 0, 1)
+	if err != nil {
+		return nil, err
+	}
+	r := NewRollup(env)
+	newest := first.Newest
+	from, err := oldestKept(ctx, tl, env, newest)
+	if err != nil {
+		return nil, err
+	}
+	for ; from <= newest; from += RollupPage {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		page, err := tl.History(ctx, env, from+RollupPage, RollupPage)
+		if err != nil {
+			return nil, fmt.Errorf("read the events of %s from number %d: %w", env, from, err)
+		}
+		for _, ev := range page.Events {
+			if ev.Seq > newest {
+				break // newer than the report: the next report counts it
+			}
+			r.AddOrdered(ev, OrderOf(state, ev))
+		}
+	}
+	return r, nil
+}
+
+// oldestKept is the number of env's oldest event within the retention (newest+1: none), found by
+// bisection with one-event reads: events expire in the order they were numbered, so an environment
+// whose older events expired is not read page by page from its first.
+func oldestKept(ctx context.Context, tl TimelineReader, env string, newest int64) (int64, error) {
+	lo, hi := int64(1), newest+1 // the answer is in [lo, hi]
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		page, err := tl.History(ctx, env, mid+1, 1)
+		if err != nil {
+			return 0, fmt.Errorf("find the oldest event of %s kept: %w", env, err)
+		}
+		if len(page.Events) > 0 {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo, nil
+}
+
+// DefaultSince is how far back a report looks unless told: 30 days.
+const DefaultSince = 30 * 24 * time.Hour
+
+// ParseSince reads how far back a report looks, in days ("30d") or as a Go duration ("720h"), from
+// a day to MaxReportDays days; "" is DefaultSince.
+func ParseSince(s string) (time.Duration, error) {
+	if s == "" {
+		return DefaultSince, nil
+	}
+	d, err := time.ParseDuration(s)
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		var n int64
+		n, err = strconv.ParseInt(days, 10, 64)
+		d = time.Duration(n) * 24 * time.Hour
+		if n > MaxReportDays {
+			err = errors.New("too long")
+		}
+	}
+	if err != nil || d < 24*time.Hour || d > MaxReportDays*24*time.Hour {
+		return 0, &authority.InputError{Field: "since", Value: s,
+			Fix: fmt.Sprintf("give how far back the report looks, in days (30d) or as a duration (720h), from 1d to %dd", MaxReportDays)}
+	}
+	return d, nil
+}
+
+// ReadDelivery is env's delivery report over the UTC days since now-since: its rollup read from
+// the timeline (ReadRollup) with the state's commit times, reported at now.
+func ReadDelivery(ctx context.Context, tl TimelineReader, env string, state *authority.Env, since time.Duration, now time.Time) (*Delivery, error) {
+	r, err := ReadRollup(ctx, tl, env, state)
+	if err != nil {
+		return nil, fmt.Errorf("delivery report of %s: %w", env, err)
+	}
+	return r.Report(now.Add(-since).Add(24*time.Hour), now), nil
+}
+
+// Update brings r up to date with e, a document whose outbox is being copied as records: the events
+// of e's outbox newer than r's Through, each with its commit's Order from e (OrderOf), in order. It
+// is what the copy of an outbox calls once the records landed, on the rollup kept for e's
+// environment, before that rollup is written back. Events between r's Through and the outbox's
+// oldest (copied by a write whose rollup update was lost) are read from tl first, so that a rollup
+// never skips one; adding an event twice counts it once. A nil tl refuses such a gap instead.
+func (r *Rollup) Update(ctx context.Context, tl TimelineReader, e *authority.Env) error {
+	if e == nil || len(e.Outbox) == 0 {
+		return nil
+	}
+	outbox := slices.SortedFunc(slices.Values(e.Outbox), func(a, b authority.Event) int { return cmp.Compare(a.Seq, b.Seq) })
+	if first := outbox[0].Seq; first > r.Through+1 {
+		if tl == nil {
+			return fmt.Errorf("the rollup of %s ends at event %d and the outbox starts at %d: read the events between from the records", e.Name, r.Through, first)
+		}
+		for from := r.Through + 1; from < first; from += RollupPage {
+			to := min(from+RollupPage, first) // exclusive
+			page, err := tl.History(ctx, e.Name, to, int(to-from))
+			if err != nil {
+				return fmt.Errorf("read the events of %s from number %d: %w", e.Name, from, err)
+			}
+			for _, ev := range page.Events {
+				r.AddOrdered(ev, OrderOf(e, ev))
+			}
+		}
+	}
+	for _, ev := range outbox {
+		r.AddOrdered(ev, OrderOf(e, ev))
+	}
+	return nil
+}
