@@ -559,6 +559,8 @@ func runStatus(ctx context.Context, c *cmdEnv, args []string) error {
 	c.newFlags("status")
 	c.interspersed = true
 	c.str(&c.s.environment, "environment", "", "environment (or the first argument); none: what is live where, in every environment")
+	var rows int
+	c.intVar(&rows, "rows", report.DefaultStatusRows, 0, "list at most this many scopes, what is behind first, and count the rest; 0: every scope, by name")
 	c.apiFlags()
 	if err := c.parse(args); err != nil {
 		return err
@@ -573,7 +575,7 @@ func runStatus(ctx context.Context, c *cmdEnv, args []string) error {
 	if c.s.jsonOut {
 		return c.printJSON(statusJSON(e, c.view.Now()))
 	}
-	return report.StatusText(c.io.Stdout, e, c.view.Now())
+	return report.StatusTextRows(c.io.Stdout, e, c.view.Now(), rows)
 }
 
 // readEnv parses the flags of a read-only command about one environment and reads its state. It

@@ -17,7 +17,11 @@ import (
 // latest), then one row per scope with its live commit, pending work with each intent's place,
 // owner and lease. Text from users is escaped (Escape).
 func StatusText(w io.Writer, e *authority.Env, now time.Time) error {
-	st := NewStatus(e, now)
+	return writeStatusText(w, NewStatus(e, now))
+}
+
+// writeStatusText writes st as StatusText does, a row per st.Rows.
+func writeStatusText(w io.Writer, st *Status) error {
 	policy := ""
 	if p := st.PolicyNote(); p != "" {
 		policy = "  policy " + Escape(p)

@@ -34,6 +34,9 @@ type envView struct {
 	Status  *report.Status // nil when Missing
 	Scopes  []scopeView
 	Events  []eventView
+	// Needs, for an environment larger than report.DefaultStatusRows, counts its scopes by need
+	// ("64 scopes: 1 stuck, 63 settled"); its rows are then listed by need.
+	Needs string
 }
 
 // scopeView is a scope's row as every rendering has it, and the page's own button.
@@ -138,7 +141,8 @@ td ol { margin: .25em 0 0; padding-left: 1.5em; }
 <p>Observed/desired: <strong>{{.Observed}}/{{.Desired}}</strong>
 {{if .Settled}}<span class="settled">settled</span>{{else}}<span class="reconciling">reconciling</span>{{end}}</p>
 {{with .PolicyNote}}<p class="policy">Policy: <strong>{{.}}</strong></p>
-{{end}}{{end}}<table>
+{{end}}{{end}}{{with .Needs}}<p class="needs" id="needs-{{$env.Name}}">{{.}}, listed by need: what is behind first.</p>
+{{end}}<table>
 <thead><tr><th>scope</th><th>live sha</th><th>generation</th><th>deployed</th><th>pending</th><th>owner</th><th>lease</th>{{if $.Actions}}<th></th>{{end}}</tr></thead>
 <tbody>
 {{range .Scopes}}<tr>
@@ -331,7 +335,12 @@ func (a *Page) visibleTo(ctx context.Context, v *viewer, name string, env *autho
 func viewOf(e *authority.Env, now time.Time, required map[string]*authority.Env, viewer report.Viewer) envView {
 	st := viewer.Status(report.NewStatusWith(e, now, required))
 	v := envView{Name: e.Name, Status: st}
-	for _, r := range st.Rows {
+	rows := st.Rows
+	if len(rows) > report.DefaultStatusRows {
+		// A large environment lists what is behind first, and says how many scopes are in each state.
+		rows, v.Needs = st.ByNeed(), st.NeedCounts()
+	}
+	for _, r := range rows {
 		v.Scopes = append(v.Scopes, scopeView{Row: r})
 	}
 	for i := len(e.Events) - 1; i >= 0 && len(v.Events) < timelineLen; i-- {
