@@ -8,9 +8,8 @@ import (
 	"github.com/latestwins/latestwins/internal/store/storetest"
 )
 
-// TestMove moves an environment into a repository and out of one: the git store cannot list its
-// records, so out of it the intent ids accepted before the document's own stay behind, and the
-// move says so.
+// TestMove moves an environment into a repository and out of one, its intent ids listed from the
+// environment's records ref.
 func TestMove(t *testing.T) {
 	needGit(t)
 	repo := func(t *testing.T) authority.Store {
