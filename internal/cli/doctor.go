@@ -384,7 +384,7 @@ func (d *doctor) store(ctx context.Context) finding {
 	if strings.HasPrefix(raw, "memory://") {
 		return skipped("memory:// lives in the App's process: nothing to check from here")
 	}
-	st, closeFn, err := openStore(ctx, raw, storeReadOnly)
+	st, closeFn, err := openStore(ctx, raw, storeReadOnly, d.c.io.Getenv)
 	if err != nil {
 		return failed(err.Error(), storeFix(raw, err))
 	}

@@ -298,7 +298,7 @@ func (c *cmdEnv) open(ctx context.Context) error {
 		}
 		opts = append(opts, authority.WithRetention(d))
 	}
-	st, closeFn, err := openStore(ctx, c.s.store, c.mode)
+	st, closeFn, err := openStore(ctx, c.s.store, c.mode, c.io.Getenv)
 	if err != nil {
 		return err
 	}
