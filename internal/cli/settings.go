@@ -114,7 +114,7 @@ func (c *cmdEnv) env(flagName string) string { return c.io.Getenv(envName(flagNa
 func (c *cmdEnv) newFlags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("latestwins "+name, flag.ContinueOnError)
 	c.fs, c.typed = fs, nil
-	c.str(&c.s.store, "store", "bolt://./latestwins.db", "store URL: bolt://PATH, memory://, dynamodb://TABLE?region=R&endpoint=URL")
+	c.str(&c.s.store, "store", "bolt://./latestwins.db", "store URL: bolt://PATH, memory://, dynamodb://TABLE?region=R&endpoint=URL, github://OWNER/REPO, git+file:///PATH.git or git+https://HOST/OWNER/REPO.git")
 	c.boolean(&c.s.jsonOut, "json", false, "print machine-readable JSON")
 	return fs
 }
