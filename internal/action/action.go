@@ -273,10 +273,24 @@ func (s *step) settle(ctx context.Context, res *result, err error) error {
 		res.headline = err.Error()
 		s.a.Errorf("%v", err)
 		return err
+	case accessDenied(err):
+		// The store's server refused the token or the repository: a re-run fails the same way
+		// until the token or the job's permissions change, which the error names.
+		res.outcome = "error"
+		res.headline = err.Error()
+		s.a.Errorf("%v", err)
+		return err
 	}
 	res.outcome = "error"
 	s.a.Warningf("%v (retryable)", err)
 	return err
+}
+
+// accessDenied: err is a store's refusal of the credentials or the repository (a store on git refs
+// marks it so: AccessDenied).
+func accessDenied(err error) bool {
+	var denied interface{ AccessDenied() bool }
+	return errors.As(err, &denied) && denied.AccessDenied()
 }
 
 func (s *step) onSuperseded(ctx context.Context, sup *authority.SupersededError) error {

@@ -581,3 +581,38 @@ func TestDefaultStoreIsTheRepository(t *testing.T) {
 		t.Fatalf("pending intent %+v; want %s without an origin", m, sha('c'))
 	}
 }
+
+// deniedStore is a store whose server refuses every write, as GitHub refuses a token without
+// contents: write.
+type deniedStore struct{ authority.Store }
+
+type deniedError struct{}
+
+func (deniedError) Error() string {
+	return "the token in GITHUB_TOKEN may not write to Codertocat/Hello-World: give the job permissions: contents: write"
+}
+func (deniedError) AccessDenied() bool { return true }
+
+func (deniedStore) Put(context.Context, *authority.Doc) (int64, error) {
+	return 0, fmt.Errorf("put: not written: %w", deniedError{})
+}
+
+// TestAccessDeniedIsAnError: a store that refuses the job's token fails the step with an error
+// annotation that says what to change, not a warning that calls it retryable.
+func TestAccessDeniedIsAnError(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	j := w.job("j", "7", "push", pushEvent, pushOf(sha('a'), sha('b')))
+	delete(j.vars, "INPUT_STORE")
+	open := func(ctx context.Context, raw string) (authority.Store, func() error, error) {
+		st, closeFn, err := openBolt(ctx, w.store)
+		return deniedStore{st}, closeFn, err
+	}
+	r := j.step(map[string]string{"command": "claim", "environment": "staging", "scopes": "api"}, Deps{OpenStore: open})
+	if r.err == nil || r.outputs["outcome"] != "error" {
+		t.Fatalf("claim on a store that refuses the token: %v, outcome %q; want an error", r.err, r.outputs["outcome"])
+	}
+	if !strings.Contains(r.log, "::error::") || !strings.Contains(r.log, "contents: write") || strings.Contains(r.log, "retryable") {
+		t.Errorf("want an error annotation naming contents: write, not a retryable warning:\n%s", r.log)
+	}
+}

@@ -49,7 +49,7 @@ func TestGitStore(t *testing.T) {
 // TestActionDefaultStoreOnGitHub: the Action given neither store nor api-url keeps the state in the
 // workflow's repository on GITHUB_SERVER_URL's git host (here git http-backend on loopback, which
 // takes only the github-token input, sent as GitHub takes a token over git), and the job summary
-// names that store.
+// names that store. A token that may only read fails the step with an error naming the permission.
 func TestActionDefaultStoreOnGitHub(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		testutil.MissingTool(t, "git is not on the PATH: the test serves a repository with git http-backend")
@@ -65,12 +65,21 @@ func TestActionDefaultStoreOnGitHub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	token := "ghs_" + strings.Repeat("k", 36)
+	token, readOnly := "ghs_"+strings.Repeat("k", 36), "ghs_"+strings.Repeat("r", 36)
 	backend := &cgi.Handler{Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
 		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
 	var refused atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if user, pass, ok := r.BasicAuth(); !ok || user != "x-access-token" || pass != token {
+		user, pass, ok := r.BasicAuth()
+		if ok && user == "x-access-token" && pass == readOnly {
+			if r.URL.Query().Get("service") == "git-receive-pack" || strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
+				http.Error(w, "Permission to Codertocat/Hello-World.git denied to github-actions[bot].", http.StatusForbidden)
+				return
+			}
+			backend.ServeHTTP(w, r)
+			return
+		}
+		if !ok || user != "x-access-token" || pass != token {
 			refused.Add(1)
 			w.Header().Set("WWW-Authenticate", `Basic realm="GitHub"`)
 			http.Error(w, "Invalid username or token.", http.StatusUnauthorized)
@@ -109,5 +118,14 @@ func TestActionDefaultStoreOnGitHub(t *testing.T) {
 	}
 	if strings.Contains(out.String()+errb.String()+string(b), token) {
 		t.Error("the token appears in the step's output or summary")
+	}
+
+	out.Reset()
+	errb.Reset()
+	vars["INPUT_GITHUB-TOKEN"], vars["GITHUB_RUN_ID"], vars["INPUT_SHA"] = readOnly, "8", strings.Repeat("b", 40)
+	code = Main(t.Context(), []string{"action"}, IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return vars[k] }})
+	if code == ExitOK || !strings.Contains(out.String(), "::error::") || !strings.Contains(out.String(), "contents: write") ||
+		strings.Contains(out.String(), "retryable") || strings.Contains(out.String()+errb.String(), readOnly) {
+		t.Errorf("a read-only token: exit %d; want an error annotation naming contents: write, not retryable, without the token:\n%s\n%s", code, out.String(), errb.String())
 	}
 }

@@ -18,3 +18,6 @@ mutant "the git store takes a refused push for a conflict without reading the re
 mutant "the Action's github:// store does not fall back on the github-token input" internal/cli/action.go \
   's/if v := getenv\(k\); v != "" \|\| k != gitref\.GitHubTokenVar \{/if v := getenv(k); true || v != "" || k != gitref.GitHubTokenVar {/' \
   TestActionDefaultStoreOnGitHub ./internal/cli/
+mutant "the Action calls a store's refusal of its token retryable" internal/action/action.go \
+  's/\tcase accessDenied\(err\):/\tcase false \&\& accessDenied(err):/' \
+  TestAccessDeniedIsAnError ./internal/action/

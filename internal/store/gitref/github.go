@@ -100,8 +100,29 @@ func NewGitHubTransport(raw string, getenv func(string) string, client *http.Cli
 	return pt, nil
 }
 
+// AccessError is GitHub's refusal of the token or the repository: retrying cannot cure it, a change
+// of the token or the job's permissions does. Its text says which.
+type AccessError struct{ Err error }
+
+func (e *AccessError) Error() string { return e.Err.Error() }
+func (e *AccessError) Unwrap() error { return e.Err }
+
+// AccessDenied marks the error for callers that cannot import this package (the Action's step
+// reports it as an error to fix, not a retryable one).
+func (e *AccessError) AccessDenied() bool { return true }
+
 // gitHubErrors says what to fix when GitHub refuses the token or the repository.
 func gitHubErrors(repo, host, from string) func(error) error {
+	explain := gitHubWords(repo, host, from)
+	return func(err error) error {
+		if e := explain(err); e != err {
+			return &AccessError{Err: e}
+		}
+		return err
+	}
+}
+
+func gitHubWords(repo, host, from string) func(error) error {
 	return func(err error) error {
 		switch {
 		case errors.Is(err, transport.ErrAuthenticationRequired):

@@ -243,6 +243,10 @@ func TestGitHubTokens(t *testing.T) {
 	if g.pushes.Load() != before {
 		t.Fatal("a push refused at the door was sent again")
 	}
+	var denied interface{ AccessDenied() bool }
+	if !errors.As(err, &denied) || !denied.AccessDenied() {
+		t.Errorf("Put with a read-only token = %v; want an error that says access was denied (AccessDenied)", err)
+	}
 
 	for _, server := range []string{"ftp://example.com", "github.com", "https://user:pw@example.com"} {
 		_, err := Open("github://octo-org/state", func(k string) string {
