@@ -56,6 +56,12 @@ func TestRedriveRefusesWorkTheAppDidNotStart(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "not made by the App") {
 		t.Fatalf("work without an origin: %v", err)
 	}
+	wf := "Codertocat/Hello-World/.github/workflows/deploy.yml@refs/heads/main"
+	err = h.app.Redrive(context.Background(), authority.StalledWork{Environment: "staging", Generation: 1, Scopes: []string{"api"}, Attempt: 1,
+		Origins: map[string]string{"api": "gha:" + wf}})
+	if !errors.Is(err, authority.ErrPermanent) || !strings.Contains(err.Error(), "by the Action in the workflow "+wf) {
+		t.Fatalf("work the Action accepted: %v; want a permanent error naming its workflow", err)
+	}
 	err = h.app.Redrive(context.Background(), authority.StalledWork{Environment: "gone", Generation: 1, Scopes: []string{"api"}, Attempt: 1,
 		Origins: map[string]string{"api": core.OriginFor(7, "Codertocat/Hello-World", "master")}})
 	if !errors.Is(err, authority.ErrInvalidInput) {

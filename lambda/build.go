@@ -15,6 +15,7 @@ import (
 	"github.com/latestwins/latestwins/internal/heal"
 	"github.com/latestwins/latestwins/internal/metrics"
 	"github.com/latestwins/latestwins/internal/store/dynamo"
+	"github.com/latestwins/latestwins/internal/store/gitref"
 	"github.com/latestwins/latestwins/internal/store/memory"
 )
 
@@ -30,7 +31,7 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	st, err := openStore(ctx, s.Store, log)
+	st, err := openStore(ctx, s, log)
 	if err != nil {
 		return nil, err
 	}
@@ -119,10 +120,18 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 		Metrics: m, Environments: o.Environments, Healer: healer, Alerts: alerts, Logger: log})
 }
 
-// openStore opens the stores a function can use: DynamoDB, or memory (for tests; state lives only
-// as long as the instance).
-func openStore(ctx context.Context, raw string, log *slog.Logger) (authority.Store, error) {
+// openStore opens the stores a function can use: DynamoDB, refs of a git repository over HTTP
+// (github://OWNER/REPO, git+https://), or memory (for tests; state lives only as long as the
+// instance).
+func openStore(ctx context.Context, s *Settings, log *slog.Logger) (authority.Store, error) {
+	raw := s.Store
 	switch {
+	case isGitStore(raw) && !strings.HasPrefix(raw, "git+file:"):
+		st, err := gitref.Open(raw, s.gitEnv, gitref.WithLogger(log))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvStore, err)
+		}
+		return st, nil
 	case strings.HasPrefix(raw, dynamo.Scheme+"://"):
 		st, err := dynamo.Open(ctx, raw, dynamo.WithLogger(log))
 		if err != nil {
@@ -133,5 +142,5 @@ func openStore(ctx context.Context, raw string, log *slog.Logger) (authority.Sto
 		log.WarnContext(ctx, EnvStore+"=memory://: state lives only as long as this instance; use "+storeExample+" in production")
 		return memory.New(), nil
 	}
-	return nil, fmt.Errorf("%s=%q: use %s (or memory:// for tests)", EnvStore, raw, storeExample)
+	return nil, fmt.Errorf("%s=%q: use %s, github://OWNER/REPO (or memory:// for tests)", EnvStore, raw, storeExample)
 }

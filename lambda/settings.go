@@ -15,6 +15,7 @@ import (
 
 	"github.com/latestwins/latestwins/app"
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/store/gitref"
 )
 
 // The variables the function reads at cold start.
@@ -47,6 +48,14 @@ const (
 	defaultGitHubAPIURL  = "https://api.github.com/"
 	storeExample         = "dynamodb://TABLE?region=REGION"
 	configFileConvention = "a file in the .github/latestwins.yml schema shipped with the function, e.g. /var/task/latestwins.yml"
+)
+
+// EnvGitToken (or the SecureString parameter EnvGitTokenSSM names) is the token a store on git refs
+// (github://OWNER/REPO, git+https://) pushes with; EnvGitHubURL is a github:// store's host
+// (default https://github.com).
+const (
+	EnvGitToken    = "LATESTWINS_GIT_TOKEN"
+	EnvGitTokenSSM = "LATESTWINS_GIT_TOKEN_SSM_PARAMETER"
 )
 
 // EnvHealDeliveries=false turns off the replay of missed webhook deliveries on each scheduled sweep.
@@ -88,12 +97,53 @@ type Settings struct {
 	HealDeliveries bool
 	// AlertSecret signs the convergence alarms' webhook posts; empty: none is posted.
 	AlertSecret []byte
+	// GitToken is a store on git refs' token; GitServerURL a github:// store's host ("":
+	// github.com). Neither is read for another store.
+	GitToken     string
+	GitServerURL string
+}
+
+// gitEnv is what a store on git refs reads: the token and the host, from the settings only.
+func (s *Settings) gitEnv(k string) string {
+	switch k {
+	case gitref.TokenVar:
+		return s.GitToken
+	case gitref.ServerURLVar:
+		return s.GitServerURL
+	}
+	return ""
+}
+
+// isGitStore: the store URL names a store on git refs.
+func isGitStore(raw string) bool {
+	return strings.HasPrefix(raw, "git+") || strings.HasPrefix(raw, gitref.GitHubScheme+"://")
+}
+
+// loadGitStore checks a store on git refs the function can open: over HTTP (the function has no
+// git programs), with its token.
+func (s *Settings) loadGitStore(ctx context.Context, getenv func(string) string, params ParameterReader) error {
+	if strings.HasPrefix(s.Store, "git+file:") {
+		return fmt.Errorf("%s=%s: the function has no git programs to reach a local repository; use github://OWNER/REPO or git+https://HOST/OWNER/REPO.git", EnvStore, s.Store)
+	}
+	token, err := secretSetting(ctx, getenv, params, EnvGitToken, EnvGitTokenSSM)
+	if err != nil {
+		return err
+	}
+	s.GitToken, s.GitServerURL = token, getenv(EnvGitHubURL)
+	if strings.HasPrefix(s.Store, gitref.GitHubScheme+"://") && token == "" {
+		return fmt.Errorf("%s=%s: no token to push with: set %s to the name of a SecureString parameter holding a token with contents: write on the repository (or %s)",
+			EnvStore, s.Store, EnvGitTokenSSM, EnvGitToken)
+	}
+	if _, err := gitref.ParseURL(s.Store, s.gitEnv); err != nil {
+		return fmt.Errorf("%s: %w", EnvStore, err)
+	}
+	return nil
 }
 
 // UsesSSM reports whether any secret is to be read from SSM Parameter Store.
 func UsesSSM(getenv func(string) string) bool {
 	return getenv(EnvWebhookSecretSSM) != "" || getenv(EnvAppPrivateKeySSM) != "" ||
-		getenv(EnvClientSecretSSM) != "" || getenv(EnvSessionKeySSM) != "" || getenv(EnvAlertSecretSSM) != ""
+		getenv(EnvClientSecretSSM) != "" || getenv(EnvSessionKeySSM) != "" || getenv(EnvAlertSecretSSM) != "" || getenv(EnvGitTokenSSM) != ""
 }
 
 // LoadSettings reads the settings through getenv. A secret named by a *_SSM_PARAMETER variable is
@@ -111,6 +161,10 @@ func LoadSettings(ctx context.Context, getenv func(string) string, params Parame
 	} else if strings.HasPrefix(s.Store, "memory://") {
 		errs = append(errs, fmt.Errorf("%s=%s: every Lambda instance would keep its own state, and latest-wins would silently stop working; use %s",
 			EnvStore, s.Store, storeExample))
+	} else if isGitStore(s.Store) {
+		if err := s.loadGitStore(ctx, getenv, params); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	secret, err := secretSetting(ctx, getenv, params, EnvWebhookSecret, EnvWebhookSecretSSM)
 	switch {

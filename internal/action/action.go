@@ -112,6 +112,9 @@ func Run(ctx context.Context, a *githubactions.Action, deps Deps) error {
 		s.auth, s.view, s.claimer = c, c, c
 		return s.do(ctx)
 	}
+	if in.defaultStore {
+		a.Infof("%s", defaultStoreLine(in.store))
+	}
 	st, closeStore, err := deps.OpenStore(ctx, in.store)
 	if err != nil {
 		err = fmt.Errorf("store input: %w", err)
@@ -270,10 +273,24 @@ func (s *step) settle(ctx context.Context, res *result, err error) error {
 		res.headline = err.Error()
 		s.a.Errorf("%v", err)
 		return err
+	case accessDenied(err):
+		// The store's server refused the token or the repository: a re-run fails the same way
+		// until the token or the job's permissions change, which the error names.
+		res.outcome = "error"
+		res.headline = err.Error()
+		s.a.Errorf("%v", err)
+		return err
 	}
 	res.outcome = "error"
 	s.a.Warningf("%v (retryable)", err)
 	return err
+}
+
+// accessDenied: err is a store's refusal of the credentials or the repository (a store on git refs
+// marks it so: AccessDenied).
+func accessDenied(err error) bool {
+	var denied interface{ AccessDenied() bool }
+	return errors.As(err, &denied) && denied.AccessDenied()
 }
 
 func (s *step) onSuperseded(ctx context.Context, sup *authority.SupersededError) error {
@@ -336,7 +353,27 @@ func (s *step) intent() authority.Intent {
 	}
 	id := fmt.Sprintf("gha:%s/%d", s.gh.Repository, s.gh.RunID)
 	return authority.Intent{ID: id, Environment: s.in.environment, Scopes: s.in.scopes, Sha: sha, Ref: ref,
-		Before: before, Order: order, Source: source, Actor: s.gh.Actor}
+		Before: before, Order: order, Source: source, Actor: s.gh.Actor, Origin: s.origin()}
+}
+
+// OriginPrefix marks the intent origins the Action writes: gha:OWNER/REPO/PATH@REF, the workflow
+// that made the intent (GITHUB_WORKFLOW_REF), so that a recovery sweep can dispatch it again as the
+// same generation (latestwins sweep gives the command LATESTWINS_ORIGIN).
+const OriginPrefix = "gha:"
+
+// origin is the workflow that runs this step, as an intent's Origin; "" when the runner does not
+// say, or when it is longer than an intent may carry (the intent is then accepted without one).
+func (s *step) origin() string {
+	wf := s.a.Getenv("GITHUB_WORKFLOW_REF")
+	if wf == "" {
+		return ""
+	}
+	o := OriginPrefix + wf
+	if len(o) > authority.MaxFieldLen {
+		s.a.Infof("the workflow's ref %q is too long to record as the intent's origin: a recovery sweep cannot dispatch it again", wf)
+		return ""
+	}
+	return o
 }
 
 // holder names this job as a lease holder.
@@ -663,22 +700,37 @@ func (s *step) complete(ctx context.Context) (*result, error) {
 	return s.completed(out, cr)
 }
 
-// summarize appends the environment's current state, read from the store, to the job summary.
+// summarize appends the environment's current state, read from the store, to the job summary, and
+// the store the Action chose when it was given none.
 func (s *step) summarize(ctx context.Context, res *result) {
 	if s.a.Getenv("GITHUB_STEP_SUMMARY") == "" {
 		return
 	}
+	var b bytes.Buffer
 	e, err := s.view.Status(ctx, s.in.environment)
+	if err == nil {
+		err = report.JobSummary(&b, report.Summary{Env: e, Required: s.required(ctx, e), Now: s.view.Now(), Headline: res.headline})
+	}
 	if err != nil {
 		s.a.Infof("no job summary: %v", err)
-		return
+		b.Reset()
 	}
-	var b bytes.Buffer
-	if err := report.JobSummary(&b, report.Summary{Env: e, Required: s.required(ctx, e), Now: s.view.Now(), Headline: res.headline}); err != nil {
-		s.a.Infof("no job summary: %v", err)
-		return
+	if s.in.defaultStore {
+		if b.Len() > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "State: `%s`, the refs under `refs/latestwins/` of this repository (no store or api-url given). The job needs `permissions: contents: write`.\n",
+			strings.ReplaceAll(s.in.store, "`", ""))
 	}
-	s.a.AddStepSummary(b.String())
+	if b.Len() > 0 {
+		s.a.AddStepSummary(b.String())
+	}
+}
+
+// defaultStoreLine says, in the log, which store the Action chose, given neither store nor api-url,
+// and what the job needs for it.
+func defaultStoreLine(store string) string {
+	return fmt.Sprintf("State: %s, the refs under refs/latestwins/ of this repository (no store or api-url given). The job needs permissions: contents: write.", store)
 }
 
 // writeOutputs sets the step's outputs. Outside GitHub Actions (no GITHUB_OUTPUT) it prints them.

@@ -150,7 +150,10 @@ func (j *job) step(inputs map[string]string, deps ...Deps) stepResult {
 	if len(deps) > 0 {
 		d = deps[0]
 	}
-	d.OpenStore, d.Stdout, d.Stderr, d.Stdin = openBolt, log, log, strings.NewReader("")
+	if d.OpenStore == nil {
+		d.OpenStore = openBolt
+	}
+	d.Stdout, d.Stderr, d.Stdin = log, log, strings.NewReader("")
 	err := Run(context.Background(), a, d)
 	out, _ := os.ReadFile(vars["GITHUB_OUTPUT"])
 	sum, _ := os.ReadFile(vars["GITHUB_STEP_SUMMARY"])
@@ -501,7 +504,7 @@ func TestBadInputSaysWhatToFix(t *testing.T) {
 		{"bad comment", map[string]string{"environment": "e", "run": "true", "comment": "maybe"}, "use true or false"},
 		{"api-url and store", map[string]string{"environment": "e", "run": "true", "api-url": "https://latestwins.example"}, "not both"},
 		{"api-url without id-token", map[string]string{"environment": "e", "run": "true", "store": "", "api-url": "https://latestwins.example"}, "permissions: id-token: write"},
-		{"no store", map[string]string{"environment": "e", "run": "true", "store": ""}, "set the store input"},
+		{"no store outside a workflow", map[string]string{"environment": "e", "run": "true", "store": ""}, "set the store input: github://OWNER/REPO"},
 		{"claim without scopes", map[string]string{"environment": "e", "command": "claim"}, "set the scopes input"},
 		{"complete without a pass", map[string]string{"environment": "e", "command": "complete"}, "run the Action with command: claim or gate earlier"},
 		{"abbreviated sha", map[string]string{"environment": "e", "scopes": "api", "run": "true", "sha": "abc1234"},
@@ -514,6 +517,9 @@ func TestBadInputSaysWhatToFix(t *testing.T) {
 			j := w.job("j", "1", "push", pushEvent, nil)
 			if v, ok := tt.inputs["store"]; ok && v == "" {
 				delete(j.vars, "INPUT_STORE")
+				if tt.inputs["api-url"] == "" {
+					delete(j.vars, "GITHUB_REPOSITORY") // else the workflow's repository is the store
+				}
 			}
 			r := j.step(tt.inputs)
 			if !errors.Is(r.err, authority.ErrInvalidInput) {
@@ -526,5 +532,87 @@ func TestBadInputSaysWhatToFix(t *testing.T) {
 				t.Errorf("outcome %q, want invalid", r.outputs["outcome"])
 			}
 		})
+	}
+}
+
+// TestDefaultStoreIsTheRepository: given neither store nor api-url, the Action keeps the state in
+// the workflow's own repository (github://GITHUB_REPOSITORY), says so in the job summary with the
+// permission it needs, and records the workflow as the intent's origin, for a sweep to dispatch it
+// again.
+func TestDefaultStoreIsTheRepository(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	j := w.job("j", "7", "push", pushEvent, pushOf(sha('a'), sha('b')))
+	delete(j.vars, "INPUT_STORE")
+	workflow := "Codertocat/Hello-World/.github/workflows/deploy.yml@refs/heads/main"
+	j.vars["GITHUB_WORKFLOW_REF"] = workflow
+	var opened []string
+	open := func(ctx context.Context, raw string) (authority.Store, func() error, error) {
+		opened = append(opened, raw)
+		return openBolt(ctx, w.store)
+	}
+	r := j.step(map[string]string{"command": "claim", "environment": "staging", "scopes": "api"}, Deps{OpenStore: open})
+	if r.err != nil {
+		t.Fatalf("claim: %v\n%s", r.err, r.log)
+	}
+	if len(opened) != 1 || opened[0] != "github://Codertocat/Hello-World" {
+		t.Fatalf("opened %v, want github://Codertocat/Hello-World", opened)
+	}
+	line := "State: `github://Codertocat/Hello-World`, the refs under `refs/latestwins/` of this repository (no store or api-url given). The job needs `permissions: contents: write`."
+	if !strings.Contains(r.summary, line) {
+		t.Errorf("summary does not say which store and what permission (%q):\n%s", line, r.summary)
+	}
+	if !strings.Contains(r.summary, "### latestwins: staging") {
+		t.Errorf("summary lost the environment's state:\n%s", r.summary)
+	}
+	m := w.status("staging").Scopes["api"].Mailbox
+	if m == nil || m.Origin != OriginPrefix+workflow {
+		t.Fatalf("pending intent %+v; want origin %s", m, OriginPrefix+workflow)
+	}
+
+	// A workflow ref too long to record leaves the origin out and still accepts the intent.
+	j2 := w.job("j2", "8", "push", pushEvent, pushOf(sha('b'), sha('c')))
+	delete(j2.vars, "INPUT_STORE")
+	j2.vars["GITHUB_WORKFLOW_REF"] = "Codertocat/Hello-World/.github/workflows/" + strings.Repeat("d", authority.MaxFieldLen) + ".yml@refs/heads/main"
+	if r := j2.step(map[string]string{"command": "claim", "environment": "staging", "scopes": "api"}, Deps{OpenStore: open}); r.err != nil {
+		t.Fatalf("claim with a long workflow ref: %v\n%s", r.err, r.log)
+	}
+	if m := w.status("staging").Scopes["api"].Mailbox; m == nil || m.Origin != "" || m.Sha != sha('c') {
+		t.Fatalf("pending intent %+v; want %s without an origin", m, sha('c'))
+	}
+}
+
+// deniedStore is a store whose server refuses every write, as GitHub refuses a token without
+// contents: write.
+type deniedStore struct{ authority.Store }
+
+type deniedError struct{}
+
+func (deniedError) Error() string {
+	return "the token in GITHUB_TOKEN may not write to Codertocat/Hello-World: give the job permissions: contents: write"
+}
+func (deniedError) AccessDenied() bool { return true }
+
+func (deniedStore) Put(context.Context, *authority.Doc) (int64, error) {
+	return 0, fmt.Errorf("put: not written: %w", deniedError{})
+}
+
+// TestAccessDeniedIsAnError: a store that refuses the job's token fails the step with an error
+// annotation that says what to change, not a warning that calls it retryable.
+func TestAccessDeniedIsAnError(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	j := w.job("j", "7", "push", pushEvent, pushOf(sha('a'), sha('b')))
+	delete(j.vars, "INPUT_STORE")
+	open := func(ctx context.Context, raw string) (authority.Store, func() error, error) {
+		st, closeFn, err := openBolt(ctx, w.store)
+		return deniedStore{st}, closeFn, err
+	}
+	r := j.step(map[string]string{"command": "claim", "environment": "staging", "scopes": "api"}, Deps{OpenStore: open})
+	if r.err == nil || r.outputs["outcome"] != "error" {
+		t.Fatalf("claim on a store that refuses the token: %v, outcome %q; want an error", r.err, r.outputs["outcome"])
+	}
+	if !strings.Contains(r.log, "::error::") || !strings.Contains(r.log, "contents: write") || strings.Contains(r.log, "retryable") {
+		t.Errorf("want an error annotation naming contents: write, not a retryable warning:\n%s", r.log)
 	}
 }

@@ -44,6 +44,7 @@ type inputs struct {
 	onSuperseded string
 	maxAttempts  int
 	store        string
+	defaultStore bool // neither store nor api-url was given: store is the workflow's repository
 	apiURL       string
 	token        string
 	comment      bool
@@ -131,11 +132,22 @@ func readInputs(a *githubactions.Action) (*inputs, error) {
 		return nil, &authority.InputError{Field: "api-url", Value: in.apiURL,
 			Fix: "give either store or api-url, not both: api-url goes through the latestwins App, store opens the store itself"}
 	case in.apiURL == "" && in.store == "":
-		return nil, &authority.InputError{Field: "store",
-			Fix: "set the store input: dynamodb://TABLE?region=R (with AWS credentials in the job), or bolt://PATH on a self-hosted runner; or api-url: the latestwins App's URL (with permissions: id-token: write)"}
+		repo := a.Getenv("GITHUB_REPOSITORY")
+		if repo == "" {
+			return nil, &authority.InputError{Field: "store",
+				Fix: "set the store input: github://OWNER/REPO (refs of a GitHub repository; in a workflow it defaults to the workflow's own, from GITHUB_REPOSITORY, " +
+					"which is not set here), dynamodb://TABLE?region=R (with AWS credentials in the job), or bolt://PATH on a self-hosted runner; " +
+					"or api-url: the latestwins App's URL (with permissions: id-token: write)"}
+		}
+		in.store, in.defaultStore = DefaultStore(repo), true
 	}
 	return in, nil
 }
+
+// DefaultStore is the store the Action uses when given neither store nor api-url: refs under
+// refs/latestwins/ of the workflow's own repository (OWNER/REPO), written with the github-token
+// input, which needs permissions: contents: write.
+func DefaultStore(repo string) string { return "github://" + repo }
 
 func duration(raw, field string) (time.Duration, error) {
 	d, err := time.ParseDuration(raw)

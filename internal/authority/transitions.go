@@ -20,7 +20,9 @@ const (
 	maxOutbox      = 128
 	maxMessageSize = 300
 	maxIDLen       = 160 // intent ids and lease holders
-	maxFieldLen    = 160 // refs, sources, actors
+	maxFieldLen    = 160 // refs, sources, actors, origins
+	// MaxFieldLen is the longest ref, source, actor or origin an intent may carry.
+	MaxFieldLen = maxFieldLen
 	// MaxScopes is how many scopes one environment may have.
 	MaxScopes = 64
 )

@@ -9,6 +9,7 @@ import (
 
 	"github.com/latestwins/latestwins/internal/action"
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/store/gitref"
 )
 
 // runAction is the GitHub Action's entry point (action.yml runs it): it reads INPUT_* and GITHUB_*
@@ -23,17 +24,32 @@ func runAction(ctx context.Context, c *cmdEnv, args []string) error {
 		return usageErrorf("action takes no arguments: it reads the step's inputs from INPUT_* variables (see action.yml)")
 	}
 	a := githubactions.New(githubactions.WithGetenv(c.io.Getenv), githubactions.WithWriter(c.io.Stdout))
-	err := action.Run(ctx, a, action.Deps{OpenStore: openStoreInput, Stdin: c.io.Stdin, Stdout: c.io.Stdout, Stderr: c.io.Stderr, Log: c.log})
+	err := action.Run(ctx, a, action.Deps{OpenStore: openStoreInput(storeEnv(c.io.Getenv, a)), Stdin: c.io.Stdin, Stdout: c.io.Stdout, Stderr: c.io.Stderr, Log: c.log})
 	return actionExit(err)
 }
 
-// openStoreInput opens the store input; a malformed URL is bad input for the Action.
-func openStoreInput(ctx context.Context, raw string) (authority.Store, func() error, error) {
-	st, closeFn, err := OpenStore(ctx, raw)
-	if errors.Is(err, errUsage) {
-		return nil, nil, &authority.InputError{Field: "store", Value: raw, Fix: err.Error()}
+// storeEnv is the environment the Action's store sees: the job's, where a github:// store's
+// GITHUB_TOKEN, unless the job sets one, is the github-token input (the workflow's token by
+// default), so that the state in the workflow's own repository needs nothing but
+// permissions: contents: write.
+func storeEnv(getenv func(string) string, a *githubactions.Action) func(string) string {
+	return func(k string) string {
+		if v := getenv(k); v != "" || k != gitref.GitHubTokenVar {
+			return v
+		}
+		return a.GetInput("github-token")
 	}
-	return st, closeFn, err
+}
+
+// openStoreInput opens the store input; a malformed URL is bad input for the Action.
+func openStoreInput(getenv func(string) string) action.OpenStoreFunc {
+	return func(ctx context.Context, raw string) (authority.Store, func() error, error) {
+		st, closeFn, err := OpenStore(ctx, raw, getenv)
+		if errors.Is(err, errUsage) {
+			return nil, nil, &authority.InputError{Field: "store", Value: raw, Fix: err.Error()}
+		}
+		return st, closeFn, err
+	}
 }
 
 // actionExit maps the Action's outcomes onto the documented exit codes; annotations already said why.

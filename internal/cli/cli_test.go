@@ -445,3 +445,25 @@ func TestRetentionSetting(t *testing.T) {
 	h.vars["LATESTWINS_RETENTION"] = "30d"
 	h.must(0, "claim", "--environment", "staging", "--scopes", "api", "--sha", strings.Repeat("a", 40), "--intent-id", "i-1")
 }
+
+// TestSweepGivesTheOrigin: the re-drive command gets the origin the intent's maker recorded (the
+// Action's: the workflow that claimed it), so that it can dispatch that workflow again.
+func TestSweepGivesTheOrigin(t *testing.T) {
+	h := newHarness(t)
+	st, err := bolt.Open(strings.TrimPrefix(h.store, "bolt://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin := "gha:Codertocat/Hello-World/.github/workflows/deploy.yml@refs/heads/main"
+	in := authority.Intent{ID: "gha:Codertocat/Hello-World/7", Environment: "staging", Scopes: []string{"api", "web"},
+		Sha: "aaaa111000000000000000000000000000000000", Origin: origin}
+	if _, err := authority.New(st).Accept(context.Background(), in, false); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	got := filepath.Join(h.dir, "redrive.txt")
+	h.must(ExitOK, "sweep", "--stall", "1ns", "--", "sh", "-c", `echo "$LATESTWINS_SCOPES $LATESTWINS_ORIGIN" > "$0"`, got)
+	if b, err := os.ReadFile(got); err != nil || strings.TrimSpace(string(b)) != "api,web "+origin {
+		t.Fatalf("re-drive command saw %q (%v); want the scopes and %s", b, err, origin)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/latestwins/latestwins/internal/githubapp"
 	"github.com/latestwins/latestwins/internal/store/bolt"
 	"github.com/latestwins/latestwins/internal/store/dynamo"
+	"github.com/latestwins/latestwins/internal/store/gitref"
 	"github.com/latestwins/latestwins/internal/store/memory"
 )
 
@@ -179,8 +180,18 @@ func checkStoreURL(raw string) error {
 			return usageErrorf("%v", err)
 		}
 		return nil
+	case gitref.GitHubScheme: // its token is the store check's to find
+		if _, _, err := gitref.GitHubRepo(raw); err != nil {
+			return usageErrorf("%v", err)
+		}
+		return nil
+	case "git+file", "git+https", "git+http":
+		if _, err := gitref.ParseURL(raw, func(string) string { return "" }); err != nil {
+			return usageErrorf("%v", err)
+		}
+		return nil
 	}
-	return usageErrorf("store %q: use bolt://PATH or dynamodb://TABLE?region=R (memory:// lives in the App's process)", raw)
+	return usageErrorf("store %q: use bolt://PATH, dynamodb://TABLE?region=R, github://OWNER/REPO or git+https://HOST/OWNER/REPO.git (memory:// lives in the App's process)", raw)
 }
 
 func (c *cmdEnv) printFinding(f finding) {
@@ -384,7 +395,7 @@ func (d *doctor) store(ctx context.Context) finding {
 	if strings.HasPrefix(raw, "memory://") {
 		return skipped("memory:// lives in the App's process: nothing to check from here")
 	}
-	st, closeFn, err := openStore(ctx, raw, storeReadOnly)
+	st, closeFn, err := openStore(ctx, raw, storeReadOnly, d.c.io.Getenv)
 	if err != nil {
 		return failed(err.Error(), storeFix(raw, err))
 	}
@@ -402,6 +413,12 @@ func (d *doctor) store(ctx context.Context) finding {
 			return failed(err.Error(), storeFix(raw, err))
 		}
 		return ok("%s is migrated: schema version %d", s.Path(), v)
+	case *gitref.Store:
+		envs, err := s.Environments(ctx)
+		if err != nil {
+			return failed(err.Error(), storeFix(raw, err))
+		}
+		return ok("%s answers: %d environments under %s (doctor only reads: pushing needs contents: write)", raw, len(envs), gitref.Namespace)
 	}
 	return skipped("%s: no layout to check", raw)
 }
@@ -416,6 +433,9 @@ func storeFix(raw string, err error) string {
 	case strings.HasPrefix(raw, "dynamodb://"):
 		return "check the endpoint and region in the store URL, and this machine's AWS credentials: " +
 			"doctor needs dynamodb:DescribeTable, dynamodb:DescribeTimeToLive and dynamodb:GetItem on the table"
+	case strings.HasPrefix(raw, gitref.GitHubScheme+"://"), strings.HasPrefix(raw, "git+"):
+		return "check the repository in the store URL, and the token: " + gitref.TokenVar + " (for github://, or else " + gitref.GitHubTokenVar +
+			") must reach the repository, and the App's pushes need contents: write on it"
 	}
 	if strings.Contains(err.Error(), "run latestwins migrate") {
 		return fmt.Sprintf("run latestwins migrate --store '%s'", raw)

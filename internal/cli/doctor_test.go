@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/latestwins/latestwins/app"
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
+	"github.com/latestwins/latestwins/internal/testutil"
 	"github.com/latestwins/latestwins/internal/testutil/syncbuf"
 )
 
@@ -308,6 +310,29 @@ func TestDoctorBoltNotMigrated(t *testing.T) {
 			!strings.Contains(l["store"], "fix: run latestwins migrate --store '"+store+"'") {
 			t.Errorf("doctor --store %s: exit %d; store %q, want a failure saying %q and to migrate", store, o.code, l["store"], says)
 		}
+	}
+}
+
+// A store on git refs is checked by reading its refs; one that cannot be opened says what to fix.
+func TestDoctorGitStore(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		testutil.MissingTool(t, "git is not on the PATH: a git+file:// store runs git's upload-pack")
+	}
+	w := newDoctorWorld(t, nil)
+	repo := filepath.Join(w.h.dir, "state.git")
+	if out, err := exec.Command("git", "init", "--bare", "-q", repo).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	noApp := map[string]string{"LATESTWINS_APP_ID": "", "LATESTWINS_APP_PRIVATE_KEY": ""}
+	o := w.doctor(noApp, "--store", "git+file://"+repo)
+	if l := lines(t, o.stdout); !strings.HasPrefix(l["store"], "ok") || !strings.Contains(l["store"], "0 environments under refs/latestwins/") {
+		t.Errorf("doctor on an empty git store: store %q, want ok with 0 environments", l["store"])
+	}
+	o = w.doctor(noApp, "--store", "github://octo-org/state")
+	if l := lines(t, o.stdout); o.code != ExitError || !strings.HasPrefix(l["store"], "FAIL") || !strings.Contains(l["store"], "LATESTWINS_GIT_TOKEN") ||
+		!strings.Contains(l["store"], "fix: check the repository in the store URL, and the token") {
+		t.Errorf("doctor on github:// without a token: exit %d; store %q, want a failure saying which token to set", o.code, l["store"])
 	}
 }
 

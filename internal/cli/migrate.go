@@ -38,12 +38,12 @@ func moveStores(ctx context.Context, c *cmdEnv, from, to string, envs []string) 
 	if from == to {
 		return usageErrorf("--from and --to name the same store %s: name another one to move into", redactStoreURL(to))
 	}
-	src, closeSrc, err := openStore(ctx, from, storeMustExist)
+	src, closeSrc, err := openStore(ctx, from, storeMustExist, c.io.Getenv)
 	if err != nil {
 		return err
 	}
 	defer closeSrc()
-	dst, closeDst, err := openStore(ctx, to, storeCreate)
+	dst, closeDst, err := openStore(ctx, to, storeCreate, c.io.Getenv)
 	if err != nil {
 		return err
 	}

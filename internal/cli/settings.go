@@ -115,7 +115,7 @@ func (c *cmdEnv) env(flagName string) string { return c.io.Getenv(envName(flagNa
 func (c *cmdEnv) newFlags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("latestwins "+name, flag.ContinueOnError)
 	c.fs, c.typed = fs, nil
-	c.str(&c.s.store, "store", "bolt://./latestwins.db", "store URL: bolt://PATH, memory://, dynamodb://TABLE?region=R&endpoint=URL")
+	c.str(&c.s.store, "store", "bolt://./latestwins.db", "store URL: bolt://PATH, memory://, dynamodb://TABLE?region=R&endpoint=URL, github://OWNER/REPO, git+file:///PATH.git or git+https://HOST/OWNER/REPO.git")
 	c.boolean(&c.s.jsonOut, "json", false, "print machine-readable JSON")
 	return fs
 }
@@ -299,7 +299,7 @@ func (c *cmdEnv) open(ctx context.Context) error {
 		}
 		opts = append(opts, authority.WithRetention(d))
 	}
-	st, closeFn, err := openStore(ctx, c.s.store, c.mode)
+	st, closeFn, err := openStore(ctx, c.s.store, c.mode, c.io.Getenv)
 	if err != nil {
 		return err
 	}

@@ -23,31 +23,31 @@ const (
 )
 
 // OpenStore opens the store a URL names: bolt://PATH, memory://, dynamodb://TABLE?region=R&endpoint=URL,
-// or git refs: git+file:///PATH.git, git+https://HOST/OWNER/REPO.git.
-// A bolt file is created when missing.
-func OpenStore(ctx context.Context, raw string) (authority.Store, func() error, error) {
-	return openStore(ctx, raw, storeCreate)
+// or git refs: git+file:///PATH.git, git+https://HOST/OWNER/REPO.git, github://OWNER/REPO.
+// A bolt file is created when missing. getenv gives a git store's host and token (see gitref.Open).
+func OpenStore(ctx context.Context, raw string, getenv func(string) string) (authority.Store, func() error, error) {
+	return openStore(ctx, raw, storeCreate, getenv)
 }
 
-func openStore(ctx context.Context, raw string, mode storeMode) (authority.Store, func() error, error) {
+func openStore(ctx context.Context, raw string, mode storeMode, getenv func(string) string) (authority.Store, func() error, error) {
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
-		return nil, nil, usageErrorf("store %q: use bolt://PATH, memory://, dynamodb://TABLE?region=R or git+file:///PATH.git", raw)
+		return nil, nil, usageErrorf("store %q: use bolt://PATH, memory://, dynamodb://TABLE?region=R, github://OWNER/REPO or git+file:///PATH.git", raw)
 	}
 	switch scheme {
 	case "memory":
 		return memory.New(), func() error { return nil }, nil
 	case "bolt":
 		return openBolt(ctx, rest, mode)
-	case "git+file", "git+https", "git+http":
-		return openGit(raw)
+	case "git+file", "git+https", "git+http", "github":
+		return openGit(raw, getenv)
 	case "dynamodb":
 		if _, err := dynamo.ParseURL(raw); err != nil {
 			return nil, nil, usageErrorf("%v", err) // a malformed URL is bad configuration: terminal
 		}
 		return openDynamo(ctx, raw)
 	}
-	return nil, nil, usageErrorf("store %q: unknown scheme %q; use bolt://PATH, memory://, dynamodb://TABLE?region=R, git+file:///PATH.git or git+https://HOST/OWNER/REPO.git", raw, scheme)
+	return nil, nil, usageErrorf("store %q: unknown scheme %q; use bolt://PATH, memory://, dynamodb://TABLE?region=R, github://OWNER/REPO, git+file:///PATH.git or git+https://HOST/OWNER/REPO.git", raw, scheme)
 }
 
 func noClose() error { return nil }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/store/bolt"
@@ -48,8 +47,8 @@ func openDynamo(ctx context.Context, raw string) (authority.Store, func() error,
 }
 
 // openGit opens a store on the refs of a git repository; a malformed URL is bad configuration.
-func openGit(raw string) (authority.Store, func() error, error) {
-	st, err := gitref.Open(raw, os.Getenv)
+func openGit(raw string, getenv func(string) string) (authority.Store, func() error, error) {
+	st, err := gitref.Open(raw, getenv)
 	if err != nil {
 		return nil, nil, usageErrorf("%v", err)
 	}
@@ -57,7 +56,7 @@ func openGit(raw string) (authority.Store, func() error, error) {
 }
 
 func migrateStore(ctx context.Context, c *cmdEnv) error {
-	st, closeFn, err := openStore(ctx, c.s.store, storeCreate)
+	st, closeFn, err := openStore(ctx, c.s.store, storeCreate, c.io.Getenv)
 	if err != nil {
 		return err
 	}

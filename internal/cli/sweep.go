@@ -12,8 +12,9 @@ import (
 )
 
 // runSweep is one pass of the recovery sweep. With a command after --, every stalled piece of work
-// is re-driven by running it (with LATESTWINS_ENVIRONMENT, _GENERATION, _SCOPES and _ATTEMPT set; a
-// non-zero exit counts as a failed dispatch and costs no attempt). Without one, it only lists what a
+// is re-driven by running it (with LATESTWINS_ENVIRONMENT, _GENERATION, _SCOPES and _ATTEMPT set, and
+// LATESTWINS_ORIGIN: how the intent's maker starts it again, e.g. the Action's gha:OWNER/REPO/PATH@REF,
+// the workflow that claimed it; a non-zero exit counts as a failed dispatch and costs no attempt). Without one, it only lists what a
 // sweep would do and changes nothing. The App re-drives by dispatching the configured workflow.
 func runSweep(ctx context.Context, c *cmdEnv, args []string) error {
 	c.newFlags("sweep")
@@ -57,7 +58,8 @@ func runSweep(ctx context.Context, c *cmdEnv, args []string) error {
 			"LATESTWINS_ENVIRONMENT="+w.Environment,
 			fmt.Sprintf("LATESTWINS_GENERATION=%d", w.Generation),
 			"LATESTWINS_SCOPES="+strings.Join(w.Scopes, ","),
-			fmt.Sprintf("LATESTWINS_ATTEMPT=%d", w.Attempt))
+			fmt.Sprintf("LATESTWINS_ATTEMPT=%d", w.Attempt),
+			"LATESTWINS_ORIGIN="+workOrigin(w))
 		return cmd.Run()
 	})
 	if err != nil {
@@ -82,6 +84,20 @@ func runSweep(ctx context.Context, c *cmdEnv, args []string) error {
 		return &exitError{code: ExitError, msg: fmt.Sprintf("%d environment(s) could not be re-driven; the next sweep retries", len(rep.Failed))}
 	}
 	return nil
+}
+
+// workOrigin is the origin the work's scopes share ("" when none has one, or they differ: one
+// generation is one intent, so they do not).
+func workOrigin(w authority.StalledWork) string {
+	origin := ""
+	for i, s := range w.Scopes {
+		if o := w.Origins[s]; i == 0 {
+			origin = o
+		} else if o != origin {
+			return ""
+		}
+	}
+	return origin
 }
 
 func orEmpty(w []authority.StalledWork) []authority.StalledWork {

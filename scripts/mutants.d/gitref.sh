@@ -12,3 +12,12 @@ mutant "the git store takes a push without an answer for a success" $G/gitref.go
 mutant "the git store takes a lost answer for a conflict when a newer write covers its own" $G/gitref.go \
   's/\t\t\th = parent\n/\t\t\treturn moved, nil\n/' \
   "TestLostAnswers/applied under a newer write" ./$G/
+mutant "the git store takes a refused push for a conflict without reading the ref again" $G/gitref.go \
+  's/(\t\tout, serr := s\.settle\(ctx, ref, old\.hash, commit, next\.Rev\)\n)/\t\tif _, ok := err.(*RefusedError); ok {\n\t\t\treturn 0, fmt.Errorf("refused: %w", authority.ErrConflict)\n\t\t}\n$1/' \
+  "TestGitHubRefusedSwap/applied" ./$G/
+mutant "the Action's github:// store does not fall back on the github-token input" internal/cli/action.go \
+  's/if v := getenv\(k\); v != "" \|\| k != gitref\.GitHubTokenVar \{/if v := getenv(k); true || v != "" || k != gitref.GitHubTokenVar {/' \
+  TestActionDefaultStoreOnGitHub ./internal/cli/
+mutant "the Action calls a store's refusal of its token retryable" internal/action/action.go \
+  's/\tcase accessDenied\(err\):/\tcase false \&\& accessDenied(err):/' \
+  TestAccessDeniedIsAnError ./internal/action/

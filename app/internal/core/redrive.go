@@ -21,6 +21,10 @@ import (
 // its workflows were dispatched on.
 const originPrefix = "github:"
 
+// actionOrigin marks the origins the Action writes for the intents it accepts on a store:
+// gha:OWNER/REPO/PATH@REF, its workflow (internal/action.OriginPrefix).
+const actionOrigin = "gha:"
+
 func OriginFor(installation int64, repo, branch string) string {
 	return fmt.Sprintf("%s%d:%s@%s", originPrefix, installation, repo, branch)
 }
@@ -67,6 +71,10 @@ func (a *App) Redrive(ctx context.Context, w authority.StalledWork) error {
 func (a *App) redriveOrigin(ctx context.Context, w authority.StalledWork, origin string, scopes []string) error {
 	if origin == "" {
 		return permanent(errors.New("the intent was not made by the App (no origin): re-run its workflow"))
+	}
+	if wf, ok := strings.CutPrefix(origin, actionOrigin); ok {
+		return permanent(fmt.Errorf("the intent was not made by the App but by the Action in the workflow %s: re-run that workflow, "+
+			"or let a scheduled latestwins sweep dispatch it (examples/state-in-the-repository-sweep.yml)", wf))
 	}
 	inst, repo, branch, err := ParseOrigin(origin)
 	if err != nil {

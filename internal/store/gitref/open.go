@@ -16,8 +16,9 @@ const TokenVar = "LATESTWINS_GIT_TOKEN"
 var ErrBadURL = errors.New("not a git store URL")
 
 // Open returns a Store on the repository raw names: git+file:///ABS/PATH.git (a local bare
-// repository, through git's programs on the PATH) or git+https://HOST/PATH.git and
-// git+http://HOST/PATH.git (smart HTTP; getenv(TokenVar) is the token, if any). The repository
+// repository, through git's programs on the PATH), git+https://HOST/PATH.git and
+// git+http://HOST/PATH.git (smart HTTP; getenv(TokenVar) is the token, if any), or
+// github://OWNER/REPO (smart HTTP to GitHub's git host, see NewGitHubTransport). The repository
 // must exist; the Store writes only under Namespace.
 func Open(raw string, getenv func(string) string, opts ...Option) (*Store, error) {
 	tr, err := ParseURL(raw, getenv)
@@ -29,9 +30,12 @@ func Open(raw string, getenv func(string) string, opts ...Option) (*Store, error
 
 // ParseURL returns the transport raw names (see Open).
 func ParseURL(raw string, getenv func(string) string) (Transport, error) {
+	if strings.HasPrefix(raw, GitHubScheme+"://") {
+		return NewGitHubTransport(raw, getenv, nil)
+	}
 	rest, ok := strings.CutPrefix(raw, "git+")
 	if !ok {
-		return nil, fmt.Errorf("store %q: %w: use git+file:///ABS/PATH.git or git+https://HOST/OWNER/REPO.git", raw, ErrBadURL)
+		return nil, fmt.Errorf("store %q: %w: use github://OWNER/REPO, git+file:///ABS/PATH.git or git+https://HOST/OWNER/REPO.git", raw, ErrBadURL)
 	}
 	u, err := url.Parse(rest)
 	if err != nil {
@@ -49,5 +53,5 @@ func ParseURL(raw string, getenv func(string) string) (Transport, error) {
 		}
 		return NewHTTPTransport(rest, getenv(TokenVar), nil)
 	}
-	return nil, fmt.Errorf("store %q: %w: unknown transport %q; use git+file or git+https", raw, ErrBadURL, u.Scheme)
+	return nil, fmt.Errorf("store %q: %w: unknown transport %q; use git+file, git+https or github://OWNER/REPO", raw, ErrBadURL, u.Scheme)
 }

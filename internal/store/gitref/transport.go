@@ -53,6 +53,24 @@ type packTransport struct {
 	client   transport.Transport
 	endpoint *transport.Endpoint
 	auth     transport.AuthMethod
+	// explain, when set, turns the server's refusals of the credentials or the repository into
+	// errors that say what to fix (github.go).
+	explain func(error) error
+}
+
+// why is err, explained when the transport can.
+func (t *packTransport) why(err error) error {
+	if t.explain == nil {
+		return err
+	}
+	return t.explain(err)
+}
+
+// refusedAccess: the server refused the credentials or the repository before a push was sent, so
+// nothing was applied.
+func refusedAccess(err error) bool {
+	return errors.Is(err, transport.ErrAuthenticationRequired) || errors.Is(err, transport.ErrAuthorizationFailed) ||
+		errors.Is(err, transport.ErrRepositoryNotFound)
 }
 
 var _ Transport = (*packTransport)(nil)
@@ -95,7 +113,7 @@ func (t *packTransport) session() *transport.Endpoint {
 func (t *packTransport) Fetch(ctx context.Context, pick func(map[plumbing.ReferenceName]plumbing.Hash) ([]plumbing.Hash, []plumbing.Hash), depth int, into storer.Storer) (map[plumbing.ReferenceName]plumbing.Hash, error) {
 	sess, err := t.client.NewUploadPackSession(t.session(), t.auth)
 	if err != nil {
-		return nil, fmt.Errorf("fetch: %w", err)
+		return nil, fmt.Errorf("fetch: %w", t.why(err))
 	}
 	defer sess.Close()
 	ar, err := sess.AdvertisedReferencesContext(ctx)
@@ -107,7 +125,7 @@ func (t *packTransport) Fetch(ctx context.Context, pick func(map[plumbing.Refere
 		return map[plumbing.ReferenceName]plumbing.Hash{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("fetch: read refs: %w", err)
+		return nil, fmt.Errorf("fetch: read refs: %w", t.why(err))
 	}
 	refs := ours(ar.References)
 	wants, haves := pick(refs)
@@ -131,7 +149,7 @@ func (t *packTransport) Fetch(ctx context.Context, pick func(map[plumbing.Refere
 	req.Wants, req.Haves = wants, haves
 	resp, err := sess.UploadPack(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("fetch: %w", err)
+		return nil, fmt.Errorf("fetch: %w", t.why(err))
 	}
 	defer resp.Close()
 	var r io.Reader = resp
@@ -150,12 +168,15 @@ func (t *packTransport) Fetch(ctx context.Context, pick func(map[plumbing.Refere
 func (t *packTransport) Push(ctx context.Context, updates []Update, objects []plumbing.EncodedObject) error {
 	sess, err := t.client.NewReceivePackSession(t.session(), t.auth)
 	if err != nil {
-		return fmt.Errorf("push: %w", err)
+		return fmt.Errorf("push: %w", t.why(err))
 	}
 	defer sess.Close()
 	ar, err := sess.AdvertisedReferencesContext(ctx)
+	if refusedAccess(err) { // nothing was sent: pushing again would be refused again
+		return &RefusedError{Err: fmt.Errorf("read refs: %w", t.why(err))}
+	}
 	if err != nil {
-		return fmt.Errorf("push: read refs: %w", err)
+		return fmt.Errorf("push: read refs: %w", t.why(err))
 	}
 	if !ar.Capabilities.Supports(capability.ReportStatus) {
 		return errors.New("push: the server does not report the status of a push")
@@ -178,11 +199,11 @@ func (t *packTransport) Push(ctx context.Context, updates []Update, objects []pl
 		req.Packfile = io.NopCloser(bytes.NewReader(pack))
 	}
 	report, err := sess.ReceivePack(ctx, req)
-	if err != nil && report != nil {
-		return &RefusedError{Err: err}
+	if err != nil && (report != nil || refusedAccess(err)) {
+		return &RefusedError{Err: t.why(err)}
 	}
 	if err != nil {
-		return fmt.Errorf("push: %w", err)
+		return fmt.Errorf("push: %w", t.why(err))
 	}
 	return nil
 }
