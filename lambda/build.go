@@ -111,7 +111,8 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 	}
 	var healer *heal.Healer
 	if inst != nil && s.HealDeliveries {
-		if healer, err = heal.New(heal.Options{Log: &ghadapter.DeliveryLog{App: inst}, App: a, Cursor: auth, Secret: s.WebhookSecret, Clock: auth, Logger: log}); err != nil {
+		if healer, err = heal.New(heal.Options{Log: &ghadapter.DeliveryLog{App: inst}, App: a, Cursor: auth, Secret: s.WebhookSecret, Clock: auth,
+			Replayed: m.Replayed, Logger: log}); err != nil {
 			return nil, err
 		}
 	}

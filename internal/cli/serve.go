@@ -227,8 +227,12 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 		ss.redrive = a.Redrive
 	}
 	if inst != nil && ss.healDeliveries {
-		ss.healer, err = heal.New(heal.Options{Log: &ghadapter.DeliveryLog{App: inst}, App: a, Cursor: c.auth,
-			Secret: []byte(ss.webhookSecret), Clock: c.auth, Logger: log})
+		ho := heal.Options{Log: &ghadapter.DeliveryLog{App: inst}, App: a, Cursor: c.auth,
+			Secret: []byte(ss.webhookSecret), Clock: c.auth, Logger: log}
+		if c.metrics != nil {
+			ho.Replayed = c.metrics.Replayed
+		}
+		ss.healer, err = heal.New(ho)
 		if err != nil {
 			c.done()
 			return nil, nil, err
