@@ -16,6 +16,7 @@ import (
 	"github.com/latestwins/latestwins/internal/metrics"
 	"github.com/latestwins/latestwins/internal/store/dynamo"
 	"github.com/latestwins/latestwins/internal/store/memory"
+	"github.com/latestwins/latestwins/internal/tracing"
 )
 
 // Build makes the function's Handler from its settings, once per cold start: the store, the
@@ -41,7 +42,11 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 	}
 	m := metrics.New()
 	opts = append(opts, authority.WithObserver(m))
-	auth := authority.New(m.Store(st), opts...)
+	tr, err := tracing.Start(ctx, s.Tracing, "latestwins-lambda", log)
+	if err != nil {
+		return nil, err
+	}
+	auth := authority.New(tr.Store(m.Store(st)), opts...)
 	tokens, err := app.NewOIDCVerifier(app.OIDCOptions{Issuer: s.OIDCIssuer, Audience: s.OIDCAudience})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", EnvOIDCIssuer, err)
@@ -116,7 +121,7 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 			return nil, err
 		}
 	}
-	return New(Options{HTTP: m.Webhooks("/webhook", a), Authority: auth, Redrive: redrive, Stall: s.Stall, MaxAttempts: s.MaxAttempts,
+	return New(Options{HTTP: m.Webhooks("/webhook", tr.Webhooks("/webhook", a)), Tracing: tr, Authority: auth, Redrive: redrive, Stall: s.Stall, MaxAttempts: s.MaxAttempts,
 		Metrics: m, Environments: o.Environments, Healer: healer, Alerts: alerts, Logger: log})
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/latestwins/latestwins/app"
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/tracing"
 )
 
 // The variables the function reads at cold start.
@@ -88,6 +89,8 @@ type Settings struct {
 	HealDeliveries bool
 	// AlertSecret signs the convergence alarms' webhook posts; empty: none is posted.
 	AlertSecret []byte
+	// Tracing is where traces go (OTEL_EXPORTER_OTLP_ENDPOINT); off unless set.
+	Tracing tracing.Config
 }
 
 // UsesSSM reports whether any secret is to be read from SSM Parameter Store.
@@ -181,6 +184,11 @@ func LoadSettings(ctx context.Context, getenv func(string) string, params Parame
 	}
 	if err := s.loadStatusPage(ctx, getenv, params); err != nil {
 		errs = append(errs, err)
+	}
+	if tc, err := tracing.ConfigFrom(getenv); err != nil {
+		errs = append(errs, err)
+	} else {
+		s.Tracing = tc
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("settings: %w", errors.Join(errs...))

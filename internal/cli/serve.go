@@ -21,6 +21,7 @@ import (
 	"github.com/latestwins/latestwins/internal/githubapp"
 	"github.com/latestwins/latestwins/internal/heal"
 	"github.com/latestwins/latestwins/internal/metrics"
+	"github.com/latestwins/latestwins/internal/tracing"
 )
 
 // serveSettings are serve's own flags; each also reads its LATESTWINS_* variable.
@@ -162,9 +163,20 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	if ss.metricsAddr != metricsOff {
 		c.metrics = metrics.New()
 	}
+	tc, err := tracing.ConfigFrom(c.io.Getenv)
+	if err != nil {
+		return nil, nil, usageErrorf("%v", err)
+	}
+	if c.tracing, err = tracing.Start(ctx, tc, "latestwins-serve", log); err != nil {
+		return nil, nil, err
+	}
+	if tc.On() {
+		c.progress("latestwins serve: sending traces of webhook deliveries, sweeps and store requests to %s (OTLP/HTTP)", tc.URL)
+	}
 	promote := &app.PromotionCompare{Log: log} // asks GitHub once the adapter exists, below
 	c.promoter = promote
 	if err := c.open(ctx); err != nil {
+		c.done() // stops the tracing
 		return nil, nil, err
 	}
 	if ss.devTokens {
@@ -239,11 +251,12 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 		}
 		c.progress("latestwins serve: replaying the webhook deliveries GitHub failed to deliver, on start and before every sweep (--heal-deliveries=false to stop)")
 	}
+	h := c.tracing.Webhooks("/webhook", a)
 	if c.metrics != nil {
 		c.metrics.ReportScopes(metrics.Scopes{Authority: c.auth, Environments: o.Environments, Logger: log})
-		return c.metrics.Webhooks("/webhook", a), ss, nil
+		h = c.metrics.Webhooks("/webhook", h)
 	}
-	return a, ss, nil
+	return h, ss, nil
 }
 
 // sweepEvery replays the deliveries the App missed (with a healer), then runs the recovery sweep
@@ -263,38 +276,46 @@ func (c *cmdEnv) sweepEvery(ctx context.Context, ss *serveSettings) {
 			return
 		case <-t.C:
 		}
-		c.heal(ctx, ss)
-		_, _ = ss.alerts.Tell(ctx) // logs what it could not tell
-		if ss.redrive == nil {
-			work, exhausted, err := c.auth.Stalled(ctx, ss.stall, ss.maxAttempts)
-			if err != nil {
-				c.log.WarnContext(ctx, "sweep", "err", err)
-				continue
-			}
-			for _, w := range append(work, exhausted...) {
-				c.log.InfoContext(ctx, "stalled work (no App credentials: not re-driven)", "environment", w.Environment,
-					"generation", w.Generation, "scopes", w.Scopes, "attempt", w.Attempt)
-			}
-			continue
-		}
-		rep, err := c.auth.Sweep(ctx, ss.stall, ss.maxAttempts, ss.redrive)
-		if c.metrics != nil {
-			c.metrics.Swept(err)
-		}
+		sctx, end := c.tracing.Work(ctx, "sweep")
+		end(c.sweepOnce(sctx, ss))
+	}
+}
+
+// sweepOnce is one pass of serve's sweep loop: replay the missed deliveries, tell the alarms, and
+// re-drive stalled work (or, without App credentials, log it). Its error is the recovery sweep's.
+func (c *cmdEnv) sweepOnce(ctx context.Context, ss *serveSettings) error {
+	c.heal(ctx, ss)
+	_, _ = ss.alerts.Tell(ctx) // logs what it could not tell
+	if ss.redrive == nil {
+		work, exhausted, err := c.auth.Stalled(ctx, ss.stall, ss.maxAttempts)
 		if err != nil {
 			c.log.WarnContext(ctx, "sweep", "err", err)
-			continue
+			return err
 		}
-		for _, w := range rep.Redriven {
-			c.log.InfoContext(ctx, "re-driven", "environment", w.Environment, "generation", w.Generation, "scopes", w.Scopes, "attempt", w.Attempt)
+		for _, w := range append(work, exhausted...) {
+			c.log.InfoContext(ctx, "stalled work (no App credentials: not re-driven)", "environment", w.Environment,
+				"generation", w.Generation, "scopes", w.Scopes, "attempt", w.Attempt)
 		}
-		for _, w := range rep.Exhausted {
-			c.log.WarnContext(ctx, "attempts exhausted: terminal error recorded", "environment", w.Environment, "scopes", w.Scopes)
-		}
-		for env, why := range rep.Failed {
-			c.log.WarnContext(ctx, "re-drive failed; the next sweep retries", "environment", env, "err", why)
-		}
+		return nil
 	}
+	rep, err := c.auth.Sweep(ctx, ss.stall, ss.maxAttempts, ss.redrive)
+	if c.metrics != nil {
+		c.metrics.Swept(err)
+	}
+	if err != nil {
+		c.log.WarnContext(ctx, "sweep", "err", err)
+		return err
+	}
+	for _, w := range rep.Redriven {
+		c.log.InfoContext(ctx, "re-driven", "environment", w.Environment, "generation", w.Generation, "scopes", w.Scopes, "attempt", w.Attempt)
+	}
+	for _, w := range rep.Exhausted {
+		c.log.WarnContext(ctx, "attempts exhausted: terminal error recorded", "environment", w.Environment, "scopes", w.Scopes)
+	}
+	for env, why := range rep.Failed {
+		c.log.WarnContext(ctx, "re-drive failed; the next sweep retries", "environment", env, "err", why)
+	}
+	return nil
 }
 
 // heal replays the deliveries the App missed, when it has a healer; the healer logs each one, and
