@@ -71,23 +71,21 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 		}
 	}
 	trusted := app.TrustedOptions{Path: s.Config, Repo: s.ConfigRepo}
-	var issues alert.Issues
+	var gh *ghadapter.Ports // nil without App credentials
 	if inst != nil {
-		gh, err := ghadapter.New(inst, auth, log)
-		if err != nil {
+		if gh, err = ghadapter.New(inst, auth, log); err != nil {
 			return nil, err
 		}
 		o.Dispatcher, o.Commits, o.Conversation, o.Reviewer = gh.Dispatcher, gh.Commits, gh.Conversation, gh.Reviewer
 		promote.Commits = gh.Commits
 		trusted.Files, trusted.Installations, trusted.AppOwner = gh.Files, gh.Finder, gh.AppOwner
 		o.Installations = gh.Finder
-		issues = gh.Issues
 	}
 	src, err := app.NewTrustedConfig(trusted)
 	if err != nil {
 		return nil, err
 	}
-	alerts, err := alert.New(alert.Options{Authority: auth, Trusted: src.Trusted, Secret: s.AlertSecret, Issues: issues, Holder: "lambda", Log: log})
+	alerts, err := alert.New(alert.Options{Authority: auth, Trusted: src.Trusted, Secret: s.AlertSecret, Issues: gh.AlertIssues(), Holder: "lambda", Log: log})
 	if err != nil {
 		return nil, err
 	}

@@ -94,11 +94,7 @@ func (c *cmdEnv) trustedSource(ts *trustedSettings, inst *githubapp.Installation
 // notifier is the convergence alarms' notifier of src's environments, signing with ts's secret and
 // keeping issues as the App when gh is given.
 func (c *cmdEnv) notifier(ts *trustedSettings, src *app.TrustedConfig, gh *ghadapter.Ports, holder string, log *slog.Logger) (*alert.Notifier, error) {
-	var issues alert.Issues // a nil interface without the App, never a nil *ghadapter.Issues in one
-	if gh != nil {
-		issues = gh.Issues
-	}
-	return alert.New(alert.Options{Authority: c.auth, Trusted: src.Trusted, Secret: []byte(ts.alertSecret), Issues: issues, Holder: holder, Log: log})
+	return alert.New(alert.Options{Authority: c.auth, Trusted: src.Trusted, Secret: []byte(ts.alertSecret), Issues: gh.AlertIssues(), Holder: holder, Log: log})
 }
 
 // checkCredentials returns the App's installations when its id and key are both given and usable,
