@@ -123,7 +123,7 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	ss := &serveSettings{}
 	c.newFlags("serve")
 	c.str(&ss.addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; :0 picks a free port)")
-	c.trustedFlags(&ss.trustedSettings)
+	c.trustedFlags(&ss.trustedSettings, "")
 	c.secret(&ss.webhookSecret, "webhook-secret", "the App's webhook secret (prefer the variable: flags show in process lists)")
 	c.str(&ss.oidcIssuer, "oidc-issuer", app.DefaultOIDCIssuer, "issuer of the workflow OIDC tokens the /v1 API accepts (GitHub Enterprise Server: https://HOST/_services/token)")
 	c.str(&ss.oidcAudience, "oidc-audience", apiclient.Audience, "audience the /v1 API requires in those tokens (what the Action and --api ask for)")

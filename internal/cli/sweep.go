@@ -24,7 +24,7 @@ import (
 func runSweep(ctx context.Context, c *cmdEnv, args []string) error {
 	c.newFlags("sweep")
 	var ts trustedSettings
-	c.trustedFlags(&ts)
+	c.trustedFlags(&ts, "; with it (or the App's credentials), the sweep also tells the environments' convergence alarms")
 	c.durVar(&c.s.stall, "stall", 10*time.Minute, "how long pending work may sit idle with no live lease before it is re-driven")
 	c.intVar(&c.s.maxAttempts, "max-attempts", 3, 1, "re-drives of one intent before it ends with a terminal error")
 	c.durVar(&c.s.skew, "lease-skew", authority.DefaultSkew, "margin past a lease's expiry before it counts as expired")

@@ -27,9 +27,9 @@ type trustedSettings struct {
 	alertSecret string
 }
 
-// trustedFlags defines the flags of ts.
-func (c *cmdEnv) trustedFlags(ts *trustedSettings) {
-	c.str(&ts.config, "config", "", "the trusted configuration file: environments, scopes and the repositories that feed them (see docs/config.md)")
+// trustedFlags defines the flags of ts; what adds to --config's help what the command does with it.
+func (c *cmdEnv) trustedFlags(ts *trustedSettings, what string) {
+	c.str(&ts.config, "config", "", "the trusted configuration file: environments, scopes and the repositories that feed them (see docs/config.md)"+what)
 	c.str(&ts.configRepo, "config-repo", "", "OWNER/REPO whose .github/latestwins.yml is the trusted configuration (default, with App credentials and no --config: the App owner's .github repository)")
 	c.str(&ts.appID, "app-id", "", "the GitHub App's id")
 	c.secret(&ts.appKey, "app-private-key", "the GitHub App's private key: PEM, or a path to a PEM file")
