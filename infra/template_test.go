@@ -243,7 +243,7 @@ func TestLeastPrivilege(t *testing.T) {
 	for i := range api.NumMethod() {
 		wantDynamo = append(wantDynamo, "dynamodb:"+api.Method(i).Name)
 	}
-	want := append(wantDynamo, "kms:Decrypt", "logs:CreateLogStream", "logs:PutLogEvents", "ssm:GetParameter", "ssm:GetParameter")
+	want := append(wantDynamo, "kms:Decrypt", "logs:CreateLogStream", "logs:PutLogEvents", "ssm:GetParameter", "ssm:GetParameter", "ssm:GetParameter")
 	sort.Strings(all)
 	sort.Strings(want)
 	if d := cmp.Diff(want, all); d != "" {
@@ -255,7 +255,8 @@ func TestLeastPrivilege(t *testing.T) {
 	if d := cmp.Diff(wantTable, bySid["Table"].Resources); d != "" {
 		t.Errorf("DynamoDB resources: the table and its pending index only (-want +got):\n%s", d)
 	}
-	for sid, want := range map[string][]string{"Secrets": {"WebhookSecretParameter", "AppPrivateKeyParameter"}, "SignInSecrets": {"AppClientSecretParameter", "SessionKeyParameter"}} {
+	for sid, want := range map[string][]string{"Secrets": {"WebhookSecretParameter", "AppPrivateKeyParameter"}, "SignInSecrets": {"AppClientSecretParameter", "SessionKeyParameter"},
+		"AlertSecret": {"AlertSecretParameter"}} {
 		var params []string
 		for _, r := range bySid[sid].Resources {
 			s := at(t, r, "Fn::Sub").(string)
@@ -277,9 +278,17 @@ func TestLeastPrivilege(t *testing.T) {
 	if d := cmp.Diff(map[string]any{"Fn::Equals": []any{map[string]any{"Ref": "StatusPage"}, "github"}}, tpl.Conditions["StatusPageSignIn"]); d != "" {
 		t.Errorf("condition StatusPageSignIn (-want +got):\n%s", d)
 	}
+	// The alarms' secret is readable only when one is named.
+	if c := bySid["AlertSecret"].If; c != "AlertSecretGiven" {
+		t.Errorf("statement AlertSecret exists under condition %q, want AlertSecretGiven", c)
+	}
+	if d := cmp.Diff(map[string]any{"Fn::Not": []any{map[string]any{"Fn::Equals": []any{map[string]any{"Ref": "AlertSecretParameter"}, ""}}}},
+		tpl.Conditions["AlertSecretGiven"]); d != "" {
+		t.Errorf("condition AlertSecretGiven (-want +got):\n%s", d)
+	}
 	for _, s := range sts {
-		if s.If != "" && s.Sid != "SignInSecrets" {
-			t.Errorf("statement %s is conditional (%s): only the sign-in's is expected to be", s.Sid, s.If)
+		if s.If != "" && s.Sid != "SignInSecrets" && s.Sid != "AlertSecret" {
+			t.Errorf("statement %s is conditional (%s): only the sign-in's and the alarms' are expected to be", s.Sid, s.If)
 		}
 	}
 	if via := at(t, bySid["DecryptSecretsThroughSSM"].Condition, "StringEquals", "kms:ViaService", "Fn::Sub"); via != "ssm.${AWS::Region}.amazonaws.com" {
@@ -308,8 +317,13 @@ func TestFunction(t *testing.T) {
 	known := []string{lambda.EnvStore, lambda.EnvConfig, lambda.EnvWebhookSecret, lambda.EnvWebhookSecretSSM, lambda.EnvAppID,
 		lambda.EnvAppPrivateKey, lambda.EnvAppPrivateKeySSM, lambda.EnvGitHubAPIURL, lambda.EnvMaxBody, lambda.EnvSweepStall, lambda.EnvMaxAttempts, lambda.EnvConfigRepo,
 		lambda.EnvStatusPage, lambda.EnvPublicURL, lambda.EnvClientID, lambda.EnvClientSecretSSM, lambda.EnvSessionKeySSM, lambda.EnvGitHubURL,
-		lambda.EnvOIDCIssuer, lambda.EnvOIDCAudience, lambda.EnvRetention}
+		lambda.EnvOIDCIssuer, lambda.EnvOIDCAudience, lambda.EnvRetention, lambda.EnvAlertSecretSSM}
 	vars := at(t, p, "Environment", "Variables").(map[string]any)
+	// The alarms' secret is passed only when a parameter is named: an empty name would be no secret.
+	wantAlert := map[string]any{"Fn::If": []any{"AlertSecretGiven", map[string]any{"Ref": "AlertSecretParameter"}, map[string]any{"Ref": "AWS::NoValue"}}}
+	if d := cmp.Diff(wantAlert, vars[lambda.EnvAlertSecretSSM]); d != "" {
+		t.Errorf("variable %s (-want +got):\n%s", lambda.EnvAlertSecretSSM, d)
+	}
 	for k := range vars {
 		if !slices.Contains(known, k) {
 			t.Errorf("variable %s is not read by the function", k)

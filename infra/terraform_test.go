@@ -255,19 +255,32 @@ func tfProblems(t *testing.T, cfg tfConfig) []string {
 		problem("the role gets policies besides the checked document")
 	}
 
-	// The sign-in's secrets: readable only when the status page signs users in.
+	// The sign-in's secrets: readable only when the status page signs users in; the alarms' secret
+	// only when one is named.
 	if doc.body != nil {
-		var signIn []tfBlock
+		conditional := map[string]tfBlock{}
+		n := 0
 		for _, b := range doc.body.Blocks {
 			if b.Type == "dynamic" && slices.Equal(b.Labels, []string{"statement"}) {
-				signIn = append(signIn, tfBlock{typ: b.Type, labels: b.Labels, body: b.Body, src: doc.src})
+				d := tfBlock{typ: b.Type, labels: b.Labels, body: b.Body, src: doc.src}
+				conditional[d.expr("for_each")] = d
+				n++
 			}
 		}
-		if len(signIn) != 1 || signIn[0].expr("for_each") != `var.status_page == "github" ? [1] : []` {
-			problem(`want one dynamic statement for the sign-in's secrets, for_each = var.status_page == "github" ? [1] : []`)
-		} else if c := signIn[0].nested("content"); len(c) != 1 || !slices.Equal(c[0].list("actions"), []string{q("ssm:GetParameter")}) ||
-			c[0].expr("resources") != "local.sign_in_parameter_arns" || c[0].expr("effect") != q("Allow") {
-			problem("the sign-in statement must allow only ssm:GetParameter on local.sign_in_parameter_arns")
+		for _, want := range []struct{ forEach, resources, what string }{
+			{`var.status_page == "github" ? [1] : []`, "local.sign_in_parameter_arns", "the sign-in's secrets"},
+			{`var.alert_secret_parameter != "" ? [1] : []`, "local.alert_parameter_arns", "the alarms' secret"},
+		} {
+			d, ok := conditional[want.forEach]
+			if !ok {
+				problem("want a dynamic statement for %s, for_each = %s", want.what, want.forEach)
+			} else if c := d.nested("content"); len(c) != 1 || !slices.Equal(c[0].list("actions"), []string{q("ssm:GetParameter")}) ||
+				c[0].expr("resources") != want.resources || c[0].expr("effect") != q("Allow") {
+				problem("the statement for %s must allow only ssm:GetParameter on %s", want.what, want.resources)
+			}
+		}
+		if n != 2 {
+			problem("%d dynamic statements; want the sign-in's and the alarms' only", n)
 		}
 	}
 	if locals, ok := cfg.one(&p, "locals"); ok {
@@ -277,6 +290,10 @@ func tfProblems(t *testing.T, cfg tfConfig) []string {
 		}
 		if d := cmp.Diff(want, locals.list("sign_in_parameter_arns")); d != "" {
 			problem("the sign-in parameters the role may read (-want +got):\n%s", d)
+		}
+		want = []string{q("arn:${local.partition}:ssm:${local.region}:${local.account}:parameter${var.alert_secret_parameter}")}
+		if d := cmp.Diff(want, locals.list("alert_parameter_arns")); d != "" {
+			problem("the alarms' parameter the role may read (-want +got):\n%s", d)
 		}
 		for name, want := range map[string]string{
 			"workflow_role":        "length(var.github_subjects) > 0",
@@ -300,7 +317,7 @@ func tfProblems(t *testing.T, cfg tfConfig) []string {
 		known := []string{lambda.EnvStore, lambda.EnvConfig, lambda.EnvWebhookSecret, lambda.EnvWebhookSecretSSM, lambda.EnvAppID,
 			lambda.EnvAppPrivateKey, lambda.EnvAppPrivateKeySSM, lambda.EnvGitHubAPIURL, lambda.EnvMaxBody, lambda.EnvSweepStall, lambda.EnvMaxAttempts, lambda.EnvConfigRepo,
 			lambda.EnvStatusPage, lambda.EnvPublicURL, lambda.EnvClientID, lambda.EnvClientSecretSSM, lambda.EnvSessionKeySSM, lambda.EnvGitHubURL,
-			lambda.EnvOIDCIssuer, lambda.EnvOIDCAudience, lambda.EnvRetention}
+			lambda.EnvOIDCIssuer, lambda.EnvOIDCAudience, lambda.EnvRetention, lambda.EnvAlertSecretSSM}
 		var vars map[string]string
 		if env := fn.nested("environment"); len(env) == 1 {
 			vars = env[0].object("variables")
@@ -316,6 +333,9 @@ func tfProblems(t *testing.T, cfg tfConfig) []string {
 			if vars[k] == "" {
 				problem("variable %s is not set", k)
 			}
+		}
+		if got := vars[lambda.EnvAlertSecretSSM]; got != "var.alert_secret_parameter" {
+			problem("variable %s = %s, want var.alert_secret_parameter (empty: no secret)", lambda.EnvAlertSecretSSM, got)
 		}
 		store := strings.NewReplacer("${aws_dynamodb_table.state.name}", "latestwins", "${local.region}", "eu-west-1").Replace(strings.Trim(vars[lambda.EnvStore], `"`))
 		if _, err := dynamo.ParseURL(store); err != nil {
@@ -477,6 +497,9 @@ var tfMutants = map[string]struct{ file, from, to string }{
 	"any pattern allowed":         {"variables.tf", `can(regex("^[^*?]", s))`, `true`},
 	"a role without patterns":     {"main.tf", `workflow_role        = length(var.github_subjects) > 0`, `workflow_role        = true`},
 	"sign-in secrets always":      {"main.tf", `for_each = var.status_page == "github" ? [1] : []`, `for_each = [1]`},
+	"alarm secret always":         {"main.tf", `for_each = var.alert_secret_parameter != "" ? [1] : []`, `for_each = [1]`},
+	"alarm secret any parameter":  {"main.tf", `parameter${var.alert_secret_parameter}"`, `parameter/*"`},
+	"alarm secret not passed":     {"main.tf", `LATESTWINS_ALERT_SECRET_SSM_PARAMETER      = var.alert_secret_parameter`, ``},
 	"a variable the code ignores": {"main.tf", `LATESTWINS_SWEEP_STALL                     = var.sweep_stall`, `LATESTWINS_SWEEP_STAL = var.sweep_stall`},
 }
 
@@ -585,6 +608,7 @@ func TestTerraformMatchesCloudFormation(t *testing.T) {
 		"SessionKeyParameter": "session_key_parameter", "GitHubUrl": "github_url",
 		"OidcIssuer": "oidc_issuer", "OidcAudience": "oidc_audience", "Retention": "retention",
 		"AlertAfterSeconds": "alert_after_seconds", "AlarmTopicArn": "alarm_topic_arn",
+		"AlertSecretParameter": "alert_secret_parameter",
 	}
 	for param, def := range tpl.Parameters {
 		name, ok := variable[param]

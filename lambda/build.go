@@ -17,6 +17,7 @@ import (
 	"github.com/latestwins/latestwins/internal/store/dynamo"
 	"github.com/latestwins/latestwins/internal/store/gitref"
 	"github.com/latestwins/latestwins/internal/store/memory"
+	"github.com/latestwins/latestwins/internal/tracing"
 )
 
 // Build makes the function's Handler from its settings, once per cold start: the store, the
@@ -42,7 +43,11 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 	}
 	m := metrics.New()
 	opts = append(opts, authority.WithObserver(m))
-	auth := authority.New(m.Store(st), opts...)
+	tr, err := tracing.Start(ctx, s.Tracing, "latestwins-lambda", log)
+	if err != nil {
+		return nil, err
+	}
+	auth := authority.New(tr.Store(m.Store(st)), opts...)
 	tokens, err := app.NewOIDCVerifier(app.OIDCOptions{Issuer: s.OIDCIssuer, Audience: s.OIDCAudience})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", EnvOIDCIssuer, err)
@@ -67,23 +72,21 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 		}
 	}
 	trusted := app.TrustedOptions{Path: s.Config, Repo: s.ConfigRepo}
-	var issues alert.Issues
+	var gh *ghadapter.Ports // nil without App credentials
 	if inst != nil {
-		gh, err := ghadapter.New(inst, auth, log)
-		if err != nil {
+		if gh, err = ghadapter.New(inst, auth, log); err != nil {
 			return nil, err
 		}
 		o.Dispatcher, o.Commits, o.Conversation, o.Reviewer = gh.Dispatcher, gh.Commits, gh.Conversation, gh.Reviewer
 		promote.Commits = gh.Commits
 		trusted.Files, trusted.Installations, trusted.AppOwner = gh.Files, gh.Finder, gh.AppOwner
 		o.Installations = gh.Finder
-		issues = gh.Issues
 	}
 	src, err := app.NewTrustedConfig(trusted)
 	if err != nil {
 		return nil, err
 	}
-	alerts, err := alert.New(alert.Options{Authority: auth, Trusted: src.Trusted, Secret: s.AlertSecret, Issues: issues, Holder: "lambda", Log: log})
+	alerts, err := alert.New(alert.Options{Authority: auth, Trusted: src.Trusted, Secret: s.AlertSecret, Issues: gh.AlertIssues(), Holder: "lambda", Log: log})
 	if err != nil {
 		return nil, err
 	}
@@ -112,11 +115,12 @@ func Build(ctx context.Context, s *Settings, redrive func(context.Context, autho
 	}
 	var healer *heal.Healer
 	if inst != nil && s.HealDeliveries {
-		if healer, err = heal.New(heal.Options{Log: &ghadapter.DeliveryLog{App: inst}, App: a, Cursor: auth, Secret: s.WebhookSecret, Clock: auth, Logger: log}); err != nil {
+		if healer, err = heal.New(heal.Options{Log: &ghadapter.DeliveryLog{App: inst}, App: a, Cursor: auth, Secret: s.WebhookSecret, Clock: auth,
+			Replayed: m.Replayed, Logger: log}); err != nil {
 			return nil, err
 		}
 	}
-	return New(Options{HTTP: m.Webhooks("/webhook", a), Authority: auth, Redrive: redrive, Stall: s.Stall, MaxAttempts: s.MaxAttempts,
+	return New(Options{HTTP: m.Webhooks("/webhook", tr.Webhooks("/webhook", a)), Tracing: tr, Authority: auth, Redrive: redrive, Stall: s.Stall, MaxAttempts: s.MaxAttempts,
 		Metrics: m, Environments: o.Environments, Healer: healer, Alerts: alerts, Logger: log})
 }
 

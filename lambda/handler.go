@@ -26,6 +26,7 @@ import (
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/heal"
 	"github.com/latestwins/latestwins/internal/metrics"
+	"github.com/latestwins/latestwins/internal/tracing"
 )
 
 // Defaults of the recovery sweep, the same as `latestwins sweep`.
@@ -67,7 +68,10 @@ type Options struct {
 	Healer *heal.Healer
 	// Alerts tells the convergence alarms at each scheduled sweep; nil: none.
 	Alerts *alert.Notifier
-	Logger *slog.Logger
+	// Tracing, when set, makes each scheduled sweep a span, and exports the invocation's spans
+	// before it returns (Lambda freezes the process then); nil: no traces.
+	Tracing *tracing.Tracing
+	Logger  *slog.Logger
 }
 
 // Handler answers Lambda invocations.
@@ -84,6 +88,7 @@ type Handler struct {
 	envs        func(ctx context.Context) ([]string, error)
 	healer      *heal.Healer
 	alerts      *alert.Notifier
+	tracing     *tracing.Tracing
 	log         *slog.Logger
 }
 
@@ -102,7 +107,7 @@ func New(o Options) (*Handler, error) {
 		return nil, &authority.InputError{Field: "reserve", Value: o.Reserve.String(), Fix: "give a positive duration, or 0 for the default"}
 	}
 	h := &Handler{http: o.HTTP, auth: o.Authority, redrive: o.Redrive, stall: o.Stall, maxAttempts: o.MaxAttempts,
-		reserve: o.Reserve, metrics: o.Metrics, emfOut: o.MetricsOut, envs: o.Environments, healer: o.Healer, alerts: o.Alerts, log: o.Logger}
+		reserve: o.Reserve, metrics: o.Metrics, emfOut: o.MetricsOut, envs: o.Environments, healer: o.Healer, alerts: o.Alerts, tracing: o.Tracing, log: o.Logger}
 	if h.metrics != nil {
 		h.emf = metrics.NewEMF(h.metrics.Gatherer())
 		if h.emfOut == nil {
@@ -145,6 +150,7 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (any, err
 	ctx, cancel := h.withDeadline(ctx)
 	defer cancel()
 	defer h.writeMetrics(ctx)
+	defer h.flushTraces(ctx)
 	var p probe
 	if err := json.Unmarshal(payload, &p); err != nil {
 		return nil, fmt.Errorf("%w: the payload is not a JSON object: %w", ErrUnsupportedEvent, err)
@@ -157,7 +163,10 @@ func (h *Handler) Handle(ctx context.Context, payload json.RawMessage) (any, err
 		}
 		return h.serveHTTP(ctx, &ev)
 	case p.DetailType == "Scheduled Event":
-		return h.sweep(ctx)
+		ctx, end := h.tracing.Work(ctx, "sweep")
+		res, err := h.sweep(ctx)
+		end(err)
+		return res, err
 	}
 	return nil, fmt.Errorf("%w: want a Function URL or API Gateway v2 HTTP event, or an EventBridge scheduled event (source %q, detail-type %q)",
 		ErrUnsupportedEvent, p.Source, p.DetailType)
@@ -170,6 +179,13 @@ func (h *Handler) writeMetrics(ctx context.Context) {
 	}
 	if err := h.emf.Write(h.emfOut, time.Now()); err != nil {
 		h.log.WarnContext(ctx, "metrics not written", "err", err)
+	}
+}
+
+// flushTraces exports the invocation's spans, before Lambda freezes the process.
+func (h *Handler) flushTraces(ctx context.Context) {
+	if err := h.tracing.Flush(ctx); err != nil {
+		h.log.WarnContext(ctx, "traces not exported", "err", err)
 	}
 }
 

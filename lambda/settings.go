@@ -16,6 +16,7 @@ import (
 	"github.com/latestwins/latestwins/app"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/store/gitref"
+	"github.com/latestwins/latestwins/internal/tracing"
 )
 
 // The variables the function reads at cold start.
@@ -101,6 +102,8 @@ type Settings struct {
 	// github.com). Neither is read for another store.
 	GitToken     string
 	GitServerURL string
+	// Tracing is where traces go (OTEL_EXPORTER_OTLP_ENDPOINT); off unless set.
+	Tracing tracing.Config
 }
 
 // gitEnv is what a store on git refs reads: the token and the host, from the settings only.
@@ -235,6 +238,11 @@ func LoadSettings(ctx context.Context, getenv func(string) string, params Parame
 	}
 	if err := s.loadStatusPage(ctx, getenv, params); err != nil {
 		errs = append(errs, err)
+	}
+	if tc, err := tracing.ConfigFrom(getenv); err != nil {
+		errs = append(errs, err)
+	} else {
+		s.Tracing = tc
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("settings: %w", errors.Join(errs...))

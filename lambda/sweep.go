@@ -28,12 +28,9 @@ type SweepResult struct {
 // retries them, and a failed re-drive costs no attempt.
 func (h *Handler) sweep(ctx context.Context) (*SweepResult, error) {
 	res, err := h.sweepOnce(ctx)
-	if h.alerts != nil {
-		// After the re-drives, so that a slow alarm receiver never holds them up.
-		if _, aerr := h.alerts.Sweep(ctx); aerr != nil {
-			h.log.WarnContext(ctx, "alarms not told; the next sweep tries again", "err", aerr)
-		}
-	}
+	// After the re-drives, so that a slow alarm receiver never holds them up; it logs what it
+	// could not tell.
+	_, _ = h.alerts.Tell(ctx)
 	if h.metrics != nil {
 		h.metrics.Swept(err)
 		figures, _ := metrics.Behind(ctx, h.auth, h.envs, h.log)

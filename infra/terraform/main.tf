@@ -19,6 +19,10 @@ locals {
     "arn:${local.partition}:ssm:${local.region}:${local.account}:parameter${var.app_client_secret_parameter}",
     "arn:${local.partition}:ssm:${local.region}:${local.account}:parameter${var.session_key_parameter}",
   ]
+  # The convergence alarms' secret, read only when one is named.
+  alert_parameter_arns = [
+    "arn:${local.partition}:ssm:${local.region}:${local.account}:parameter${var.alert_secret_parameter}",
+  ]
   workflow_role        = length(var.github_subjects) > 0
   create_oidc_provider = local.workflow_role && var.github_oidc_provider_arn == ""
   oidc_provider_arn    = local.create_oidc_provider ? aws_iam_openid_connect_provider.github[0].arn : var.github_oidc_provider_arn
@@ -136,6 +140,16 @@ data "aws_iam_policy_document" "function" {
     }
   }
 
+  dynamic "statement" {
+    for_each = var.alert_secret_parameter != "" ? [1] : []
+    content {
+      sid       = "AlertSecret"
+      effect    = "Allow"
+      actions   = ["ssm:GetParameter"]
+      resources = local.alert_parameter_arns
+    }
+  }
+
   # SecureString values are decrypted by SSM on the function's behalf, and only that way.
   statement {
     sid       = "DecryptSecretsThroughSSM"
@@ -210,6 +224,7 @@ resource "aws_lambda_function" "app" {
       LATESTWINS_APP_CLIENT_SECRET_SSM_PARAMETER = var.app_client_secret_parameter
       LATESTWINS_SESSION_KEY_SSM_PARAMETER       = var.session_key_parameter
       LATESTWINS_GITHUB_URL                      = var.github_url
+      LATESTWINS_ALERT_SECRET_SSM_PARAMETER      = var.alert_secret_parameter
     }
   }
 

@@ -257,6 +257,17 @@ variable "session_key_parameter" {
   }
 }
 
+variable "alert_secret_parameter" {
+  description = "Name of the SecureString SSM parameter holding the secret the convergence alarms' webhook posts are signed with (alert-webhook in the trusted file; starts with /). Empty: no alarm is posted (alert-issue needs no secret)."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.alert_secret_parameter == "" || can(regex("^/[A-Za-z0-9_.\\-/]+$", var.alert_secret_parameter))
+    error_message = "An SSM parameter name here starts with / and holds letters, digits, '_', '.', '-' and '/'; or leave it empty."
+  }
+}
+
 variable "github_url" {
   description = "For status_page github: where users sign in (GitHub Enterprise Server: https://HOST)."
   type        = string

@@ -144,6 +144,22 @@ func (n *Notifier) Sweep(ctx context.Context) (*Report, error) {
 	return rep, nil
 }
 
+// Tell is one sweep of n as every process that sweeps runs it, after its recovery sweep (serve's
+// loop, the Lambda's schedule, `latestwins sweep`): what it could not tell is logged and in the
+// report, and the next sweep tries again. A nil Notifier (no trusted configuration to read the
+// alarms from) tells nothing.
+func (n *Notifier) Tell(ctx context.Context) (*Report, error) {
+	if n == nil {
+		return nil, nil
+	}
+	rep, err := n.Sweep(ctx)
+	if err != nil {
+		n.o.Log.WarnContext(ctx, "alarms not told; the next sweep tries again", "err", err)
+		return nil, err
+	}
+	return rep, nil
+}
+
 // environment brings one environment's stored alert-after in line with ce's, then tells what
 // changed in its alarm.
 func (n *Notifier) environment(ctx context.Context, ce *config.Environment) (*Told, error) {

@@ -81,7 +81,7 @@ func runDoctor(ctx context.Context, c *cmdEnv, args []string) error {
 	}
 	var inst *githubapp.Installations
 	if ds.appID != "" || ds.appKey != "" {
-		if inst, err = checkCredentials(&serveSettings{appID: ds.appID, appKey: ds.appKey, apiURL: ds.apiURL}); err != nil {
+		if inst, err = checkCredentials(&trustedSettings{appID: ds.appID, appKey: ds.appKey, apiURL: ds.apiURL}); err != nil {
 			return err
 		}
 	}

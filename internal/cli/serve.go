@@ -8,12 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"strconv"
 	"strings"
 	"time"
-
-	"github.com/bradleyfalzon/ghinstallation/v2"
 
 	"github.com/latestwins/latestwins/app"
 	"github.com/latestwins/latestwins/internal/alert"
@@ -25,17 +21,14 @@ import (
 	"github.com/latestwins/latestwins/internal/githubapp"
 	"github.com/latestwins/latestwins/internal/heal"
 	"github.com/latestwins/latestwins/internal/metrics"
+	"github.com/latestwins/latestwins/internal/tracing"
 )
 
 // serveSettings are serve's own flags; each also reads its LATESTWINS_* variable.
 type serveSettings struct {
+	trustedSettings
 	addr          string
-	config        string
-	configRepo    string
 	webhookSecret string
-	appID         string
-	appKey        string
-	apiURL        string
 	oidcIssuer    string
 	oidcAudience  string
 	devTokens     bool
@@ -56,7 +49,6 @@ type serveSettings struct {
 	// deliver; healer does it (nil without App credentials).
 	healDeliveries bool
 	healer         *heal.Healer
-	alertSecret    string
 	alerts         *alert.Notifier // told after each sweep
 }
 
@@ -134,12 +126,8 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	ss := &serveSettings{}
 	c.newFlags("serve")
 	c.str(&ss.addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; :0 picks a free port)")
-	c.str(&ss.config, "config", "", "the trusted configuration file: environments, scopes and the repositories that feed them (see docs/config.md)")
-	c.str(&ss.configRepo, "config-repo", "", "OWNER/REPO whose .github/latestwins.yml is the trusted configuration (default, with App credentials and no --config: the App owner's .github repository)")
+	c.trustedFlags(&ss.trustedSettings, "")
 	c.secret(&ss.webhookSecret, "webhook-secret", "the App's webhook secret (prefer the variable: flags show in process lists)")
-	c.str(&ss.appID, "app-id", "", "the GitHub App's id")
-	c.secret(&ss.appKey, "app-private-key", "the GitHub App's private key: PEM, or a path to a PEM file")
-	c.str(&ss.apiURL, "github-api-url", "https://api.github.com/", "GitHub's REST API (GitHub Enterprise: https://HOST/api/v3/)")
 	c.str(&ss.oidcIssuer, "oidc-issuer", app.DefaultOIDCIssuer, "issuer of the workflow OIDC tokens the /v1 API accepts (GitHub Enterprise Server: https://HOST/_services/token)")
 	c.str(&ss.oidcAudience, "oidc-audience", apiclient.Audience, "audience the /v1 API requires in those tokens (what the Action and --api ask for)")
 	c.str(&ss.metricsAddr, "metrics-addr", defaultMetricsAddr, "address of the Prometheus metrics listener, GET /metrics (host:port; off: none). Its figures name environments and scopes: keep it off the public listener")
@@ -156,7 +144,6 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	c.secret(&ss.clientSecret, "app-client-secret", "the GitHub App's client secret, for --status-page github (prefer the variable)")
 	c.secret(&ss.sessionKey, "session-key", "at least 32 random bytes sealing the status page's sign-in cookies, for --status-page github (prefer the variable)")
 	c.str(&ss.githubURL, "github-url", githubapp.DefaultWebURL, "where users sign in to GitHub (GitHub Enterprise Server: https://HOST)")
-	c.secret(&ss.alertSecret, "alert-secret", "the secret the convergence alarms' webhook posts are signed with (X-Latestwins-Signature-256), for alert-webhook in the trusted file")
 	if err := c.parse(args); err != nil {
 		return nil, nil, err
 	}
@@ -166,34 +153,33 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 	if err := checkServeSettings(ss); err != nil {
 		return nil, nil, err
 	}
-	inst, err := checkCredentials(ss)
+	inst, err := ss.check(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	switch {
-	case ss.config != "" && ss.configRepo != "":
-		return nil, nil, usageErrorf("--config and --config-repo both name the trusted configuration: give one")
-	case inst == nil && ss.config == "":
+	if !ss.hasSource(inst) {
 		return nil, nil, usageErrorf("no configuration: give --config PATH (or LATESTWINS_CONFIG), the trusted file in the .github/latestwins.yml schema (docs/config.md), " +
 			"or the App's credentials (LATESTWINS_APP_ID, LATESTWINS_APP_PRIVATE_KEY) to read it from the App owner's .github repository (or --config-repo OWNER/REPO)")
-	case ss.configRepo != "":
-		if _, err := app.ParseRepo(ss.configRepo); err != nil {
-			return nil, nil, usageErrorf("--config-repo: %v", err)
-		}
-	}
-	if ss.config != "" {
-		if _, err := (&app.FileConfig{Path: ss.config}).Config(ctx, 0, app.RepoRef{}, ""); err != nil {
-			return nil, nil, usageErrorf("%v", err)
-		}
 	}
 	log := slog.New(slog.NewJSONHandler(c.io.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	c.log = log
 	if ss.metricsAddr != metricsOff {
 		c.metrics = metrics.New()
 	}
+	tc, err := tracing.ConfigFrom(c.io.Getenv)
+	if err != nil {
+		return nil, nil, usageErrorf("%v", err)
+	}
+	if c.tracing, err = tracing.Start(ctx, tc, "latestwins-serve", log); err != nil {
+		return nil, nil, err
+	}
+	if tc.On() {
+		c.progress("latestwins serve: sending traces of webhook deliveries, sweeps and store requests to %s (OTLP/HTTP)", tc.URL)
+	}
 	promote := &app.PromotionCompare{Log: log} // asks GitHub once the adapter exists, below
 	c.promoter = promote
 	if err := c.open(ctx); err != nil {
+		c.done() // stops the tracing
 		return nil, nil, err
 	}
 	if ss.devTokens {
@@ -219,27 +205,17 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 		c.done()
 		return nil, nil, err
 	}
-	trusted := app.TrustedOptions{Path: ss.config, Repo: ss.configRepo}
-	var issues alert.Issues
-	if inst != nil {
-		gh, err := ghadapter.New(inst, c.auth, log)
-		if err != nil {
-			c.done()
-			return nil, nil, err
-		}
-		o.Dispatcher, o.Commits, o.Conversation, o.Reviewer = gh.Dispatcher, gh.Commits, gh.Conversation, gh.Reviewer
-		promote.Commits = gh.Commits
-		trusted.Files, trusted.Installations, trusted.AppOwner = gh.Files, gh.Finder, gh.AppOwner
-		o.Installations = gh.Finder
-		issues = gh.Issues
-	}
-	src, err := app.NewTrustedConfig(trusted)
+	src, gh, err := c.trustedSource(&ss.trustedSettings, inst, log)
 	if err != nil {
 		c.done()
-		return nil, nil, usageErrorf("%v", err)
+		return nil, nil, err
 	}
-	if ss.alerts, err = alert.New(alert.Options{Authority: c.auth, Trusted: src.Trusted, Secret: []byte(ss.alertSecret), Issues: issues,
-		Holder: "serve@" + hostname(), Log: log}); err != nil {
+	if gh != nil {
+		o.Dispatcher, o.Commits, o.Conversation, o.Reviewer = gh.Dispatcher, gh.Commits, gh.Conversation, gh.Reviewer
+		promote.Commits = gh.Commits
+		o.Installations = gh.Finder
+	}
+	if ss.alerts, err = c.notifier(&ss.trustedSettings, src, gh, "serve@"+hostname(), log); err != nil {
 		c.done()
 		return nil, nil, err
 	}
@@ -267,19 +243,24 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 		ss.redrive = a.Redrive
 	}
 	if inst != nil && ss.healDeliveries {
-		ss.healer, err = heal.New(heal.Options{Log: &ghadapter.DeliveryLog{App: inst}, App: a, Cursor: c.auth,
-			Secret: []byte(ss.webhookSecret), Clock: c.auth, Logger: log})
+		ho := heal.Options{Log: &ghadapter.DeliveryLog{App: inst}, App: a, Cursor: c.auth,
+			Secret: []byte(ss.webhookSecret), Clock: c.auth, Logger: log}
+		if c.metrics != nil {
+			ho.Replayed = c.metrics.Replayed
+		}
+		ss.healer, err = heal.New(ho)
 		if err != nil {
 			c.done()
 			return nil, nil, err
 		}
 		c.progress("latestwins serve: replaying the webhook deliveries GitHub failed to deliver, on start and before every sweep (--heal-deliveries=false to stop)")
 	}
+	h := c.tracing.Webhooks("/webhook", a)
 	if c.metrics != nil {
 		c.metrics.ReportScopes(metrics.Scopes{Authority: c.auth, Environments: o.Environments, Logger: log})
-		return c.metrics.Webhooks("/webhook", a), ss, nil
+		h = c.metrics.Webhooks("/webhook", h)
 	}
-	return a, ss, nil
+	return h, ss, nil
 }
 
 // sweepEvery replays the deliveries the App missed (with a healer), then runs the recovery sweep
@@ -299,38 +280,46 @@ func (c *cmdEnv) sweepEvery(ctx context.Context, ss *serveSettings) {
 			return
 		case <-t.C:
 		}
-		c.heal(ctx, ss)
-		c.tellAlarms(ctx, ss)
-		if ss.redrive == nil {
-			work, exhausted, err := c.auth.Stalled(ctx, ss.stall, ss.maxAttempts)
-			if err != nil {
-				c.log.WarnContext(ctx, "sweep", "err", err)
-				continue
-			}
-			for _, w := range append(work, exhausted...) {
-				c.log.InfoContext(ctx, "stalled work (no App credentials: not re-driven)", "environment", w.Environment,
-					"generation", w.Generation, "scopes", w.Scopes, "attempt", w.Attempt)
-			}
-			continue
-		}
-		rep, err := c.auth.Sweep(ctx, ss.stall, ss.maxAttempts, ss.redrive)
-		if c.metrics != nil {
-			c.metrics.Swept(err)
-		}
+		sctx, end := c.tracing.Work(ctx, "sweep")
+		end(c.sweepOnce(sctx, ss))
+	}
+}
+
+// sweepOnce is one pass of serve's sweep loop: replay the missed deliveries, tell the alarms, and
+// re-drive stalled work (or, without App credentials, log it). Its error is the recovery sweep's.
+func (c *cmdEnv) sweepOnce(ctx context.Context, ss *serveSettings) error {
+	c.heal(ctx, ss)
+	_, _ = ss.alerts.Tell(ctx) // logs what it could not tell
+	if ss.redrive == nil {
+		work, exhausted, err := c.auth.Stalled(ctx, ss.stall, ss.maxAttempts)
 		if err != nil {
 			c.log.WarnContext(ctx, "sweep", "err", err)
-			continue
+			return err
 		}
-		for _, w := range rep.Redriven {
-			c.log.InfoContext(ctx, "re-driven", "environment", w.Environment, "generation", w.Generation, "scopes", w.Scopes, "attempt", w.Attempt)
+		for _, w := range append(work, exhausted...) {
+			c.log.InfoContext(ctx, "stalled work (no App credentials: not re-driven)", "environment", w.Environment,
+				"generation", w.Generation, "scopes", w.Scopes, "attempt", w.Attempt)
 		}
-		for _, w := range rep.Exhausted {
-			c.log.WarnContext(ctx, "attempts exhausted: terminal error recorded", "environment", w.Environment, "scopes", w.Scopes)
-		}
-		for env, why := range rep.Failed {
-			c.log.WarnContext(ctx, "re-drive failed; the next sweep retries", "environment", env, "err", why)
-		}
+		return nil
 	}
+	rep, err := c.auth.Sweep(ctx, ss.stall, ss.maxAttempts, ss.redrive)
+	if c.metrics != nil {
+		c.metrics.Swept(err)
+	}
+	if err != nil {
+		c.log.WarnContext(ctx, "sweep", "err", err)
+		return err
+	}
+	for _, w := range rep.Redriven {
+		c.log.InfoContext(ctx, "re-driven", "environment", w.Environment, "generation", w.Generation, "scopes", w.Scopes, "attempt", w.Attempt)
+	}
+	for _, w := range rep.Exhausted {
+		c.log.WarnContext(ctx, "attempts exhausted: terminal error recorded", "environment", w.Environment, "scopes", w.Scopes)
+	}
+	for env, why := range rep.Failed {
+		c.log.WarnContext(ctx, "re-drive failed; the next sweep retries", "environment", env, "err", why)
+	}
+	return nil
 }
 
 // heal replays the deliveries the App missed, when it has a healer; the healer logs each one, and
@@ -348,17 +337,6 @@ func (c *cmdEnv) heal(ctx context.Context, ss *serveSettings) *heal.Report {
 			"stopped", rep.Stopped != nil, "deferred", rep.Deferred, "unchecked", rep.Unchecked, "cursor", rep.To.String())
 	}
 	return rep
-}
-
-// tellAlarms tells the convergence alarms at each sweep (alert.Notifier); what it could not tell
-// it logs, and the next sweep tries again.
-func (c *cmdEnv) tellAlarms(ctx context.Context, ss *serveSettings) {
-	if ss.alerts == nil {
-		return
-	}
-	if _, err := ss.alerts.Sweep(ctx); err != nil {
-		c.log.WarnContext(ctx, "alarms", "err", err)
-	}
 }
 
 func checkServeSettings(ss *serveSettings) error {
@@ -393,37 +371,6 @@ func githubAPIURL(raw string) (string, error) {
 		raw += "/"
 	}
 	return raw, nil
-}
-
-// checkCredentials returns the App's installations when its id and key are both given and usable,
-// nil when neither is; one without the other is bad configuration.
-func checkCredentials(ss *serveSettings) (*githubapp.Installations, error) {
-	switch {
-	case ss.appID == "" && ss.appKey == "":
-		return nil, nil
-	case ss.appID == "":
-		return nil, usageErrorf("LATESTWINS_APP_PRIVATE_KEY is set but LATESTWINS_APP_ID is not: give both, or neither to run without publishing")
-	case ss.appKey == "":
-		return nil, usageErrorf("LATESTWINS_APP_ID is set but LATESTWINS_APP_PRIVATE_KEY is not: give both, or neither to run without publishing")
-	}
-	id, err := strconv.ParseInt(ss.appID, 10, 64)
-	if err != nil || id <= 0 {
-		return nil, usageErrorf("LATESTWINS_APP_ID %q: give the App's numeric id (the App's settings page shows it)", ss.appID)
-	}
-	key := []byte(ss.appKey)
-	if !strings.Contains(ss.appKey, "-----BEGIN") {
-		if key, err = os.ReadFile(ss.appKey); err != nil {
-			return nil, usageErrorf("LATESTWINS_APP_PRIVATE_KEY is neither a PEM key nor a readable file: %v", err)
-		}
-	}
-	if _, err := ghinstallation.NewAppsTransport(http.DefaultTransport, id, key); err != nil {
-		return nil, usageErrorf("LATESTWINS_APP_PRIVATE_KEY: %v; give the App's private key in PEM (-----BEGIN RSA PRIVATE KEY-----)", err)
-	}
-	inst, err := githubapp.NewInstallations(id, key, ss.apiURL)
-	if err != nil {
-		return nil, usageErrorf("%v", err)
-	}
-	return inst, nil
 }
 
 // configuredEnvironments lists the trusted configuration's environments other than preview

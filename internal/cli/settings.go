@@ -17,6 +17,7 @@ import (
 	"github.com/latestwins/latestwins/internal/metrics"
 	"github.com/latestwins/latestwins/internal/pass"
 	"github.com/latestwins/latestwins/internal/report"
+	"github.com/latestwins/latestwins/internal/tracing"
 )
 
 // cmdEnv is what every command gets: the process IO, a logger and, once opened, the store.
@@ -27,6 +28,9 @@ type cmdEnv struct {
 	promoter authority.Comparer
 	// metrics, when set (serve), counts the store's requests and the gates' answers.
 	metrics *metrics.Metrics
+	// tracing, when set (serve with an OTLP endpoint), traces the store's requests; done shuts it
+	// down.
+	tracing *tracing.Tracing
 	s       settings
 	fs      *flag.FlagSet
 	// typed are the flags whose variables are read after the command line (parse), and whose values
@@ -316,6 +320,7 @@ func (c *cmdEnv) open(ctx context.Context) error {
 		st = c.metrics.Store(st)
 		opts = append(opts, authority.WithObserver(c.metrics))
 	}
+	st = c.tracing.Store(st) // as it was, without tracing
 	c.auth, c.close, c.where = authority.New(st, opts...), closeFn, c.s.store
 	return nil
 }
@@ -325,6 +330,14 @@ func (c *cmdEnv) done() {
 		if err := c.close(); err != nil {
 			c.log.Warn("closing the store", "err", err)
 		}
+	}
+	if c.tracing != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := c.tracing.Shutdown(ctx); err != nil {
+			c.log.Warn("traces not all exported", "err", err)
+		}
+		c.tracing = nil
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/latestwins/latestwins/internal/alert"
 	"github.com/latestwins/latestwins/internal/appport"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/githubapp"
@@ -37,6 +38,16 @@ type Ports struct {
 	Deliveries *DeliveryLog
 	// Issues keeps the alert notifier's issues (alert.Issues).
 	Issues *Issues
+}
+
+// AlertIssues is the port the alert notifier keeps its issues through (alert.Options.Issues): the
+// App's, and a nil interface, never a nil *Issues in one, when there are no Ports (no App
+// credentials), so that the notifier says an alert-issue cannot be kept rather than failing on it.
+func (p *Ports) AlertIssues() alert.Issues {
+	if p == nil || p.Issues == nil {
+		return nil
+	}
+	return p.Issues
 }
 
 // New builds the ports of the App whose installations inst makes clients for. auth holds the named

@@ -100,6 +100,10 @@ type Options struct {
 	MaxPages       int
 	CommandsWithin time.Duration
 	Logger         *slog.Logger
+	// Replayed, when set, is told of each delivery handed to the App (or refused before it, as a
+	// live one would be), with its event and the status a live delivery would have been answered
+	// with; metrics.Metrics.Replayed counts them apart from the live ones.
+	Replayed func(event string, status int)
 }
 
 // Healer replays missed deliveries. It keeps no state between runs besides the cursor in the
@@ -360,23 +364,38 @@ func (h *Healer) replay(ctx context.Context, d appport.LoggedDelivery) (Replayed
 	}
 	delivery, err := h.parse(d, req)
 	if err != nil {
+		h.counted(d.Event, statusOf(err))
 		return Replayed{}, fmt.Sprintf("the App refuses it: %v", err), nil
 	}
 	res, err := h.o.App.Handle(ctx, delivery)
 	if err != nil {
-		status := app.StatusFor(err)
-		if errors.Is(err, app.ErrMalformed) {
-			status = http.StatusBadRequest
-		}
+		status := statusOf(err)
+		h.counted(d.Event, status)
 		if status < 500 {
 			return Replayed{}, fmt.Sprintf("the App refuses it (%d): %v", status, err), nil
 		}
 		return Replayed{}, "", fmt.Errorf("%s: %w", d.GUID, err)
 	}
+	h.counted(d.Event, cmp.Or(res.Status, http.StatusOK))
 	if res.Status >= 400 { // a refusal the App answers with a result: a full queue
 		return Replayed{}, fmt.Sprintf("the App refuses it (%d, %s): %s", res.Status, res.Outcome, res.Message), nil
 	}
 	return Replayed{GUID: d.GUID, Event: d.Event, At: d.DeliveredAt, Outcome: res.Outcome, Status: res.Status}, "", nil
+}
+
+// statusOf is the status the App answers a live delivery with when handling it ended in err.
+func statusOf(err error) int {
+	if errors.Is(err, app.ErrMalformed) {
+		return http.StatusBadRequest
+	}
+	return app.StatusFor(err)
+}
+
+// counted tells Options.Replayed of a replayed delivery.
+func (h *Healer) counted(event string, status int) {
+	if h.o.Replayed != nil {
+		h.o.Replayed(event, status)
+	}
 }
 
 // parse makes the Delivery a live request would have given: GitHub's headers, the delivery's guid

@@ -31,6 +31,8 @@ import (
 	"github.com/latestwins/latestwins/internal/githubapp"
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
 	"github.com/latestwins/latestwins/internal/heal"
+	"github.com/latestwins/latestwins/internal/metrics"
+	"github.com/latestwins/latestwins/internal/metrics/metricstest"
 	"github.com/latestwins/latestwins/internal/store/memory"
 	"github.com/latestwins/latestwins/internal/store/storetest"
 )
@@ -526,4 +528,53 @@ func TestFailingDeliveryIsGivenUp(t *testing.T) {
 		}
 	}
 	w.acceptedOnce(1)
+}
+
+// Replayed deliveries are counted apart from the live ones, by event and by what the App answered:
+// a scrape tells a platform team how much the App had missed, and the live counts stay what
+// GitHub delivered.
+func TestReplayedDeliveriesAreCounted(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	m := metrics.New()
+	p := w.process(heal.Options{})
+	f := &failing{Handler: p.app, guid: guid(3), times: 1}
+	p = w.process(heal.Options{App: f, Replayed: m.Replayed})
+
+	body := push(t, 1)
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(body)
+	r := httptest.NewRequest(http.MethodPost, "/webhook", bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("X-GitHub-Event", "push")
+	r.Header.Set("X-GitHub-Delivery", guid(1))
+	r.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	rec := httptest.NewRecorder()
+	m.Webhooks("/webhook", p.app).ServeHTTP(rec, r)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("live push: %d", rec.Code)
+	}
+	w.log.Add(githubtest.LoggedDelivery{GUID: guid(1), DeliveredAt: w.clock.Now().Add(-10 * time.Minute), Event: "push", StatusCode: 200, Payload: body})
+	w.missed(2, 9*time.Minute)
+	w.log.Add(githubtest.LoggedDelivery{GUID: "not-an-object", DeliveredAt: w.clock.Now().Add(-8 * time.Minute), Event: "push", StatusCode: 500, Payload: json.RawMessage(`{"ref": 7}`)})
+	w.missed(3, 7*time.Minute)
+
+	if rep := p.heal(t); rep.Stopped == nil || rep.Stopped.GUID != guid(3) {
+		t.Fatalf("first run stopped at %+v; want at guid 3, which fails once", rep.Stopped)
+	}
+	if got := replayedGUIDs(p.heal(t)); !slices.Equal(got, []string{guid(3)}) {
+		t.Fatalf("second run replayed %v; want guid 3", got)
+	}
+	fams := metricstest.Scrape(t, m.Handler())
+	for _, c := range []struct {
+		outcome string
+		want    float64
+	}{{"accepted", 2}, {"refused", 1}, {"failed", 1}} {
+		if got, _ := fams.Value("latestwins_replayed_deliveries_total", "event", "push", "outcome", c.outcome); got != c.want {
+			t.Errorf("replayed pushes %s = %v; want %v", c.outcome, got, c.want)
+		}
+	}
+	if got, _ := fams.Value("latestwins_deliveries_total", "event", "push", "outcome", "accepted"); got != 1 {
+		t.Errorf("live pushes accepted = %v; want 1: a replay is not a delivery GitHub made", got)
+	}
 }

@@ -26,6 +26,7 @@ const Namespace = "latestwins"
 type Metrics struct {
 	reg        *prometheus.Registry
 	deliveries *prometheus.CounterVec
+	replayed   *prometheus.CounterVec
 	decisions  *prometheus.CounterVec
 	requests   *prometheus.CounterVec
 	handover   *prometheus.HistogramVec
@@ -50,6 +51,9 @@ func New() *Metrics {
 	m.deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "deliveries_total",
 		Help: "Webhook deliveries by event and outcome (accepted: 2xx; refused: 4xx, e.g. a bad signature; failed: 5xx, GitHub shows it failed)."},
 		[]string{"event", "outcome"})
+	m.replayed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "replayed_deliveries_total",
+		Help: "Webhook deliveries GitHub failed to deliver that the App replayed from its delivery log, by event and outcome (as deliveries_total counts the live ones)."},
+		[]string{"event", "outcome"})
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "gate_decisions_total",
 		Help: "Answers of the deploy gates by environment and the evaluator's reason (go, superseded, locked, queued, promotion, frozen, ...); every poll counts."},
 		[]string{"environment", "reason"})
@@ -62,7 +66,7 @@ func New() *Metrics {
 		[]string{"environment"})
 	m.sweeps = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "sweeps_total",
 		Help: "Recovery sweeps by result (ok, error)."}, []string{"result"})
-	m.reg.MustRegister(m.deliveries, m.decisions, m.requests, m.handover, m.sweeps,
+	m.reg.MustRegister(m.deliveries, m.replayed, m.decisions, m.requests, m.handover, m.sweeps,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -104,6 +108,16 @@ func (m *Metrics) Delivered(event string, status int) {
 		event = "unknown"
 	}
 	m.deliveries.WithLabelValues(event, outcome(status)).Inc()
+}
+
+// Replayed counts a missed delivery of event that the App replayed from its delivery log
+// (heal.Options.Replayed), with the status a live one would have been answered with; it is not
+// counted in deliveries_total, which counts what GitHub delivered.
+func (m *Metrics) Replayed(event string, status int) {
+	if event == "" {
+		event = "unknown"
+	}
+	m.replayed.WithLabelValues(event, outcome(status)).Inc()
 }
 
 func outcome(status int) string {

@@ -29,3 +29,9 @@ mutant "a stuck row quotes a promotion wait the reader may not see" internal/rep
 mutant "a push through the App drops the trusted file's alert-after" app/internal/core/core.go \
   's/\t\tin\.AlertAfter = sel\.AlertAfter\n//' \
   TestPushCarriesAlertAfterToThePage ./app/
+mutant "latestwins sweep tells no alarm" internal/cli/sweep.go \
+  's/\ttold, alarmErr := alarms\.Tell\(ctx\)\n\tif c\.s\.jsonOut \{/\tvar told *alert.Report\n\tvar alarmErr error\n\tif c.s.jsonOut {/' \
+  TestSweepTellsAlarms ./internal/cli/
+mutant "latestwins sweep succeeds when an alarm could not be told" internal/cli/sweep.go \
+  's/\tcase rep != nil && len\(rep\.Failed\) > 0:/\tcase false:/' \
+  TestSweepFailsOnAnAlarmItCannotTell ./internal/cli/

@@ -16,3 +16,9 @@ mutant "the delivery cursor passes an attempt that has not settled" $H \
 mutant "the delivery cursor moves back" internal/authority/deliveries.go \
   's/if d\.Deliveries != nil && !d\.Deliveries\.Handled\.Before\(m\) \{/if false {/' \
   TestConformance/Deliveries/NeverBack
+mutant "a replayed delivery counts as a live one" internal/metrics/metrics.go \
+  's/\tm\.replayed\.WithLabelValues\(event, outcome\(status\)\)\.Inc\(\)/\tm.deliveries.WithLabelValues(event, outcome(status)).Inc()/' \
+  TestReplayedDeliveriesAreCounted ./internal/heal/
+mutant "a replay that failed is not counted" internal/heal/heal.go \
+  's/\t\tstatus := statusOf\(err\)\n\t\th\.counted\(d\.Event, status\)\n/\t\tstatus := statusOf(err)\n/' \
+  TestReplayedDeliveriesAreCounted ./internal/heal/
