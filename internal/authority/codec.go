@@ -424,11 +424,12 @@ type storedDoc struct {
 	Lease   *NamedLease     `json:"lease,omitempty"`
 
 	Deliveries *DeliveryCursor `json:"deliveries,omitempty"`
+	Kept       json.RawMessage `json:"kept,omitempty"`
 }
 
 // EncodeDoc returns a document's stored form as one blob.
 func EncodeDoc(d *Doc) ([]byte, error) {
-	s := storedDoc{Key: d.Key, Rev: d.Rev, Pending: d.Pending, Lease: d.Lease, Deliveries: d.Deliveries}
+	s := storedDoc{Key: d.Key, Rev: d.Rev, Pending: d.Pending, Lease: d.Lease, Deliveries: d.Deliveries, Kept: d.Kept}
 	if d.Env != nil {
 		b, err := EncodeEnv(d.Env)
 		if err != nil {
@@ -445,7 +446,7 @@ func DecodeDoc(b []byte) (*Doc, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("decode document: %w", err)
 	}
-	d := &Doc{Key: s.Key, Rev: s.Rev, Pending: s.Pending, Lease: s.Lease, Deliveries: s.Deliveries}
+	d := &Doc{Key: s.Key, Rev: s.Rev, Pending: s.Pending, Lease: s.Lease, Deliveries: s.Deliveries, Kept: s.Kept}
 	if len(s.Env) > 0 && !bytes.Equal(s.Env, []byte("null")) {
 		e, err := DecodeEnv(s.Env)
 		if err != nil {

@@ -1,6 +1,7 @@
 package authority
 
 import (
+	"encoding/json"
 	"context"
 	"fmt"
 	"time"
@@ -52,6 +53,8 @@ type Record struct {
 	ExpiresAt time.Time     `json:"expires_at"`
 	Event     *Event        `json:"event,omitempty"`
 	Intent    *IntentRecord `json:"intent,omitempty"`
+	// Kept is an immutable value a package above the domain keeps (KeptRecordKey).
+	Kept json.RawMessage `json:"kept,omitempty"`
 }
 
 // Clock tells the time; tests inject a fake one so that expiry needs no sleeping.
@@ -68,6 +71,9 @@ type Doc struct {
 	Lease   *NamedLease `json:"lease,omitempty"`
 	// Deliveries is the App's cursor over its webhook delivery log (DeliveriesKey).
 	Deliveries *DeliveryCursor `json:"deliveries,omitempty"`
+	// Kept is a value a package above the domain keeps beside an environment (KeptKey): JSON the
+	// Authority never reads.
+	Kept json.RawMessage `json:"kept,omitempty"`
 }
 
 // Document and record keys. Environment names hold no '#', so a key names one item.

@@ -100,9 +100,18 @@ func ParseSince(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// ReadDelivery is env's delivery report over the UTC days since now-since: its rollup read from
-// the timeline (ReadRollup) with the state's commit times, reported at now.
+// ReadDelivery is env's delivery report over the UTC days since now-since, reported at now: from
+// the rollup kept in the store when tl can keep one (the Authority: KeptDelivery), else from its
+// rollup read from the whole timeline (ReadRollup) with the state's commit times.
 func ReadDelivery(ctx context.Context, tl TimelineReader, env string, state *authority.Env, since time.Duration, now time.Time) (*Delivery, error) {
+	if k, ok := tl.(Keeper); ok {
+		return KeptDelivery(ctx, k, tl, env, state, since, now)
+	}
+	return wholeDelivery(ctx, tl, env, state, since, now)
+}
+
+// wholeDelivery is ReadDelivery from the whole timeline.
+func wholeDelivery(ctx context.Context, tl TimelineReader, env string, state *authority.Env, since time.Duration, now time.Time) (*Delivery, error) {
 	r, err := ReadRollup(ctx, tl, env, state)
 	if err != nil {
 		return nil, fmt.Errorf("delivery report of %s: %w", env, err)

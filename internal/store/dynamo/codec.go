@@ -58,6 +58,9 @@ func encodeItem(doc *authority.Doc, h history) (map[string]types.AttributeValue,
 		}
 		item[attrDeliveries] = av
 	}
+	if len(doc.Kept) > 0 {
+		item[attrKept] = &types.AttributeValueMemberS{Value: string(doc.Kept)}
+	}
 	if doc.Pending && strings.HasPrefix(doc.Key, envPrefix) {
 		item[attrPending] = &types.AttributeValueMemberS{Value: pendingValue}
 	}
@@ -108,6 +111,9 @@ func decodeItem(item map[string]types.AttributeValue) (*authority.Doc, history, 
 		if err := attributevalue.UnmarshalWithOptions(av, doc.Deliveries, jsonTagsIn); err != nil {
 			return nil, history{}, fmt.Errorf("decode delivery cursor of %s: %w", pk.Value, err)
 		}
+	}
+	if av, ok := item[attrKept].(*types.AttributeValueMemberS); ok {
+		doc.Kept = json.RawMessage(av.Value)
 	}
 	return doc, h, nil
 }
@@ -177,8 +183,10 @@ func encodeRecord(r *authority.Record) (map[string]types.AttributeValue, error) 
 			return nil, fmt.Errorf("encode record %s: %w", r.Key, err)
 		}
 		item[attrIntent] = av
+	case len(r.Kept) > 0:
+		item[attrKept] = &types.AttributeValueMemberS{Value: string(r.Kept)}
 	default:
-		return nil, fmt.Errorf("encode record %s: neither an event nor an intent", r.Key)
+		return nil, fmt.Errorf("encode record %s: neither an event, an intent nor a kept value", r.Key)
 	}
 	return item, nil
 }
@@ -208,5 +216,8 @@ func decodeRecord(item map[string]types.AttributeValue) (authority.Record, bool,
 			return r, false, fmt.Errorf("decode record %s: %w", pk.Value, err)
 		}
 	}
-	return r, r.Event != nil || r.Intent != nil, nil
+	if av, ok := item[attrKept].(*types.AttributeValueMemberS); ok {
+		r.Kept = json.RawMessage(av.Value)
+	}
+	return r, r.Event != nil || r.Intent != nil || len(r.Kept) > 0, nil
 }

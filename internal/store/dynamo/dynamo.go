@@ -39,6 +39,7 @@ const (
 	attrExpires    = "expires"    // S: a record's expiry, exact (TTLAttribute has whole seconds)
 	attrLease      = "lease"      // M: authority.NamedLease
 	attrDeliveries = "deliveries" // M: authority.DeliveryCursor, on the App's delivery cursor
+	attrKept       = "kept"       // S: a value kept beside an environment (authority.Doc.Kept, Record.Kept), as JSON
 	attrPending    = "pending"    // S: pendingValue while the environment has pending work, absent otherwise
 
 	// PendingIndex is the sparse global secondary index of environments with pending work.

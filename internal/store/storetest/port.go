@@ -2,8 +2,10 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -30,7 +32,58 @@ func portCases() []testCase {
 		{"LargeDocument", testPortLargeDocument},
 		{"Records", testPortRecords},
 		{"FirstLayout", testPortFirstLayout},
+		{"KeptValues", testPortKept},
 	}
+}
+
+// testPortKept: a value kept beside an environment (the report's rollup) round-trips as a
+// document, conditional on its revision, and as immutable records read back by id; an
+// environment's listing and the pending index never show it.
+func testPortKept(t *testing.T, h *harness) {
+	a := h.process()
+	v, rev, err := a.ReadKept(h.ctx, "staging", "rollup")
+	if err != nil || v != nil || rev != 0 {
+		t.Fatalf("ReadKept before any write: %s, %d, %v; want nothing", v, rev, err)
+	}
+	head := []byte(`{"version":1,"through":42,"days":[{"date":"2026-03-01","deploys":3}]}`)
+	if rev, err = a.WriteKept(h.ctx, "staging", "rollup", 0, head); err != nil || rev != 1 {
+		t.Fatalf("WriteKept: %d, %v", rev, err)
+	}
+	if _, err := a.WriteKept(h.ctx, "staging", "rollup", 0, head); !errors.Is(err, authority.ErrConflict) {
+		t.Fatalf("a second first write: %v; want ErrConflict", err)
+	}
+	got, rev, err := a.ReadKept(h.ctx, "staging", "rollup")
+	if err != nil || rev != 1 || !jsonEqual(got, head) {
+		t.Fatalf("ReadKept: %s at %d, %v; want %s at 1", got, rev, err, head)
+	}
+	days := map[string]json.RawMessage{"2026-02-27": []byte(`{"date":"2026-02-27","deploys":1}`), "2026-02-28": []byte(`{"date":"2026-02-28","deploys":2}`)}
+	kept := map[string]authority.KeptValue{}
+	for id, v := range days {
+		kept[id] = authority.KeptValue{Value: v, At: h.clock.Now()}
+	}
+	if err := a.KeepRecords(h.ctx, "staging", "rollup", kept); err != nil {
+		t.Fatal(err)
+	}
+	back, err := a.ReadKeptRecords(h.ctx, "staging", "rollup", []string{"2026-02-27", "2026-02-28", "2026-02-26"})
+	if err != nil || len(back) != 2 || !jsonEqual(back["2026-02-27"], days["2026-02-27"]) || !jsonEqual(back["2026-02-28"], days["2026-02-28"]) {
+		t.Fatalf("ReadKeptRecords: %v, %v; want the two days kept", back, err)
+	}
+	if p := h.pending(); len(p) != 0 {
+		t.Errorf("pending lists %v; a kept value is no environment", p)
+	}
+	if l, ok := h.store.inner.(authority.Lister); ok {
+		if envs, err := l.Environments(h.ctx); err != nil || len(envs) != 0 {
+			t.Errorf("Environments: %v, %v; a kept value is no environment", envs, err)
+		}
+	}
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
 }
 
 func testPortGetMissing(t *testing.T, h *harness) {
