@@ -86,8 +86,8 @@ func TestKeptDeliveryReadsOnlyWhatIsNew(t *testing.T) {
 	}
 	check("the first report")
 	before, _ := auth.Status(ctx, "staging")
-	pass("web", false) // web waits across midnight
-	clock.Advance(6 * time.Hour)
+	pass("web", false) // web waits across midnight, while the next report closes the day before
+	clock.Advance(24 * time.Hour)
 	pass("api", true)
 	pass("api", true)
 	state, _ := auth.Status(ctx, "staging")
