@@ -141,13 +141,7 @@ func (s *Store) GetRecords(ctx context.Context, keys []string) ([]authority.Reco
 		}
 	}
 	s.mu.Unlock()
-	out := make([]authority.Record, len(found))
-	for i, b := range found {
-		if err := json.Unmarshal(b, &out[i]); err != nil {
-			return nil, fmt.Errorf("decode record: %w", err)
-		}
-	}
-	return out, nil
+	return decodeRecords(found)
 }
 
 // Len tells how many documents and records the store holds (tests check nothing is duplicated).
@@ -172,8 +166,13 @@ func (s *Store) ListRecords(ctx context.Context, prefix string) ([]authority.Rec
 		}
 	}
 	s.mu.Unlock()
-	out := make([]authority.Record, len(found))
-	for i, b := range found {
+	return decodeRecords(found)
+}
+
+// decodeRecords reads records from their stored forms.
+func decodeRecords(stored [][]byte) ([]authority.Record, error) {
+	out := make([]authority.Record, len(stored))
+	for i, b := range stored {
 		if err := json.Unmarshal(b, &out[i]); err != nil {
 			return nil, fmt.Errorf("decode record: %w", err)
 		}
