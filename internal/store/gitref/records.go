@@ -84,9 +84,14 @@ func (s *Store) PutRecords(ctx context.Context, recs []authority.Record) error {
 				return fmt.Errorf("put records: %w (last: %w)", err, last)
 			}
 		}
-		if err := s.refresh(ctx, names); err != nil {
-			last = err
-			continue
+		// The first attempt pushes on the commits this Store knows, when it knows every ref: the
+		// server's old-id check refuses a push on a ref that moved since, and the next attempt reads
+		// it first. Records only accumulate, so what it knows to be stored is stored.
+		if attempt > 1 || !s.knowsGroups(names) {
+			if err := s.refresh(ctx, names); err != nil {
+				last = err
+				continue
+			}
 		}
 		var updates []Update
 		var objs []plumbing.EncodedObject
@@ -117,6 +122,16 @@ func (s *Store) PutRecords(ctx context.Context, recs []authority.Record) error {
 		}
 	}
 	return fmt.Errorf("put records: not stored after %d attempts: %w", maxRecordAttempts, last)
+}
+
+// knowsGroups reports whether this Store has read or written every records ref of names.
+func (s *Store) knowsGroups(names []string) bool {
+	for _, name := range names {
+		if s.groups[name] == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // pause waits a random while that grows with the attempt, so racing writers spread out.
