@@ -21,3 +21,6 @@ mutant "the Action's github:// store does not fall back on the github-token inpu
 mutant "the Action calls a store's refusal of its token retryable" internal/action/action.go \
   's/\tcase accessDenied\(err\):/\tcase false \&\& accessDenied(err):/' \
   TestAccessDeniedIsAnError ./internal/action/
+mutant "the git store pushes records on a stale records ref again after a refusal" $G/records.go \
+  's/if attempt > 1 \|\| !s\.knowsGroups\(names\) \{/if !s.knowsGroups(names) {/' \
+  TestRoundTrips ./internal/store/gitref/
