@@ -64,6 +64,9 @@ type Options struct {
 	// Set it where one process serves every request (serve); separate Lambda instances cannot
 	// wake each other, and a waiting request would only bill the wait.
 	LongPoll time.Duration
+	// Stopping, when it closes, answers every long-polling gate request at once with its last
+	// refusal, so that a server shutting down is not held by them (serve closes it at shutdown).
+	Stopping <-chan struct{}
 	// MaxBodyBytes caps a webhook body; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	Logger       *slog.Logger
@@ -125,7 +128,7 @@ func New(o Options) (*App, error) {
 		}
 		o.Tokens = v
 	}
-	api.Routes(a.mux, c, o.Tokens, o.LongPoll)
+	api.Routes(a.mux, c, o.Tokens, o.LongPoll, o.Stopping)
 	routeMeta(a.mux, o.Tokens)
 	return a, nil
 }

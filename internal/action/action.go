@@ -273,6 +273,13 @@ func (s *step) settle(ctx context.Context, res *result, err error) error {
 		res.headline = err.Error()
 		s.a.Errorf("%v", err)
 		return err
+	case errors.Is(err, authority.ErrMoved):
+		// The state went to another store: a re-run fails the same way until the store is pointed
+		// there, which the error names.
+		res.outcome = "invalid"
+		res.headline = err.Error()
+		s.a.Errorf("%v", err)
+		return err
 	case accessDenied(err):
 		// The store's server refused the token or the repository: a re-run fails the same way
 		// until the token or the job's permissions change, which the error names.

@@ -335,6 +335,8 @@ func refusal(env string, resp *http.Response, b []byte) error {
 		return fmt.Errorf("%s: %w", e.Message, authority.ErrNotFrozen)
 	case CodeRepeated:
 		return fmt.Errorf("%s: %w", e.Message, authority.ErrRepeated)
+	case CodeMoved:
+		return fmt.Errorf("%s: %w", e.Message, authority.ErrMoved)
 	case CodeFreezeMismatch:
 		if e.Frozen == nil {
 			break

@@ -43,13 +43,13 @@ func newClient(t *testing.T) (*apiclient.Client, *storetest.Clock, func() int64)
 // newClientOf is newClient with the configuration yml and an Authority built with opts.
 func newClientOf(t *testing.T, yml string, opts ...authority.Option) (*apiclient.Client, *storetest.Clock, func() int64) {
 	t.Helper()
-	c, _, clock, issued := serveAPI(t, yml, 0, nil, opts...)
+	c, _, clock, issued := serveAPI(t, yml, 0, nil, nil, opts...)
 	return c, clock, issued
 }
 
-// serveAPI is newClientOf with the App's long poll set to longPoll, the client sending through hc
-// (nil: the default), and the Authority returned too.
-func serveAPI(t testing.TB, yml string, longPoll time.Duration, hc *http.Client, opts ...authority.Option) (*apiclient.Client, *authority.Authority, *storetest.Clock, func() int64) {
+// serveAPI is newClientOf with the App's long poll set to longPoll (ended by closing stopping),
+// the client sending through hc (nil: the default), and the Authority returned too.
+func serveAPI(t testing.TB, yml string, longPoll time.Duration, hc *http.Client, stopping <-chan struct{}, opts ...authority.Option) (*apiclient.Client, *authority.Authority, *storetest.Clock, func() int64) {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "latestwins.yml")
@@ -63,7 +63,7 @@ func serveAPI(t testing.TB, yml string, longPoll time.Duration, hc *http.Client,
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := app.New(app.Options{Secret: []byte("s"), Authority: auth, Config: &app.FileConfig{Path: path}, Tokens: v, LongPoll: longPoll})
+	a, err := app.New(app.Options{Secret: []byte("s"), Authority: auth, Config: &app.FileConfig{Path: path}, Tokens: v, LongPoll: longPoll, Stopping: stopping})
 	if err != nil {
 		t.Fatal(err)
 	}

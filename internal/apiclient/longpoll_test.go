@@ -14,6 +14,7 @@ import (
 	"github.com/latestwins/latestwins/internal/apiclient"
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/pass"
+	"github.com/latestwins/latestwins/internal/store/memory"
 )
 
 // gateCounter counts the gate requests that go through it.
@@ -54,7 +55,7 @@ func TestGateWaitIsHeldUntilTheRelease(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	counter := &gateCounter{}
-	c, auth, _, _ := serveAPI(t, cfg, time.Minute, &http.Client{Transport: counter})
+	c, auth, _, _ := serveAPI(t, cfg, time.Minute, &http.Client{Transport: counter}, nil)
 	_, g := claimAndHold(ctx, t, c, "a", true)
 	if c.LongPoll() != time.Minute {
 		t.Fatalf("the client learned a long poll of %s, want the App's 1m0s", c.LongPoll())
@@ -88,7 +89,7 @@ func TestGateWaitIsHeldUntilTheRelease(t *testing.T) {
 		t.Errorf("the waiter sent %d gate requests, want the one the App held", n)
 	}
 
-	plain, _, _, _ := serveAPI(t, cfg, 0, nil)
+	plain, _, _, _ := serveAPI(t, cfg, 0, nil, nil)
 	_, _ = claimAndHold(ctx, t, plain, "a", true)
 	req, _ = claimAndHold(ctx, t, plain, "b", false)
 	var held *authority.HeldError
@@ -108,7 +109,7 @@ func BenchmarkAPIHandover(b *testing.B) {
 	}{{"long-poll", apiclient.MaxLongPoll}, {"polling", 0}} {
 		b.Run(mode.name, func(b *testing.B) {
 			ctx := b.Context()
-			c, auth, _, _ := serveAPI(b, cfg, mode.longPoll, nil)
+			c, auth, _, _ := serveAPI(b, cfg, mode.longPoll, nil, nil)
 			var all []time.Duration
 			n := 0
 			for b.Loop() {
@@ -144,5 +145,44 @@ func BenchmarkAPIHandover(b *testing.B) {
 			b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
 			b.ReportMetric(float64(all[len(all)-1].Microseconds())/1000, "max-ms")
 		})
+	}
+}
+
+// TestGateWaitEndsWhenTheServerStops: a gate request held by the long poll is answered with its
+// refusal as soon as the server starts shutting down, instead of holding the shutdown.
+func TestGateWaitEndsWhenTheServerStops(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	stopping := make(chan struct{})
+	c, auth, _, _ := serveAPI(t, cfg, time.Minute, nil, stopping)
+	claimAndHold(ctx, t, c, "a", true)
+	req, _ := claimAndHold(ctx, t, c, "b", false)
+	refused := auth.Changed("staging")
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.GateWait(ctx, req, time.Minute)
+		done <- err
+	}()
+	<-refused // the waiter's refusal is recorded: it waits
+	close(stopping)
+	var held *authority.HeldError
+	if err := <-done; !errors.As(err, &held) {
+		t.Fatalf("the waiting gate when the server stops: %v; want its refusal", err)
+	}
+}
+
+// TestMovedEnvironmentIsRefusedWithWhereItWent: over the API a moved environment is refused as
+// moved, with where its state went, not as the App being unavailable.
+func TestMovedEnvironmentIsRefusedWithWhereItWent(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	c, auth, _, _ := serveAPI(t, cfg, 0, nil, nil)
+	claimAndHold(ctx, t, c, "a", false)
+	if _, err := auth.Move(ctx, "staging", "dynamodb://elsewhere", memory.New()); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Status(ctx, "staging")
+	if !errors.Is(err, authority.ErrMoved) || !strings.Contains(err.Error(), "dynamodb://elsewhere") {
+		t.Fatalf("status of a moved environment over the API: %v; want it refused as moved, saying where", err)
 	}
 }

@@ -30,6 +30,7 @@ const (
 	CodeUnavailable  = "unavailable"  // 503: the store or a key fetch failed; retryable
 	CodeNotFrozen    = "not_frozen"   // 409: unfreeze of a scope that no rollback froze; nothing changed
 	CodeRepeated     = "repeated"     // 409: the request id was carried out before; nothing was done again
+	CodeMoved        = "moved"        // 409: the environment's state was moved to another store; the message says where
 	// CodeFreezeMismatch, 409: an unfreeze that did not name the scope's current freeze (it named
 	// an older one, or none); nothing changed. frozen is the current freeze (its generation is the
 	// name to give), generation the one named, scope the scope.

@@ -147,6 +147,9 @@ func (a *Authority) History(ctx context.Context, env string, before int64, limit
 	if d.Env == nil {
 		return nil, &InputError{Field: "environment", Value: env, Fix: "unknown environment: nothing was ever accepted for it; check the name"}
 	}
+	if err := movedError(d); err != nil {
+		return nil, err
+	}
 	page, err := a.timeline(ctx, d.Env, before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("history of %s: %w", env, err)

@@ -1,8 +1,8 @@
 package authority
 
 import (
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 )

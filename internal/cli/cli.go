@@ -161,7 +161,10 @@ func message(err error) string {
 
 // ExitCode maps an error to the documented exit code.
 func ExitCode(err error) int {
-	var ec *exitError
+	var (
+		ec     *exitError
+		denied interface{ AccessDenied() bool }
+	)
 	switch {
 	case err == nil:
 		return ExitOK
@@ -170,7 +173,8 @@ func ExitCode(err error) int {
 	case errors.Is(err, flag.ErrHelp):
 		return ExitOK
 	case errors.Is(err, authority.ErrInvalidInput), errors.Is(err, errUsage), errors.Is(err, authority.ErrFreezeMismatch),
-		errors.Is(err, bolt.ErrUnusable), errors.Is(err, bolt.ErrNoStore), errors.Is(err, authority.ErrMoved):
+		errors.Is(err, bolt.ErrUnusable), errors.Is(err, bolt.ErrNoStore), errors.Is(err, authority.ErrMoved),
+		errors.As(err, &denied) && denied.AccessDenied(): // a store refused the token or the repository: fix them first
 		return ExitUsage
 	case errors.Is(err, authority.ErrSuperseded):
 		return ExitSuperseded

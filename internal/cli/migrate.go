@@ -58,7 +58,11 @@ func moveStores(ctx context.Context, c *cmdEnv, from, to string, envs []string) 
 	if err != nil {
 		return fmt.Errorf("prepare the target %s: %w", redactStoreURL(to), err)
 	}
-	mover := authority.New(src, authority.WithLogger(c.log))
+	opts, err := c.retention()
+	if err != nil {
+		return err
+	}
+	mover := authority.New(src, append(opts, authority.WithLogger(c.log))...)
 	if len(envs) == 0 {
 		if envs, err = mover.Environments(ctx); err != nil {
 			if errors.Is(err, authority.ErrNotListable) {
@@ -107,7 +111,10 @@ func redactStoreURL(raw string) string {
 		return raw
 	}
 	u, err := url.Parse("x://" + rest)
-	if err != nil || u.User == nil {
+	if err != nil {
+		return scheme + "://(a URL that does not parse)"
+	}
+	if u.User == nil {
 		return raw
 	}
 	u.User = nil

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -28,12 +29,21 @@ func TestMigrateMovesState(t *testing.T) {
 	h.must(ExitOK, "claim", "--environment", "production", "--scopes", "web", "--sha", strings.Repeat("c", 40))
 
 	h.must(ExitUsage, "migrate", "--from", from)
-	o := h.must(ExitOK, "migrate", "--from", from, "--to", to)
-	for _, want := range []string{"production: moved to " + to, "staging: moved to " + to + ": generation 2, 1 scopes"} {
+	// One environment first, by name: the other goes on where it is, and the overview still shows it.
+	o := h.must(ExitOK, "migrate", "--from", from, "--to", to, "staging")
+	if !strings.Contains(o.stdout, "staging: moved to "+to+": generation 2, 1 scopes") || strings.Contains(o.stdout, "production") {
+		t.Errorf("migrate staging said %q; want staging moved, alone", o.stdout)
+	}
+	if o := h.must(ExitOK, "status"); !strings.Contains(o.stdout, "production") {
+		t.Errorf("the overview of the old store with staging moved: %q; want production in it", o.stdout)
+	}
+	o = h.must(ExitOK, "migrate", "--from", from, "--to", to)
+	for _, want := range []string{"production: moved to " + to, "staging: already moved to " + to} {
 		if !strings.Contains(o.stdout, want) {
 			t.Errorf("migrate said %q; want %q in it", o.stdout, want)
 		}
 	}
+	h.must(ExitUsage, "history", "staging")
 	o = h.must(ExitUsage, "status", "staging")
 	if !strings.Contains(o.stderr, "moved to "+to) {
 		t.Errorf("status on the old store said %q; want where the state went", o.stderr)
@@ -53,5 +63,19 @@ func TestMigrateMovesState(t *testing.T) {
 	o = h.must(ExitOK, "migrate", "--from", from, "--to", to)
 	if !strings.Contains(o.stdout, "staging: already moved") {
 		t.Errorf("a repeated migrate said %q; want it to say the state moved already", o.stdout)
+	}
+}
+
+// deniedError is a store's refusal of the credentials, as the git store's AccessError marks it.
+type deniedError struct{}
+
+func (deniedError) Error() string      { return "the server refused the token" }
+func (deniedError) AccessDenied() bool { return true }
+
+// TestExitCodeOfARefusedToken: a store that refuses the token or the repository is configuration
+// to fix (exit 2), not an error a re-run cures.
+func TestExitCodeOfARefusedToken(t *testing.T) {
+	if got := ExitCode(fmt.Errorf("open store: %w", deniedError{})); got != ExitUsage {
+		t.Errorf("exit %d for a refused token, want %d", got, ExitUsage)
 	}
 }

@@ -127,6 +127,10 @@ func (c *cmdEnv) overview(ctx context.Context) error {
 	envs := make([]*authority.Env, 0, len(names))
 	for _, n := range names {
 		e, err := c.auth.Status(ctx, n)
+		if errors.Is(err, authority.ErrMoved) {
+			c.progress("%v", err) // moved elsewhere: not this store's to show
+			continue
+		}
 		if err != nil {
 			return err
 		}

@@ -27,6 +27,7 @@ import (
 // serveSettings are serve's own flags; each also reads its LATESTWINS_* variable.
 type serveSettings struct {
 	trustedSettings
+	stopping      chan struct{} // closed when the server starts shutting down (app.Options.Stopping)
 	addr          string
 	webhookSecret string
 	oidcIssuer    string
@@ -83,6 +84,7 @@ func runServe(ctx context.Context, c *cmdEnv, args []string) error {
 		ReadHeaderTimeout: serveReadHeaderTimeout, ReadTimeout: serveReadTimeout,
 		WriteTimeout: serveWriteTimeout, IdleTimeout: serveIdleTimeout,
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
+	srv.RegisterOnShutdown(func() { close(ss.stopping) })
 	c.progress("latestwins serve: listening on http://%s (webhooks: POST /webhook, status: GET /)", ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -123,7 +125,7 @@ func runServe(ctx context.Context, c *cmdEnv, args []string) error {
 
 // serveHandler parses serve's flags, checks its settings, opens the store and builds the App.
 func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler, *serveSettings, error) {
-	ss := &serveSettings{}
+	ss := &serveSettings{stopping: make(chan struct{})}
 	c.newFlags("serve")
 	c.str(&ss.addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; :0 picks a free port)")
 	c.trustedFlags(&ss.trustedSettings, "")
@@ -174,7 +176,7 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 		return nil, nil, err
 	}
 	if tc.On() {
-		c.progress("latestwins serve: sending traces of webhook deliveries, sweeps and store requests to %s (OTLP/HTTP)", tc.URL)
+		c.progress("latestwins serve: sending traces of webhook deliveries, sweeps and store requests to %s (OTLP/HTTP)", tracing.Redact(tc.URL))
 	}
 	promote := &app.PromotionCompare{Log: log} // asks GitHub once the adapter exists, below
 	c.promoter = promote
@@ -200,7 +202,7 @@ func (c *cmdEnv) serveHandler(ctx context.Context, args []string) (http.Handler,
 		return nil, nil, usageErrorf("--oidc-issuer: %v", err)
 	}
 	o := app.Options{Secret: []byte(ss.webhookSecret), Authority: c.auth, MaxBodyBytes: ss.maxBody, Logger: log, Tokens: tokens,
-		LongPoll: serveLongPoll}
+		LongPoll: serveLongPoll, Stopping: ss.stopping}
 	if o.StatusPage, o.SignIn, err = statusPageOptions(ss); err != nil {
 		c.done()
 		return nil, nil, err

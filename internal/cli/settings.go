@@ -294,15 +294,25 @@ func (c *cmdEnv) command() ([]string, error) {
 	return c.positional, nil
 }
 
-func (c *cmdEnv) open(ctx context.Context) error {
-	opts := []authority.Option{authority.WithLogger(c.log)}
-	if v := c.io.Getenv("LATESTWINS_RETENTION"); v != "" {
-		d, err := authority.ParseRetention(v)
-		if err != nil {
-			return fmt.Errorf("LATESTWINS_RETENTION: %w", err)
-		}
-		opts = append(opts, authority.WithRetention(d))
+// retention is the Authority option of LATESTWINS_RETENTION, if set.
+func (c *cmdEnv) retention() ([]authority.Option, error) {
+	v := c.io.Getenv("LATESTWINS_RETENTION")
+	if v == "" {
+		return nil, nil
 	}
+	d, err := authority.ParseRetention(v)
+	if err != nil {
+		return nil, fmt.Errorf("LATESTWINS_RETENTION: %w", err)
+	}
+	return []authority.Option{authority.WithRetention(d)}, nil
+}
+
+func (c *cmdEnv) open(ctx context.Context) error {
+	opts, err := c.retention()
+	if err != nil {
+		return err
+	}
+	opts = append(opts, authority.WithLogger(c.log))
 	st, closeFn, err := openStore(ctx, c.s.store, c.mode, c.io.Getenv)
 	if err != nil {
 		return err

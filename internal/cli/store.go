@@ -47,7 +47,7 @@ func openStore(ctx context.Context, raw string, mode storeMode, getenv func(stri
 		}
 		return openDynamo(ctx, raw)
 	}
-	return nil, nil, usageErrorf("store %q: unknown scheme %q; use bolt://PATH, memory://, dynamodb://TABLE?region=R, github://OWNER/REPO, git+file:///PATH.git or git+https://HOST/OWNER/REPO.git", raw, scheme)
+	return nil, nil, usageErrorf("store %q: unknown scheme %q; use bolt://PATH, memory://, dynamodb://TABLE?region=R, github://OWNER/REPO, git+file:///PATH.git or git+https://HOST/OWNER/REPO.git", redactStoreURL(raw), scheme)
 }
 
 func noClose() error { return nil }

@@ -33,8 +33,9 @@ type keptDay struct {
 // record. The first report of an environment reads its whole timeline once (ReadRollup); every
 // report after it reads only what happened since the one before. Writing the rollup back is
 // best-effort: a report that loses the race to another, or cannot write (a store opened
-// read-only), is still right, and the next one reads a little more. Nothing on a pass's way is slowed: the passes' own writes are as
-// they were.
+// read-only), is still right, and the next one reads a little more. The passes' own writes are as
+// they were (on a git store a report's records push and a pass's may race for the records ref:
+// the loser pushes again).
 func KeptDelivery(ctx context.Context, k Keeper, tl TimelineReader, env string, state *authority.Env, since time.Duration, now time.Time) (*Delivery, error) {
 	r, rev, err := keptRollup(ctx, k, tl, env, state)
 	if err != nil {

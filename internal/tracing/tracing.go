@@ -66,7 +66,7 @@ func ConfigFrom(getenv func(string) string) (Config, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return Config{}, fmt.Errorf("%s=%q: give the collector's OTLP/HTTP address, e.g. http://127.0.0.1:4318 (or unset it to send no traces)", name, raw)
+		return Config{}, fmt.Errorf("%s=%q: give the collector's OTLP/HTTP address, e.g. http://127.0.0.1:4318 (or unset it to send no traces)", name, Redact(raw))
 	}
 	if name == EnvEndpoint {
 		u = u.JoinPath("v1", "traces") // the signal's path under the base URL, as the specification says
@@ -101,7 +101,7 @@ func Start(ctx context.Context, c Config, service string, log *slog.Logger) (*Tr
 	}
 	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(c.URL))
 	if err != nil {
-		return nil, fmt.Errorf("tracing: the OTLP exporter to %s: %w", redact(c.URL), err)
+		return nil, fmt.Errorf("tracing: the OTLP exporter to %s: %w", Redact(c.URL), err)
 	}
 	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(attribute.String("service.name", cmp.Or(c.Service, service))))
 	if err != nil {
@@ -111,7 +111,7 @@ func Start(ctx context.Context, c Config, service string, log *slog.Logger) (*Tr
 		log.Warn("traces not exported; the work they describe went on", "err", err)
 	}))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	log.InfoContext(ctx, "sending traces", "endpoint", redact(c.URL))
+	log.InfoContext(ctx, "sending traces", "endpoint", Redact(c.URL))
 	return &Tracing{tp: tp, tracer: tp.Tracer("github.com/latestwins/latestwins")}, nil
 }
 
@@ -204,10 +204,13 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// redact is a URL for logs: its scheme, host and path, never credentials or a query.
-func redact(raw string) string {
+// Redact is an endpoint as a log line may show it: without credentials or a query.
+func Redact(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
+		if !strings.ContainsAny(raw, "@?#") {
+			return raw // nothing secret in it: show what was given (a host:port without a scheme, say)
+		}
 		return "the OTLP endpoint"
 	}
 	u.User, u.RawQuery, u.Fragment = nil, "", ""

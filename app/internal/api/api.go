@@ -31,13 +31,15 @@ type server struct {
 	app      *core.App
 	tokens   TokenVerifier
 	longPoll time.Duration
+	stopping <-chan struct{}
 }
 
 // Routes registers the /v1 endpoints of a on mux, for the workloads whose tokens verifies. The
 // environment may hold slashes (preview/pr-7), escaped or not: the verb is the path's last segment.
-// longPoll is the longest a gate request may wait for a held lease (its wait_ms; 0: none).
-func Routes(mux *http.ServeMux, a *core.App, tokens TokenVerifier, longPoll time.Duration) {
-	p := &server{app: a, tokens: tokens, longPoll: max(longPoll, 0)}
+// longPoll is the longest a gate request may wait for a held lease (its wait_ms; 0: none); a
+// waiting request is answered at once when stopping closes (the server shuts down).
+func Routes(mux *http.ServeMux, a *core.App, tokens TokenVerifier, longPoll time.Duration, stopping <-chan struct{}) {
+	p := &server{app: a, tokens: tokens, longPoll: max(longPoll, 0), stopping: stopping}
 	mux.HandleFunc("POST /v1/environments/{path...}", p.serve)
 	mux.HandleFunc("GET /v1/environments/{path...}", p.serve)
 	mux.HandleFunc("GET /v1/environments", p.serveOverview)
@@ -124,6 +126,9 @@ func (p *server) gateWait(ctx context.Context, req authority.GateRequest, wait t
 		t := time.NewTimer(min(left, max(held.RetryAfter, time.Millisecond), recheck))
 		select {
 		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-p.stopping: // the server shuts down: the client asks again, elsewhere or later
 			t.Stop()
 			return nil, err
 		case <-changed:
@@ -707,6 +712,8 @@ func apiError(err error) (int, apiclient.ErrorBody) {
 		return http.StatusConflict, apiclient.ErrorBody{Error: apiclient.CodeNotFrozen, Message: msg}
 	case errors.Is(err, authority.ErrRepeated):
 		return http.StatusConflict, apiclient.ErrorBody{Error: apiclient.CodeRepeated, Message: msg}
+	case errors.Is(err, authority.ErrMoved):
+		return http.StatusConflict, apiclient.ErrorBody{Error: apiclient.CodeMoved, Message: msg}
 	case errors.As(err, &mismatch):
 		return http.StatusConflict, apiclient.ErrorBody{Error: apiclient.CodeFreezeMismatch, Message: msg,
 			Scope: mismatch.Scope, Generation: mismatch.Named, Frozen: mismatch.Current}

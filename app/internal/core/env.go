@@ -26,18 +26,23 @@ func (a *App) ReadThese(ctx context.Context, configured []string) ([]string, map
 	sort.Strings(names)
 	names = slices.Compact(names)
 	read := make(map[string]*authority.Env, len(names))
+	moved := map[string]bool{}
 	for _, name := range names {
 		env, err := a.Auth.Status(ctx, name)
 		switch {
 		case errors.Is(err, authority.ErrInvalidInput):
 			read[name] = nil
+		case errors.Is(err, authority.ErrMoved):
+			// Its state went to another store: not this App's to show (the log says where).
+			a.Log.WarnContext(ctx, "environment moved to another store", "environment", name, "err", err)
+			moved[name] = true
 		case err != nil:
 			return nil, nil, err
 		default:
 			read[name] = env
 		}
 	}
-	return names, read, nil
+	return slices.DeleteFunc(names, func(n string) bool { return moved[n] }), read, nil
 }
 
 // RequiredOf reads the states of the environments e requires (nil entry: nothing accepted there),

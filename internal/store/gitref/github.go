@@ -41,11 +41,11 @@ var (
 func GitHubRepo(raw string) (owner, repo string, err error) {
 	rest, ok := strings.CutPrefix(raw, GitHubScheme+"://")
 	if !ok {
-		return "", "", fmt.Errorf("store %q: %w: a GitHub repository is github://OWNER/REPO", raw, ErrBadURL)
+		return "", "", fmt.Errorf("store %q: %w: a GitHub repository is github://OWNER/REPO", shown(raw), ErrBadURL)
 	}
 	owner, repo, ok = strings.Cut(strings.TrimSuffix(rest, "/"), "/")
 	bad := func(why string) error {
-		return fmt.Errorf("store %q: %w: %s; give github://OWNER/REPO, e.g. github://octo-org/deploy-state", raw, ErrBadURL, why)
+		return fmt.Errorf("store %q: %w: %s; give github://OWNER/REPO, e.g. github://octo-org/deploy-state", shown(raw), ErrBadURL, why)
 	}
 	switch {
 	case strings.ContainsAny(rest, "?#@:"):
@@ -80,7 +80,7 @@ func NewGitHubTransport(raw string, getenv func(string) string, client *http.Cli
 	su, err := url.Parse(server)
 	if err != nil || su.Scheme != "https" && su.Scheme != "http" || su.Host == "" || su.User != nil || su.RawQuery != "" || su.Fragment != "" {
 		return nil, fmt.Errorf("store %q: %w: %s=%q is not a server address: give one such as %s (a GitHub Enterprise Server's https://HOST), or unset it",
-			raw, ErrBadURL, ServerURLVar, server, DefaultServerURL)
+			shown(raw), ErrBadURL, ServerURLVar, server, DefaultServerURL)
 	}
 	token, from := getenv(TokenVar), TokenVar
 	if token == "" {

@@ -35,23 +35,45 @@ func ParseURL(raw string, getenv func(string) string) (Transport, error) {
 	}
 	rest, ok := strings.CutPrefix(raw, "git+")
 	if !ok {
-		return nil, fmt.Errorf("store %q: %w: use github://OWNER/REPO, git+file:///ABS/PATH.git or git+https://HOST/OWNER/REPO.git", raw, ErrBadURL)
+		return nil, fmt.Errorf("store %q: %w: use github://OWNER/REPO, git+file:///ABS/PATH.git or git+https://HOST/OWNER/REPO.git", shown(raw), ErrBadURL)
 	}
 	u, err := url.Parse(rest)
 	if err != nil {
-		return nil, fmt.Errorf("store %q: %w: %w", raw, ErrBadURL, err)
+		return nil, fmt.Errorf("store %q: %w: %w", shown(raw), ErrBadURL, err)
 	}
 	switch u.Scheme {
 	case "file":
 		if u.Host != "" || !path.IsAbs(u.Path) || u.RawQuery != "" {
-			return nil, fmt.Errorf("store %q: %w: a local repository is git+file:///ABS/PATH.git (an absolute path, no host)", raw, ErrBadURL)
+			return nil, fmt.Errorf("store %q: %w: a local repository is git+file:///ABS/PATH.git (an absolute path, no host)", shown(raw), ErrBadURL)
 		}
 		return NewFileTransport(u.Path)
 	case "http", "https":
 		if u.Host == "" || u.User != nil || u.RawQuery != "" {
-			return nil, fmt.Errorf("store %q: %w: give git+https://HOST/OWNER/REPO.git, without credentials in the URL (set %s)", raw, ErrBadURL, TokenVar)
+			return nil, fmt.Errorf("store %q: %w: give git+https://HOST/OWNER/REPO.git, without credentials in the URL (set %s)", shown(raw), ErrBadURL, TokenVar)
 		}
 		return NewHTTPTransport(rest, getenv(TokenVar), nil)
 	}
-	return nil, fmt.Errorf("store %q: %w: unknown transport %q; use git+file, git+https or github://OWNER/REPO", raw, ErrBadURL, u.Scheme)
+	return nil, fmt.Errorf("store %q: %w: unknown transport %q; use git+file, git+https or github://OWNER/REPO", shown(raw), ErrBadURL, u.Scheme)
+}
+
+// shown is a store URL as an error may show it: without the credentials (what comes before an '@'
+// in its host part) or the query a user may have put in it.
+func shown(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return raw
+	}
+	host, path := rest, ""
+	if i := strings.Index(rest, "/"); i >= 0 {
+		host, path = rest[:i], rest[i:]
+	}
+	if j := strings.LastIndex(host, "@"); j >= 0 {
+		host = "REDACTED@" + host[j+1:]
+	}
+	if k := strings.IndexAny(path, "?#"); k >= 0 {
+		path = path[:k] + "?REDACTED"
+	} else if k := strings.IndexAny(host, "?#"); k >= 0 {
+		host = host[:k] + "?REDACTED"
+	}
+	return scheme + "://" + host + path
 }

@@ -121,7 +121,8 @@ func testMoveCarries(t *testing.T, src, dst authority.Store) {
 			_, err := stale.Accept(h.ctx, push(moveEnv, "push-7", sha("f", 7), "api"), true)
 			return err
 		}(),
-		"status": func() error { _, err := stale.Status(h.ctx, moveEnv); return err }(),
+		"status":  func() error { _, err := stale.Status(h.ctx, moveEnv); return err }(),
+		"history": func() error { _, err := stale.History(h.ctx, moveEnv, 0, 10); return err }(),
 		"gate": func() error {
 			_, err := stale.Gate(h.ctx, authority.GateRequest{Environment: moveEnv, Generation: 4, Scopes: []string{"api"}, Phase: "deploy", Holder: "x", LeaseTTL: testTTL})
 			return err
