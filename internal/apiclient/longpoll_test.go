@@ -17,6 +17,11 @@ import (
 	"github.com/latestwins/latestwins/internal/store/memory"
 )
 
+// guard bounds a wait on the code under test, so that a bug fails the test rather than holding it
+// for the long poll's whole wait (apiclient.MaxLongPoll). It is never how long something is
+// expected to take.
+const guard = 10 * time.Second
+
 // gateCounter counts the gate requests that go through it.
 type gateCounter struct {
 	n atomic.Int64
@@ -166,8 +171,13 @@ func TestGateWaitEndsWhenTheServerStops(t *testing.T) {
 	<-refused // the waiter's refusal is recorded: it waits
 	close(stopping)
 	var held *authority.HeldError
-	if err := <-done; !errors.As(err, &held) {
-		t.Fatalf("the waiting gate when the server stops: %v; want its refusal", err)
+	select {
+	case err := <-done:
+		if !errors.As(err, &held) {
+			t.Fatalf("the waiting gate when the server stops: %v; want its refusal", err)
+		}
+	case <-time.After(guard):
+		t.Fatalf("the waiting gate was still held %s after the server began to stop", guard)
 	}
 }
 

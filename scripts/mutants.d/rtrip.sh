@@ -29,3 +29,6 @@ mutant "the API answers a gate at once whatever wait it is asked" app/internal/a
 mutant "a pass pauses before its first long poll" internal/pass/pass.go \
   's/\t\t\t\tcontinue \/\/ the first answer comes at once; the far end waits from the next\n//' \
   TestGateLongPollsAFarEndThatWaits ./internal/pass/
+mutant "a long-polling gate holds a server that is shutting down" app/internal/api/api.go \
+  's/\t\tcase <-p\.stopping: \/\/ the server shuts down: the client asks again, elsewhere or later\n\t\t\tt\.Stop\(\)\n\t\t\treturn nil, err\n//' \
+  TestGateWaitEndsWhenTheServerStops ./internal/apiclient/
