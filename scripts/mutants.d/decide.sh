@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The deploy gate's one decision (internal/authority/decide.go) and the doors that ask it: a
 # deployment status counts only for a deployment the protection rule approved.
 mutant "a deployment status counts for a deployment nobody approved" internal/authority/outbox.go \

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Mutants of the rules the coordination property test checks (internal/store/storetest/
 # coordination*.go): each breaks one rule in internal/authority, and the property test must fail
 # on the memory store. Sourced by scripts/mutants, which defines `mutant`.
