@@ -196,3 +196,38 @@ func TestMovedEnvironmentIsRefusedWithWhereItWent(t *testing.T) {
 		t.Fatalf("status of a moved environment over the API: %v; want it refused as moved, saying where", err)
 	}
 }
+
+// TestOverviewLeavesAMovedEnvironmentOut: what is live where still answers when one of the
+// environments was moved to another store: the others, without the moved one.
+func TestOverviewLeavesAMovedEnvironmentOut(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	const two = `environments:
+  staging:
+    scopes:
+      api:
+        repository: Codertocat/Hello-World
+        branch: master
+  production:
+    scopes:
+      api:
+        repository: Codertocat/Hello-World
+        branch: master
+`
+	c, auth, _, _ := serveAPI(t, two, 0, nil, nil)
+	for _, env := range []string{"staging", "production"} {
+		if _, err := c.Claim(ctx, authority.Intent{ID: "push-" + env, Environment: env, Scopes: []string{"api"}, Sha: strings.Repeat("a", 40)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := auth.Move(ctx, "production", "dynamodb://elsewhere", memory.New()); err != nil {
+		t.Fatal(err)
+	}
+	o, err := c.Overview(ctx)
+	if err != nil {
+		t.Fatalf("the overview with production moved: %v; want staging's", err)
+	}
+	if strings.Join(o.Environments, ",") != "staging" {
+		t.Errorf("the overview shows %v; want staging alone", o.Environments)
+	}
+}

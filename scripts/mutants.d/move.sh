@@ -17,3 +17,6 @@ mutant "a move leaves the intent records behind" $V \
 mutant "a moved document keeps the layout older builds write over" internal/authority/codec.go \
   's/s\.V, s\.Mv = storedVersionMoved, /s.Mv = /' \
   TestMovedIsALayoutOlderBuildsRefuse ./internal/authority/
+mutant "the App's overviews fail on a moved environment" app/internal/core/env.go \
+  's/\t\tcase errors\.Is\(err, authority\.ErrMoved\):\n/\t\tcase false:\n/' \
+  TestOverviewLeavesAMovedEnvironmentOut ./internal/apiclient/
