@@ -477,13 +477,7 @@ func (p *server) rollback(ctx context.Context, wl *Workload, env string, req api
 	if done == nil {
 		return nil, err
 	}
-	res := apiclient.RollbackResponse{Generation: done.Generation, Sha: done.Sha, Duplicate: done.Duplicate}
-	for _, dr := range done.Dispatched {
-		if a.Dispatch == nil {
-			break // no App credentials: logged, not started
-		}
-		res.Dispatched = append(res.Dispatched, apiclient.Dispatch{Repository: dr.Repo.String(), Workflow: dr.Workflow, Ref: dr.Ref})
-	}
+	res := apiclient.RollbackResponse{Generation: done.Generation, Sha: done.Sha, Duplicate: done.Duplicate, Dispatched: dispatches(a, done.Dispatched)}
 	if err != nil {
 		// The rollback stands; a repeat of the request would not dispatch again, so the answer says
 		// so, and the recovery sweep re-drives the rollback through its origin.
@@ -524,18 +518,25 @@ func (p *server) promote(ctx context.Context, wl *Workload, env string, req apic
 	if done == nil {
 		return nil, err
 	}
-	res := apiclient.PromoteResponse{From: from, Generation: done.Generation, Sha: done.Sha, Duplicate: done.Duplicate}
-	for _, dr := range done.Dispatched {
-		if a.Dispatch == nil {
-			break // no App credentials: logged, not started
-		}
-		res.Dispatched = append(res.Dispatched, apiclient.Dispatch{Repository: dr.Repo.String(), Workflow: dr.Workflow, Ref: dr.Ref})
-	}
+	res := apiclient.PromoteResponse{From: from, Generation: done.Generation, Sha: done.Sha, Duplicate: done.Duplicate, Dispatched: dispatches(a, done.Dispatched)}
 	if err != nil {
 		log.WarnContext(ctx, "promotion recorded, dispatch failed", "err", err)
 		res.DispatchFailed = err.Error() + "; the promotion is recorded, and the recovery sweep starts its workflow again"
 	}
 	return res, nil
+}
+
+// dispatches is what an answer says of the workflows started: none without App credentials (the
+// requests were logged, not sent).
+func dispatches(a *core.App, drs []core.DispatchRequest) []apiclient.Dispatch {
+	if a.Dispatch == nil {
+		return nil
+	}
+	var out []apiclient.Dispatch
+	for _, dr := range drs {
+		out = append(out, apiclient.Dispatch{Repository: dr.Repo.String(), Workflow: dr.Workflow, Ref: dr.Ref})
+	}
+	return out
 }
 
 // apiRequest scopes a caller's request id to its repository, so that two repositories' ids never
