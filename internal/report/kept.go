@@ -130,16 +130,8 @@ func keptRollup(ctx context.Context, k Keeper, tl TimelineReader, env string, st
 			}
 		}
 	}
-	for ; from <= newest; from += RollupPage {
-		page, err := tl.History(ctx, env, min(from+RollupPage, newest+1), int(min(RollupPage, newest+1-from)))
-		if err != nil {
-			return nil, 0, fmt.Errorf("read the events of %s from number %d: %w", env, from, err)
-		}
-		for _, ev := range page.Events {
-			if ev.Seq >= from && ev.Seq <= newest {
-				r.AddOrdered(ev, OrderOf(state, ev))
-			}
-		}
+	if err := r.addRange(ctx, tl, env, state, from, newest+1); err != nil {
+		return nil, 0, err
 	}
 	return &r, rev, nil
 }

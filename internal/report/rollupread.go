@@ -134,19 +134,30 @@ func (r *Rollup) Update(ctx context.Context, tl TimelineReader, e *authority.Env
 		if tl == nil {
 			return fmt.Errorf("the rollup of %s ends at event %d and the outbox starts at %d: read the events between from the records", e.Name, r.Through, first)
 		}
-		for from := r.Through + 1; from < first; from += RollupPage {
-			to := min(from+RollupPage, first) // exclusive
-			page, err := tl.History(ctx, e.Name, to, int(to-from))
-			if err != nil {
-				return fmt.Errorf("read the events of %s from number %d: %w", e.Name, from, err)
-			}
-			for _, ev := range page.Events {
-				r.AddOrdered(ev, OrderOf(e, ev))
-			}
+		if err := r.addRange(ctx, tl, e.Name, e, r.Through+1, first); err != nil {
+			return err
 		}
 	}
 	for _, ev := range outbox {
 		r.AddOrdered(ev, OrderOf(e, ev))
+	}
+	return nil
+}
+
+// addRange adds env's events numbered from from to to (exclusive), a page at a time, each with
+// what state tells of its commit (OrderOf).
+func (r *Rollup) addRange(ctx context.Context, tl TimelineReader, env string, state *authority.Env, from, to int64) error {
+	for ; from < to; from += RollupPage {
+		end := min(from+RollupPage, to)
+		page, err := tl.History(ctx, env, end, int(end-from))
+		if err != nil {
+			return fmt.Errorf("read the events of %s from number %d: %w", env, from, err)
+		}
+		for _, ev := range page.Events {
+			if ev.Seq >= from && ev.Seq < end {
+				r.AddOrdered(ev, OrderOf(state, ev))
+			}
+		}
 	}
 	return nil
 }
