@@ -44,6 +44,9 @@ func TestMigrateMovesState(t *testing.T) {
 		}
 	}
 	h.must(ExitUsage, "history", "staging")
+	if o := h.must(ExitUsage, "status"); !strings.Contains(o.stderr, "every environment of this store was moved") {
+		t.Errorf("the overview of a store whose every environment moved said %q; want it to say so", o.stderr)
+	}
 	o = h.must(ExitUsage, "status", "staging")
 	if !strings.Contains(o.stderr, "moved to "+to) {
 		t.Errorf("status on the old store said %q; want where the state went", o.stderr)

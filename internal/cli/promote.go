@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/latestwins/latestwins/internal/apiclient"
@@ -125,16 +126,21 @@ func (c *cmdEnv) overview(ctx context.Context) error {
 		return err
 	}
 	envs := make([]*authority.Env, 0, len(names))
+	var moved error
 	for _, n := range names {
 		e, err := c.auth.Status(ctx, n)
 		if errors.Is(err, authority.ErrMoved) {
 			c.progress("%v", err) // moved elsewhere: not this store's to show
+			moved = err
 			continue
 		}
 		if err != nil {
 			return err
 		}
 		envs = append(envs, e)
+	}
+	if len(envs) == 0 && moved != nil {
+		return fmt.Errorf("every environment of this store was moved to another one: %w", moved)
 	}
 	return c.printOverview(report.NewOverview(envs, c.auth.Now()))
 }
