@@ -188,8 +188,10 @@ func TestProcessesKilledDeployNewerPassTakesOver(t *testing.T) {
 	newerPassTakesOver(t, newDynamoFixture(t))
 }
 
-// TestProcessesKilledDeployNewerPassTakesOverOnGit is the same on a git+file:// store.
+// TestProcessesKilledDeployNewerPassTakesOverOnGit is the same on a git+file:// store. It runs beside
+// the package's other parallel tests: most of it is the wait for the dead lease to expire.
 func TestProcessesKilledDeployNewerPassTakesOverOnGit(t *testing.T) {
+	t.Parallel()
 	newerPassTakesOver(t, newGitFixture(t))
 }
 
