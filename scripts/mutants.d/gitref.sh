@@ -44,3 +44,6 @@ mutant "the git store pushes with force, and claiming processes share a generati
 mutant "a dead pass's lease is taken over on the git store without recording the recovery" internal/authority/transitions.go \
   's/\t\tprev := \*l\n\t\ttookOverFrom = &prev\n/\t\t_ = *l\n/' \
   TestProcessesKilledDeployNewerPassTakesOverOnGit ./cmd/latestwins/
+mutant "the lease model every store's histories are checked against grants a held lease to another" internal/testutil/leasemodel/leasemodel.go \
+  's/if s\.Holder == "" \|\| s\.Holder == in\.Client \{/if true {/' \
+  TestLeaseModelRejectsBrokenHistories ./internal/testutil/leasemodel/
