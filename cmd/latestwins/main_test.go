@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/testutil"
 	"github.com/latestwins/latestwins/internal/testutil/dynalitetest"
 	"github.com/latestwins/latestwins/internal/testutil/syncbuf"
 )
@@ -62,6 +63,23 @@ func newDynamoFixture(tb testing.TB) *fixture {
 	ep := dynalitetest.Endpoint(tb)
 	store := fmt.Sprintf("dynamodb://%s?region=us-east-1&endpoint=%s", dynalitetest.TableName(tb), url.QueryEscape(ep))
 	return newFixture(tb, store)
+}
+
+// newGitFixture gives the test a fresh bare repository, reached as a git+file:// store through git's
+// own upload-pack and receive-pack, with nothing run in the background of a push.
+func newGitFixture(tb testing.TB) *fixture {
+	tb.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		testutil.MissingTool(tb, "git is not on the PATH: a git+file:// store runs git's receive-pack")
+	}
+	repo := filepath.Join(tb.TempDir(), "state.git")
+	for _, args := range [][]string{{"init", "--bare", "-q", repo}, {"-C", repo, "config", "receive.autogc", "false"},
+		{"-C", repo, "config", "gc.auto", "0"}, {"-C", repo, "config", "core.fsync", "none"}} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			tb.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	return newFixture(tb, "git+file://"+repo)
 }
 
 // newBoltFixture gives the test a fresh embedded store file.

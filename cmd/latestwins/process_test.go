@@ -185,7 +185,18 @@ func checkTakeover(t *testing.T, f *fixture, gen int64, sha string) []authority.
 // TestProcessesKilledDeployNewerPassTakesOver kills a pass with SIGKILL in the middle of its deploy;
 // a newer pass waits for the dead lease to expire, takes it over and deploys its own commit.
 func TestProcessesKilledDeployNewerPassTakesOver(t *testing.T) {
-	f := newDynamoFixture(t)
+	newerPassTakesOver(t, newDynamoFixture(t))
+}
+
+// TestProcessesKilledDeployNewerPassTakesOverOnGit is the same on a git+file:// store. It runs beside
+// the package's other parallel tests: most of it is the wait for the dead lease to expire.
+func TestProcessesKilledDeployNewerPassTakesOverOnGit(t *testing.T) {
+	t.Parallel()
+	newerPassTakesOver(t, newGitFixture(t))
+}
+
+func newerPassTakesOver(t *testing.T, f *fixture) {
+	t.Helper()
 	oldHolder := killedDeploy(t, f)
 
 	r := f.must(0, "run", "--environment", "prod", "--scopes", "api", "--sha", shaB, "--ref", mainRf, "--before", shaA,
@@ -244,12 +255,30 @@ func TestProcessesKilledDeploySameIntentRetryTakesOver(t *testing.T) {
 	checkTakeover(t, f, 1, shaA)
 }
 
-const racers = 8
+// racers is how many processes race in the tests on DynamoDB. On a git+file:// store, where every
+// request is a git program of its own and only receive-pack's old-id check stands between the
+// processes, 64 race for one lease (each loser is done at its first conflict) and 16 claim together
+// (each must win in the end: 64 take about a minute on two cores, 16 about 3 s).
+const (
+	racers         = 8
+	gitLeaseRacers = 64
+	gitClaimers    = 16
+)
 
 // TestProcessesClaimTogether starts 8 claim processes at once on one environment: every intent gets
 // its own generation, 1 to 8, and none is lost.
 func TestProcessesClaimTogether(t *testing.T) {
-	f := newDynamoFixture(t)
+	claimTogether(t, newDynamoFixture(t), racers)
+}
+
+// TestProcessesClaimTogetherOnGit starts 16 at once on a git+file:// store.
+func TestProcessesClaimTogetherOnGit(t *testing.T) {
+	claimTogether(t, newGitFixture(t), gitClaimers)
+}
+
+func claimTogether(t *testing.T, f *fixture, n int) {
+	t.Helper()
+	racers := int64(n)
 	procs := make([]*proc, racers)
 	shas := make([]string, racers)
 	for i := range procs {
@@ -303,15 +332,24 @@ func TestProcessesClaimTogether(t *testing.T) {
 			t.Errorf("intent of generation %d has no outcome: neither pending nor superseded", g)
 		}
 	}
-	if len(accepted) != racers || len(superseded) != racers-1 {
-		t.Errorf("%d accepted and %d superseded generations, want %d and %d", len(accepted), len(superseded), racers, racers-1)
+	if len(accepted) != n || len(superseded) != n-1 {
+		t.Errorf("%d accepted and %d superseded generations, want %d and %d", len(accepted), len(superseded), n, n-1)
 	}
 }
 
 // TestProcessesRaceForOneLease starts 8 gate processes with distinct holders at once for one free
 // deploy lease: exactly one gets it, and every other one is refused and told who holds it.
 func TestProcessesRaceForOneLease(t *testing.T) {
-	f := newDynamoFixture(t)
+	raceForOneLease(t, newDynamoFixture(t), racers)
+}
+
+// TestProcessesRaceForOneLeaseOnGit races 64 on a git+file:// store.
+func TestProcessesRaceForOneLeaseOnGit(t *testing.T) {
+	raceForOneLease(t, newGitFixture(t), gitLeaseRacers)
+}
+
+func raceForOneLease(t *testing.T, f *fixture, racers int) {
+	t.Helper()
 	f.must(0, "claim", "--environment", "prod", "--scopes", "api", "--sha", shaA, "--intent-id", "push-1")
 	procs := make([]*proc, racers)
 	for i := range procs {

@@ -24,3 +24,26 @@ mutant "the Action calls a store's refusal of its token retryable" internal/acti
 mutant "the git store pushes records on a stale records ref again after a refusal" $G/records.go \
   's/if attempt > 1 \|\| !s\.knowsGroups\(names\) \{/if !s.knowsGroups(names) {/' \
   TestRoundTrips ./internal/store/gitref/
+# Its fault and race tests: a pass killed at every request, lease histories under lost pushes and
+# refused connections, and separate processes on a git+file:// store.
+mutant "the git store moves the pending marker in a push of its own, before the document" $G/gitref.go \
+  's/\t\tupdates = append\(updates, u\)\n/\t\tif err := s.tr.Push(ctx, []Update{u}, objs); err != nil {\n\t\t\treturn 0, fmt.Errorf("put %s: move the pending marker: %w", doc.Key, err)\n\t\t}\n/' \
+  TestKilledAtEveryRequest ./$G/
+mutant "the git store takes its own push, applied with its answer lost, for another's write" $G/gitref.go \
+  's/\t\tcase out == applied:\n/\t\tcase false:\n/; s/\t\tcase out == moved:\n/\t\tcase out == moved, out == applied:\n/' \
+  TestLeaseHistoryIsLinearizableUnderFaults ./$G/
+mutant "the git store takes a push lost before the server for applied" $G/gitref.go \
+  's/\t\tcase tip == old:\n\t\t\treturn unchanged, nil\n/\t\tcase tip == old:\n\t\t\treturn applied, nil\n/' \
+  TestLeaseHistoryIsLinearizableUnderFaults ./$G/
+mutant "the git store pushes with force, and two of 64 processes are granted one lease" $G/transport.go \
+  's/Name: u\.Name, Old: u\.Old, New: u\.New\}/Name: u.Name, Old: ar.References[u.Name.String()], New: u.New}/' \
+  TestProcessesRaceForOneLeaseOnGit ./cmd/latestwins/
+mutant "the git store pushes with force, and claiming processes share a generation" $G/transport.go \
+  's/Name: u\.Name, Old: u\.Old, New: u\.New\}/Name: u.Name, Old: ar.References[u.Name.String()], New: u.New}/' \
+  TestProcessesClaimTogetherOnGit ./cmd/latestwins/
+mutant "a dead pass's lease is taken over on the git store without recording the recovery" internal/authority/transitions.go \
+  's/\t\tprev := \*l\n\t\ttookOverFrom = &prev\n/\t\t_ = *l\n/' \
+  TestProcessesKilledDeployNewerPassTakesOverOnGit ./cmd/latestwins/
+mutant "the lease model every store's histories are checked against grants a held lease to another" internal/testutil/leasemodel/leasemodel.go \
+  's/if s\.Holder == "" \|\| s\.Holder == in\.Client \{/if true {/' \
+  TestLeaseModelRejectsBrokenHistories ./internal/testutil/leasemodel/
