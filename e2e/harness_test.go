@@ -112,9 +112,10 @@ func git(tb testing.TB, dir string, args ...string) {
 }
 
 // scratchRepo makes a git repository holding a copy of the module (the action and the sources its
-// composite step builds) and the given workflows under .github/workflows. act's actions/checkout
-// copies it into each run's workspace.
-func scratchRepo(tb testing.TB, workflows ...string) string {
+// composite step builds) and the given workflows (file name -> text) under .github/workflows. act's
+// actions/checkout copies it into each run's workspace; its origin makes the runs' repository
+// (GITHUB_REPOSITORY) latestwins/e2e.
+func scratchRepo(tb testing.TB, workflows map[string][]byte) string {
 	tb.Helper()
 	requireTool(tb, "git", "", "install git")
 	root := moduleRoot(tb)
@@ -124,12 +125,8 @@ func scratchRepo(tb testing.TB, workflows ...string) string {
 	if err := os.MkdirAll(wfDir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	for _, wf := range workflows {
-		b, err := os.ReadFile(filepath.Join("testdata", wf))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(wfDir, wf), b, 0o644); err != nil {
+	for name, text := range workflows {
+		if err := os.WriteFile(filepath.Join(wfDir, name), text, 0o644); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -138,6 +135,16 @@ func scratchRepo(tb testing.TB, workflows ...string) string {
 	git(tb, dir, "commit", "-q", "-m", "the action under test")
 	git(tb, dir, "remote", "add", "origin", "https://github.com/latestwins/e2e.git")
 	return dir
+}
+
+// testdataFile reads a file of this package's testdata.
+func testdataFile(tb testing.TB, name string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
 }
 
 // pushEvent writes the push fixture as the event of one run: the push of sha on top of before.
