@@ -66,10 +66,14 @@ func newRaceHarness(t *testing.T, v raceVariant) *raceHarness {
 	requireTool(t, "go", "", "the action builds latestwins from source with Go")
 	h.repo = scratchRepo(t, map[string][]byte{v.workflow: v.text})
 	vars := map[string]string{"E2E_SIGNALS": h.signals, "GOTOOLCHAIN": "local"}
-	for k, val := range goEnv(t, "GOCACHE", "GOMODCACHE", "GOPROXY", "GOFLAGS") {
+	for k, val := range goEnv(t, "GOCACHE", "GOMODCACHE", "GOPROXY") {
 		if val != "" {
 			vars[k] = val
 		}
+	}
+	// The overlay a mutant is built with is already in the copy the runs build from.
+	if _, flags := buildOverlay(t); flags != "" {
+		vars["GOFLAGS"] = flags
 	}
 	maps.Copy(vars, v.vars)
 	for _, k := range slices.Sorted(maps.Keys(vars)) {
