@@ -378,7 +378,7 @@ func TestDocRecipes(t *testing.T) {
 					return
 				}
 				requireTool(t, "act", actEnvVar, "")
-				dir, timeout = scratchRepo(t), 15*time.Minute
+				dir, timeout = scratchRepo(t, nil), 15*time.Minute
 				path = filepath.Dir(act) + string(os.PathListSeparator) + path
 			}
 			runRecipe(t, dir, path, timeout, r.blocks)

@@ -62,9 +62,11 @@ func moduleRoot(tb testing.TB) string {
 }
 
 // copyModule copies the module's source tree (everything but VCS data, node_modules and workflows)
-// into dst, keeping file modes.
+// into dst, keeping file modes. A file the Go build overlay replaces (see buildOverlay) is copied
+// from its replacement, so that what act's runs build from the copy is what this test was built from.
 func copyModule(tb testing.TB, src, dst string) {
 	tb.Helper()
+	replaced, _ := buildOverlay(tb)
 	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -89,7 +91,11 @@ func copyModule(tb testing.TB, src, dst string) {
 		if err != nil {
 			return err
 		}
-		b, err := os.ReadFile(path)
+		from := path
+		if r, ok := replaced[path]; ok {
+			from = r
+		}
+		b, err := os.ReadFile(from)
 		if err != nil {
 			return err
 		}
@@ -112,9 +118,10 @@ func git(tb testing.TB, dir string, args ...string) {
 }
 
 // scratchRepo makes a git repository holding a copy of the module (the action and the sources its
-// composite step builds) and the given workflows under .github/workflows. act's actions/checkout
-// copies it into each run's workspace.
-func scratchRepo(tb testing.TB, workflows ...string) string {
+// composite step builds) and the given workflows (file name -> text) under .github/workflows. act's
+// actions/checkout copies it into each run's workspace; its origin makes the runs' repository
+// (GITHUB_REPOSITORY) latestwins/e2e.
+func scratchRepo(tb testing.TB, workflows map[string][]byte) string {
 	tb.Helper()
 	requireTool(tb, "git", "", "install git")
 	root := moduleRoot(tb)
@@ -124,12 +131,8 @@ func scratchRepo(tb testing.TB, workflows ...string) string {
 	if err := os.MkdirAll(wfDir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	for _, wf := range workflows {
-		b, err := os.ReadFile(filepath.Join("testdata", wf))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(wfDir, wf), b, 0o644); err != nil {
+	for name, text := range workflows {
+		if err := os.WriteFile(filepath.Join(wfDir, name), text, 0o644); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -138,6 +141,16 @@ func scratchRepo(tb testing.TB, workflows ...string) string {
 	git(tb, dir, "commit", "-q", "-m", "the action under test")
 	git(tb, dir, "remote", "add", "origin", "https://github.com/latestwins/e2e.git")
 	return dir
+}
+
+// testdataFile reads a file of this package's testdata.
+func testdataFile(tb testing.TB, name string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
 }
 
 // pushEvent writes the push fixture as the event of one run: the push of sha on top of before.
@@ -166,6 +179,44 @@ func pushEvent(tb testing.TB, dir, name, sha, before string) string {
 		tb.Fatal(err)
 	}
 	return p
+}
+
+// buildOverlay reads the Go build overlay GOFLAGS names (-overlay=FILE, go help build), as
+// scripts/mutants sets it to build a mutant in place of a file: replaced maps each replaced file's
+// real path to its replacement's. goflags is GOFLAGS without the overlay, for builds of a copy of
+// the module, where the overlay's paths name nothing.
+func buildOverlay(tb testing.TB) (replaced map[string]string, goflags string) {
+	tb.Helper()
+	replaced = map[string]string{}
+	root := moduleRoot(tb)
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var rest []string
+	for _, f := range strings.Fields(goEnv(tb, "GOFLAGS")["GOFLAGS"]) {
+		file, ok := strings.CutPrefix(strings.Trim(f, `'"`), "-overlay=")
+		if !ok {
+			rest = append(rest, f)
+			continue
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			tb.Fatalf("GOFLAGS names the build overlay %s: %v", file, err)
+		}
+		var o struct{ Replace map[string]string }
+		if err := json.Unmarshal(b, &o); err != nil {
+			tb.Fatalf("build overlay %s: %v", file, err)
+		}
+		for from, to := range o.Replace {
+			// copyModule walks the module through root's path, which may differ from the overlay's.
+			if rel, err := filepath.Rel(realRoot, from); err == nil && !strings.HasPrefix(rel, "..") {
+				from = filepath.Join(root, rel)
+			}
+			replaced[from] = to
+		}
+	}
+	return replaced, strings.Join(rest, " ")
 }
 
 // goEnv returns `go env` values for the given variables, so that act's runs share this machine's

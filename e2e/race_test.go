@@ -3,9 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/store/dynamo"
+	"github.com/latestwins/latestwins/internal/store/gitref"
 	"github.com/latestwins/latestwins/internal/testutil/dynalitetest"
 )
 
@@ -29,54 +32,105 @@ type run struct {
 	proc   *process
 }
 
-// raceHarness runs act for the race workflow against one dynalite table.
+// raceHarness runs act for the race workflow against one store.
 type raceHarness struct {
-	act     string
-	repo    string
-	signals string
-	cache   string
-	table   string
-	store   string
-	env     []string
+	act      string
+	repo     string
+	signals  string
+	cache    string
+	workflow string   // the workflow file, under .github/workflows
+	args     []string // act's --env and --secret flags
+	// state is the store the runs keep the state in, opened by the test to read what they left.
+	state authority.Store
 }
 
-func newRaceHarness(t *testing.T) *raceHarness {
+// raceVariant is what a store adds to the race: the workflow, the job's variables and secrets
+// (act --env, --secret), and the store the test reads the end state from.
+type raceVariant struct {
+	workflow string
+	text     []byte
+	vars     map[string]string
+	secrets  map[string]string
+	state    authority.Store
+}
+
+func newRaceHarness(t *testing.T, v raceVariant) *raceHarness {
 	t.Helper()
-	act := requireTool(t, "act", actEnvVar, "Run the test command (scripts/test), which installs act, or `go install github.com/nektos/act@v0.2.89`, or set "+actEnvVar)
+	h := &raceHarness{
+		act:      requireTool(t, "act", actEnvVar, "Run the test command (scripts/test), which installs act, or `go install github.com/nektos/act@v0.2.89`, or set "+actEnvVar),
+		signals:  t.TempDir(),
+		cache:    t.TempDir(),
+		workflow: v.workflow,
+		state:    v.state,
+	}
 	requireTool(t, "go", "", "the action builds latestwins from source with Go")
+	h.repo = scratchRepo(t, map[string][]byte{v.workflow: v.text})
+	vars := map[string]string{"E2E_SIGNALS": h.signals, "GOTOOLCHAIN": "local"}
+	for k, val := range goEnv(t, "GOCACHE", "GOMODCACHE", "GOPROXY") {
+		if val != "" {
+			vars[k] = val
+		}
+	}
+	// The overlay a mutant is built with is already in the copy the runs build from.
+	if _, flags := buildOverlay(t); flags != "" {
+		vars["GOFLAGS"] = flags
+	}
+	maps.Copy(vars, v.vars)
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		h.args = append(h.args, "--env", k+"="+vars[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(v.secrets)) {
+		h.args = append(h.args, "--secret", k+"="+v.secrets[k])
+	}
+	return h
+}
+
+// dynaliteRace is the race with the state in a dynalite table, named by the store input.
+func dynaliteRace(t *testing.T) raceVariant {
+	t.Helper()
 	ep := dynalitetest.Endpoint(t)
 	table := dynalitetest.TableName(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := dynamo.New(dynalitetest.Client(t), table).Migrate(ctx); err != nil {
+	st := dynamo.New(dynalitetest.Client(t), table)
+	if _, err := st.Migrate(ctx); err != nil {
 		t.Fatalf("create table %s: %v", table, err)
 	}
-	h := &raceHarness{
-		act:     act,
-		repo:    scratchRepo(t, "race.yml"),
-		signals: t.TempDir(),
-		cache:   t.TempDir(),
-		table:   table,
-		store:   fmt.Sprintf("dynamodb://%s?region=us-east-1&endpoint=%s", table, ep),
-	}
-	vars := map[string]string{
-		"LW_STORE":                  h.store,
-		"E2E_SIGNALS":               h.signals,
+	return raceVariant{workflow: "race.yml", text: testdataFile(t, "race.yml"), state: st, vars: map[string]string{
+		"LW_STORE":                  fmt.Sprintf("dynamodb://%s?region=us-east-1&endpoint=%s", table, ep),
 		"AWS_ACCESS_KEY_ID":         "test",
 		"AWS_SECRET_ACCESS_KEY":     "test",
 		"AWS_REGION":                "us-east-1",
 		"AWS_EC2_METADATA_DISABLED": "true",
-		"GOTOOLCHAIN":               "local",
+	}}
+}
+
+// repositoryWorkflow is the race workflow as a user of the default store writes it: race.yml
+// without its store inputs, and with the permission that store needs.
+func repositoryWorkflow(t *testing.T) []byte {
+	t.Helper()
+	s := string(testdataFile(t, "race.yml"))
+	const storeInput, perm = "          store: ${{ env.LW_STORE }}\n", "  contents: read\n"
+	if strings.Count(s, storeInput) != 2 || strings.Count(s, perm) != 1 {
+		t.Fatalf("race.yml no longer has two store inputs %q and the permission %q: update repositoryWorkflow", storeInput, perm)
 	}
-	for k, v := range goEnv(t, "GOCACHE", "GOMODCACHE", "GOPROXY", "GOFLAGS") {
-		if v != "" {
-			vars[k] = v
-		}
+	s = strings.ReplaceAll(s, storeInput, "")
+	return []byte(strings.Replace(s, perm, "  contents: write\n", 1))
+}
+
+// repositoryRace is the race with neither store nor api-url given: the Action keeps the state in
+// the workflow's repository (github://OWNER/REPO, OWNER/REPO from the checkout's origin), pushed
+// with the workflow's token to GITHUB_SERVER_URL's git host, here host. GITHUB_API_URL points at
+// the same host, so that a call to GitHub's API would be seen there rather than leave loopback.
+func repositoryRace(t *testing.T, host *gitHost) raceVariant {
+	t.Helper()
+	tr, err := gitref.NewFileTransport(host.bare)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for k, v := range vars {
-		h.env = append(h.env, "--env", k+"="+v)
-	}
-	return h
+	return raceVariant{workflow: "race-in-the-repository.yml", text: repositoryWorkflow(t), state: gitref.New(tr),
+		vars:    map[string]string{"GITHUB_SERVER_URL": host.URL, "GITHUB_API_URL": host.URL + "/api/v3"},
+		secrets: map[string]string{"GITHUB_TOKEN": host.token}}
 }
 
 // start starts act for r and returns once the process runs.
@@ -86,10 +140,10 @@ func (h *raceHarness) start(ctx context.Context, t *testing.T, r *run) {
 	r.ready = newFifo(t, filepath.Join(h.signals, fmt.Sprintf("ready-%d", r.id)))
 	r.goOn = newFifo(t, filepath.Join(h.signals, fmt.Sprintf("go-%d", r.id)))
 	event := pushEvent(t, h.signals, r.name, r.sha, r.before)
-	args := []string{"push", "--json", "-W", ".github/workflows/race.yml",
+	args := []string{"push", "--json", "-W", ".github/workflows/" + h.workflow,
 		"-P", "ubuntu-latest=-self-hosted", "--no-cache-server", "--action-cache-path", h.cache,
 		"-e", event, "--env", fmt.Sprintf("GITHUB_RUN_ID=%d", r.id)}
-	args = append(args, h.env...)
+	args = append(args, h.args...)
 	logf, err := os.Create(r.log)
 	if err != nil {
 		t.Fatal(err)
@@ -143,9 +197,42 @@ type runResult struct {
 
 // TestRaceThroughAct is the A -> B -> C race of three pushes, each a workflow run through act with the
 // action built from source: A and B are held in their build while C claims, builds and deploys;
-// then A and B reach their deploy step superseded and end cleanly with authorized=false.
+// then A and B reach their deploy step superseded and end cleanly with authorized=false. The state
+// is in a dynalite table (store: dynamodb://).
 func TestRaceThroughAct(t *testing.T) {
-	h := newRaceHarness(t)
+	h := newRaceHarness(t, dynaliteRace(t))
+	race(t, h, nil)
+}
+
+// TestRaceThroughActInTheRepository is the same race with nothing set up: the workflow gives neither
+// store nor api-url, only permissions: contents: write, so the Action keeps the state as refs of the
+// workflow's own repository, pushed with the workflow's token, as on GitHub's hosted runners. The
+// repository is a bare one on a loopback git host (gitHost) that GITHUB_SERVER_URL points at; the
+// test reads the end state from it with the git store, and checks that every request carried the
+// token and none went anywhere but the repository.
+func TestRaceThroughActInTheRepository(t *testing.T) {
+	host := newGitHost(t, "latestwins", "e2e")
+	h := newRaceHarness(t, repositoryRace(t, host))
+	race(t, h, []string{"State: `github://latestwins/e2e`, the refs under `refs/latestwins/` of this repository (no store or api-url given)."})
+
+	refused, strays, pushes := host.seen()
+	if len(refused) > 0 || len(strays) > 0 {
+		t.Errorf("the git host refused requests without the workflow's token: %q; and had nothing for %q", refused, strays)
+	}
+	// Three claims and three deploy steps each write the state.
+	if pushes < 6 {
+		t.Errorf("the git host took %d pushes; want at least one per claim and deploy step", pushes)
+	}
+	if out, err := exec.Command("git", "-C", host.bare, "for-each-ref", "--format=%(refname)", "refs/").Output(); err != nil ||
+		!strings.Contains(string(out), "refs/latestwins/") || strings.Contains(string(out), "refs/heads/") {
+		t.Errorf("refs of the repository: %q (%v); want the state under refs/latestwins/ and no branch", out, err)
+	}
+}
+
+// race runs the race on h and checks what users see and what the store holds; the job summary of
+// every step of the action must also hold each of summary's lines.
+func race(t *testing.T, h *raceHarness, summary []string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
@@ -167,7 +254,7 @@ func TestRaceThroughAct(t *testing.T) {
 	h.finish(ctx, t, b)
 	t.Logf("runs A and B ended after %s", time.Since(start).Round(time.Millisecond))
 
-	env, err := authority.New(dynamo.New(dynalitetest.Client(t), h.table)).Status(ctx, "staging")
+	env, err := authority.New(h.state).Status(ctx, "staging")
 	if err != nil {
 		t.Fatalf("status: %v", err)
 	}
@@ -220,7 +307,7 @@ func TestRaceThroughAct(t *testing.T) {
 				t.Errorf("run %s: step %s wrote no job summary", name, step)
 				continue
 			}
-			for _, part := range []string{"### latestwins: staging", "| scope | live | generation | deployed | pending | owner | lease |"} {
+			for _, part := range append([]string{"### latestwins: staging", "| scope | live | generation | deployed | pending | owner | lease |"}, summary...) {
 				if !strings.Contains(s, part) {
 					t.Errorf("run %s: the job summary of step %s lacks %q:\n%s", name, step, part, s)
 				}

@@ -216,8 +216,8 @@ func asList(v any) []any {
 
 // TestLeastPrivilege checks the function's role: no wildcard action, DynamoDB access exactly the
 // calls the store makes (the methods of dynamo.API) on the table and its pending index, the two
-// parameters (and the sign-in's two, only when the status page signs users in), KMS only through
-// SSM, and logs. The workflow role is TestTemplateWorkflowRole's.
+// parameters (and the sign-in's two, only when the status page signs users in; the alarms' and the
+// git store's token, each only when named), KMS only through SSM, and logs. The workflow role is TestTemplateWorkflowRole's.
 func TestLeastPrivilege(t *testing.T) {
 	t.Parallel()
 	tpl := load(t)
@@ -243,7 +243,7 @@ func TestLeastPrivilege(t *testing.T) {
 	for i := range api.NumMethod() {
 		wantDynamo = append(wantDynamo, "dynamodb:"+api.Method(i).Name)
 	}
-	want := append(wantDynamo, "kms:Decrypt", "logs:CreateLogStream", "logs:PutLogEvents", "ssm:GetParameter", "ssm:GetParameter", "ssm:GetParameter")
+	want := append(wantDynamo, "kms:Decrypt", "logs:CreateLogStream", "logs:PutLogEvents", "ssm:GetParameter", "ssm:GetParameter", "ssm:GetParameter", "ssm:GetParameter")
 	sort.Strings(all)
 	sort.Strings(want)
 	if d := cmp.Diff(want, all); d != "" {
@@ -256,7 +256,7 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Errorf("DynamoDB resources: the table and its pending index only (-want +got):\n%s", d)
 	}
 	for sid, want := range map[string][]string{"Secrets": {"WebhookSecretParameter", "AppPrivateKeyParameter"}, "SignInSecrets": {"AppClientSecretParameter", "SessionKeyParameter"},
-		"AlertSecret": {"AlertSecretParameter"}} {
+		"AlertSecret": {"AlertSecretParameter"}, "GitToken": {"GitTokenParameter"}} {
 		var params []string
 		for _, r := range bySid[sid].Resources {
 			s := at(t, r, "Fn::Sub").(string)
@@ -286,9 +286,17 @@ func TestLeastPrivilege(t *testing.T) {
 		tpl.Conditions["AlertSecretGiven"]); d != "" {
 		t.Errorf("condition AlertSecretGiven (-want +got):\n%s", d)
 	}
+	// The git store's token is readable only when one is named.
+	if c := bySid["GitToken"].If; c != "GitTokenGiven" {
+		t.Errorf("statement GitToken exists under condition %q, want GitTokenGiven", c)
+	}
+	if d := cmp.Diff(map[string]any{"Fn::Not": []any{map[string]any{"Fn::Equals": []any{map[string]any{"Ref": "GitTokenParameter"}, ""}}}},
+		tpl.Conditions["GitTokenGiven"]); d != "" {
+		t.Errorf("condition GitTokenGiven (-want +got):\n%s", d)
+	}
 	for _, s := range sts {
-		if s.If != "" && s.Sid != "SignInSecrets" && s.Sid != "AlertSecret" {
-			t.Errorf("statement %s is conditional (%s): only the sign-in's and the alarms' are expected to be", s.Sid, s.If)
+		if s.If != "" && s.Sid != "SignInSecrets" && s.Sid != "AlertSecret" && s.Sid != "GitToken" {
+			t.Errorf("statement %s is conditional (%s): only the sign-in's, the alarms' and the git token's are expected to be", s.Sid, s.If)
 		}
 	}
 	if via := at(t, bySid["DecryptSecretsThroughSSM"].Condition, "StringEquals", "kms:ViaService", "Fn::Sub"); via != "ssm.${AWS::Region}.amazonaws.com" {
@@ -317,12 +325,17 @@ func TestFunction(t *testing.T) {
 	known := []string{lambda.EnvStore, lambda.EnvConfig, lambda.EnvWebhookSecret, lambda.EnvWebhookSecretSSM, lambda.EnvAppID,
 		lambda.EnvAppPrivateKey, lambda.EnvAppPrivateKeySSM, lambda.EnvGitHubAPIURL, lambda.EnvMaxBody, lambda.EnvSweepStall, lambda.EnvMaxAttempts, lambda.EnvConfigRepo,
 		lambda.EnvStatusPage, lambda.EnvPublicURL, lambda.EnvClientID, lambda.EnvClientSecretSSM, lambda.EnvSessionKeySSM, lambda.EnvGitHubURL,
-		lambda.EnvOIDCIssuer, lambda.EnvOIDCAudience, lambda.EnvRetention, lambda.EnvAlertSecretSSM}
+		lambda.EnvOIDCIssuer, lambda.EnvOIDCAudience, lambda.EnvRetention, lambda.EnvAlertSecretSSM, lambda.EnvGitTokenSSM}
 	vars := at(t, p, "Environment", "Variables").(map[string]any)
 	// The alarms' secret is passed only when a parameter is named: an empty name would be no secret.
 	wantAlert := map[string]any{"Fn::If": []any{"AlertSecretGiven", map[string]any{"Ref": "AlertSecretParameter"}, map[string]any{"Ref": "AWS::NoValue"}}}
 	if d := cmp.Diff(wantAlert, vars[lambda.EnvAlertSecretSSM]); d != "" {
 		t.Errorf("variable %s (-want +got):\n%s", lambda.EnvAlertSecretSSM, d)
+	}
+	// So is the git store's token.
+	wantGitToken := map[string]any{"Fn::If": []any{"GitTokenGiven", map[string]any{"Ref": "GitTokenParameter"}, map[string]any{"Ref": "AWS::NoValue"}}}
+	if d := cmp.Diff(wantGitToken, vars[lambda.EnvGitTokenSSM]); d != "" {
+		t.Errorf("variable %s (-want +got):\n%s", lambda.EnvGitTokenSSM, d)
 	}
 	for k := range vars {
 		if !slices.Contains(known, k) {
@@ -336,9 +349,19 @@ func TestFunction(t *testing.T) {
 			t.Errorf("variable %s is not set", k)
 		}
 	}
-	store := strings.NewReplacer("${Table}", "latestwins", "${AWS::Region}", "eu-west-1").Replace(at(t, vars, lambda.EnvStore, "Fn::Sub").(string))
+	// The store is GitStore when given, else the table.
+	if c := at(t, vars, lambda.EnvStore, "Fn::If", 0); c != "GitStoreGiven" || !reflect.DeepEqual(at(t, vars, lambda.EnvStore, "Fn::If", 1), map[string]any{"Ref": "GitStore"}) {
+		t.Errorf("variable %s is %v, want GitStore under GitStoreGiven, else the table", lambda.EnvStore, vars[lambda.EnvStore])
+	}
+	if d := cmp.Diff(map[string]any{"Fn::Not": []any{map[string]any{"Fn::Equals": []any{map[string]any{"Ref": "GitStore"}, ""}}}}, tpl.Conditions["GitStoreGiven"]); d != "" {
+		t.Errorf("condition GitStoreGiven (-want +got):\n%s", d)
+	}
+	store := strings.NewReplacer("${Table}", "latestwins", "${AWS::Region}", "eu-west-1").Replace(at(t, vars, lambda.EnvStore, "Fn::If", 2, "Fn::Sub").(string))
 	if _, err := dynamo.ParseURL(store); err != nil {
 		t.Errorf("%s: %v", lambda.EnvStore, err)
+	}
+	if d := cmp.Diff(vars[lambda.EnvStore], at(t, tpl.Outputs["StoreUrl"], "Value")); d != "" {
+		t.Errorf("output StoreUrl is not the function's store (-function +output):\n%s", d)
 	}
 
 	_, url := tpl.one(t, "AWS::Lambda::Url")

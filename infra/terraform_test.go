@@ -256,7 +256,7 @@ func tfProblems(t *testing.T, cfg tfConfig) []string {
 	}
 
 	// The sign-in's secrets: readable only when the status page signs users in; the alarms' secret
-	// only when one is named.
+	// and the git store's token only when one is named.
 	if doc.body != nil {
 		conditional := map[string]tfBlock{}
 		n := 0
@@ -270,6 +270,7 @@ func tfProblems(t *testing.T, cfg tfConfig) []string {
 		for _, want := range []struct{ forEach, resources, what string }{
 			{`var.status_page == "github" ? [1] : []`, "local.sign_in_parameter_arns", "the sign-in's secrets"},
 			{`var.alert_secret_parameter != "" ? [1] : []`, "local.alert_parameter_arns", "the alarms' secret"},
+			{`var.git_token_parameter != "" ? [1] : []`, "local.git_token_parameter_arns", "the git store's token"},
 		} {
 			d, ok := conditional[want.forEach]
 			if !ok {
@@ -279,8 +280,8 @@ func tfProblems(t *testing.T, cfg tfConfig) []string {
 				problem("the statement for %s must allow only ssm:GetParameter on %s", want.what, want.resources)
 			}
 		}
-		if n != 2 {
-			problem("%d dynamic statements; want the sign-in's and the alarms' only", n)
+		if n != 3 {
+			problem("%d dynamic statements; want the sign-in's, the alarms' and the git token's only", n)
 		}
 	}
 	if locals, ok := cfg.one(&p, "locals"); ok {
@@ -294,6 +295,18 @@ func tfProblems(t *testing.T, cfg tfConfig) []string {
 		want = []string{q("arn:${local.partition}:ssm:${local.region}:${local.account}:parameter${var.alert_secret_parameter}")}
 		if d := cmp.Diff(want, locals.list("alert_parameter_arns")); d != "" {
 			problem("the alarms' parameter the role may read (-want +got):\n%s", d)
+		}
+		want = []string{q("arn:${local.partition}:ssm:${local.region}:${local.account}:parameter${var.git_token_parameter}")}
+		if d := cmp.Diff(want, locals.list("git_token_parameter_arns")); d != "" {
+			problem("the git token's parameter the role may read (-want +got):\n%s", d)
+		}
+		// The store is git_store when given, else the table.
+		const tableStore = "dynamodb://${aws_dynamodb_table.state.name}?region=${local.region}"
+		if got, want := locals.expr("store"), `var.git_store != "" ? var.git_store : `+q(tableStore); got != want {
+			problem("local store = %s, want %s", got, want)
+		}
+		if _, err := dynamo.ParseURL(strings.NewReplacer("${aws_dynamodb_table.state.name}", "latestwins", "${local.region}", "eu-west-1").Replace(tableStore)); err != nil {
+			problem("the table's store URL: %v", err)
 		}
 		for name, want := range map[string]string{
 			"workflow_role":        "length(var.github_subjects) > 0",
@@ -317,7 +330,7 @@ func tfProblems(t *testing.T, cfg tfConfig) []string {
 		known := []string{lambda.EnvStore, lambda.EnvConfig, lambda.EnvWebhookSecret, lambda.EnvWebhookSecretSSM, lambda.EnvAppID,
 			lambda.EnvAppPrivateKey, lambda.EnvAppPrivateKeySSM, lambda.EnvGitHubAPIURL, lambda.EnvMaxBody, lambda.EnvSweepStall, lambda.EnvMaxAttempts, lambda.EnvConfigRepo,
 			lambda.EnvStatusPage, lambda.EnvPublicURL, lambda.EnvClientID, lambda.EnvClientSecretSSM, lambda.EnvSessionKeySSM, lambda.EnvGitHubURL,
-			lambda.EnvOIDCIssuer, lambda.EnvOIDCAudience, lambda.EnvRetention, lambda.EnvAlertSecretSSM}
+			lambda.EnvOIDCIssuer, lambda.EnvOIDCAudience, lambda.EnvRetention, lambda.EnvAlertSecretSSM, lambda.EnvGitTokenSSM}
 		var vars map[string]string
 		if env := fn.nested("environment"); len(env) == 1 {
 			vars = env[0].object("variables")
@@ -337,9 +350,14 @@ func tfProblems(t *testing.T, cfg tfConfig) []string {
 		if got := vars[lambda.EnvAlertSecretSSM]; got != "var.alert_secret_parameter" {
 			problem("variable %s = %s, want var.alert_secret_parameter (empty: no secret)", lambda.EnvAlertSecretSSM, got)
 		}
-		store := strings.NewReplacer("${aws_dynamodb_table.state.name}", "latestwins", "${local.region}", "eu-west-1").Replace(strings.Trim(vars[lambda.EnvStore], `"`))
-		if _, err := dynamo.ParseURL(store); err != nil {
-			problem("%s: %v", lambda.EnvStore, err)
+		if got := vars[lambda.EnvGitTokenSSM]; got != "var.git_token_parameter" {
+			problem("variable %s = %s, want var.git_token_parameter (empty: no token)", lambda.EnvGitTokenSSM, got)
+		}
+		if got := vars[lambda.EnvStore]; got != "local.store" {
+			problem("variable %s = %s, want local.store", lambda.EnvStore, got)
+		}
+		if out, ok := cfg.one(&p, "output", "store_url"); ok && out.expr("value") != "local.store" {
+			problem("output store_url is %s, want the function's store (local.store)", out.expr("value"))
 		}
 	}
 	if url, ok := cfg.one(&p, "resource", "aws_lambda_function_url"); ok && url.expr("authorization_type") != q("NONE") {
@@ -500,6 +518,11 @@ var tfMutants = map[string]struct{ file, from, to string }{
 	"alarm secret always":         {"main.tf", `for_each = var.alert_secret_parameter != "" ? [1] : []`, `for_each = [1]`},
 	"alarm secret any parameter":  {"main.tf", `parameter${var.alert_secret_parameter}"`, `parameter/*"`},
 	"alarm secret not passed":     {"main.tf", `LATESTWINS_ALERT_SECRET_SSM_PARAMETER      = var.alert_secret_parameter`, ``},
+	"git token always":            {"main.tf", `for_each = var.git_token_parameter != "" ? [1] : []`, `for_each = [1]`},
+	"git token any parameter":     {"main.tf", `parameter${var.git_token_parameter}"`, `parameter/*"`},
+	"git token not passed":        {"main.tf", `LATESTWINS_GIT_TOKEN_SSM_PARAMETER         = var.git_token_parameter`, ``},
+	"git store ignored":           {"main.tf", `store                = var.git_store != "" ? var.git_store : `, `store                = `},
+	"store output not the store":  {"outputs.tf", `value       = local.store`, `value       = "dynamodb://${aws_dynamodb_table.state.name}?region=${local.region}"`},
 	"a variable the code ignores": {"main.tf", `LATESTWINS_SWEEP_STALL                     = var.sweep_stall`, `LATESTWINS_SWEEP_STAL = var.sweep_stall`},
 }
 
@@ -608,7 +631,7 @@ func TestTerraformMatchesCloudFormation(t *testing.T) {
 		"SessionKeyParameter": "session_key_parameter", "GitHubUrl": "github_url",
 		"OidcIssuer": "oidc_issuer", "OidcAudience": "oidc_audience", "Retention": "retention",
 		"AlertAfterSeconds": "alert_after_seconds", "AlarmTopicArn": "alarm_topic_arn",
-		"AlertSecretParameter": "alert_secret_parameter",
+		"AlertSecretParameter": "alert_secret_parameter", "GitStore": "git_store", "GitTokenParameter": "git_token_parameter",
 	}
 	for param, def := range tpl.Parameters {
 		name, ok := variable[param]

@@ -23,6 +23,12 @@ locals {
   alert_parameter_arns = [
     "arn:${local.partition}:ssm:${local.region}:${local.account}:parameter${var.alert_secret_parameter}",
   ]
+  # The git store's token, read only when one is named.
+  git_token_parameter_arns = [
+    "arn:${local.partition}:ssm:${local.region}:${local.account}:parameter${var.git_token_parameter}",
+  ]
+  # The function's store: the table, or the git repository git_store names.
+  store                = var.git_store != "" ? var.git_store : "dynamodb://${aws_dynamodb_table.state.name}?region=${local.region}"
   workflow_role        = length(var.github_subjects) > 0
   create_oidc_provider = local.workflow_role && var.github_oidc_provider_arn == ""
   oidc_provider_arn    = local.create_oidc_provider ? aws_iam_openid_connect_provider.github[0].arn : var.github_oidc_provider_arn
@@ -150,6 +156,16 @@ data "aws_iam_policy_document" "function" {
     }
   }
 
+  dynamic "statement" {
+    for_each = var.git_token_parameter != "" ? [1] : []
+    content {
+      sid       = "GitToken"
+      effect    = "Allow"
+      actions   = ["ssm:GetParameter"]
+      resources = local.git_token_parameter_arns
+    }
+  }
+
   # SecureString values are decrypted by SSM on the function's behalf, and only that way.
   statement {
     sid       = "DecryptSecretsThroughSSM"
@@ -208,7 +224,7 @@ resource "aws_lambda_function" "app" {
 
   environment {
     variables = {
-      LATESTWINS_STORE                           = "dynamodb://${aws_dynamodb_table.state.name}?region=${local.region}"
+      LATESTWINS_STORE                           = local.store
       LATESTWINS_WEBHOOK_SECRET_SSM_PARAMETER    = var.webhook_secret_parameter
       LATESTWINS_APP_PRIVATE_KEY_SSM_PARAMETER   = var.app_private_key_parameter
       LATESTWINS_APP_ID                          = var.app_id
@@ -225,6 +241,7 @@ resource "aws_lambda_function" "app" {
       LATESTWINS_SESSION_KEY_SSM_PARAMETER       = var.session_key_parameter
       LATESTWINS_GITHUB_URL                      = var.github_url
       LATESTWINS_ALERT_SECRET_SSM_PARAMETER      = var.alert_secret_parameter
+      LATESTWINS_GIT_TOKEN_SSM_PARAMETER         = var.git_token_parameter
     }
   }
 

@@ -14,8 +14,8 @@ output "table_name" {
 }
 
 output "store_url" {
-  description = "The store URL for the Action and the command line (jobs need AWS credentials allowed on the table)."
-  value       = "dynamodb://${aws_dynamodb_table.state.name}?region=${local.region}"
+  description = "The function's store: the store URL for the Action and the command line (the table: jobs need AWS credentials allowed on it; git_store: a token that may push to the repository)."
+  value       = local.store
 }
 
 output "function_name" {

@@ -269,7 +269,29 @@ variable "alert_secret_parameter" {
 }
 
 variable "github_url" {
-  description = "For status_page github: where users sign in (GitHub Enterprise Server: https://HOST)."
+  description = "For status_page github: where users sign in (GitHub Enterprise Server: https://HOST); also the host of a git_store github://OWNER/REPO."
   type        = string
   default     = "https://github.com"
+}
+
+variable "git_store" {
+  description = "Keep the state as refs of a git repository instead of the table (LATESTWINS_STORE): github://OWNER/REPO (on github_url's host) or git+https://HOST/OWNER/REPO.git, with git_token_parameter. Workflows then give the Action the same store (store_url), not the table. Empty: the table."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = can(regex("^(github://[A-Za-z0-9](?:[A-Za-z0-9_]|-[A-Za-z0-9_])*/[A-Za-z0-9._-]+|git\\+https://[^\\s?#@]+)?$", var.git_store))
+    error_message = "A git store here is github://OWNER/REPO or git+https://HOST/OWNER/REPO.git (no credentials in it: see git_token_parameter); or leave it empty."
+  }
+}
+
+variable "git_token_parameter" {
+  description = "For git_store: name of the SecureString SSM parameter holding the token the function pushes the state with (LATESTWINS_GIT_TOKEN_SSM_PARAMETER; a token that may write the repository's contents; starts with /). Empty: none."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.git_token_parameter == "" || can(regex("^/[A-Za-z0-9_.\\-/]+$", var.git_token_parameter))
+    error_message = "An SSM parameter name here starts with / and holds letters, digits, '_', '.', '-' and '/'; or leave it empty."
+  }
 }
