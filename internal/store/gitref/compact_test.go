@@ -300,3 +300,140 @@ func TestCompactionKeepsEveryIntent(t *testing.T) {
 		t.Fatalf("desired = %+v, %v; want %d", d, err, racers*each)
 	}
 }
+
+// reachable lists every object reachable from a ref of the repository at path.
+func reachable(t *testing.T, path string) string {
+	t.Helper()
+	return git(t, "-C", path, "rev-list", "--objects", "--all")
+}
+
+// TestDeleteExpired: the records past their expiry leave the records refs (and the objects any
+// ref reaches), those at or before it stay, in every environment, a long name's too; a second
+// call finds nothing to do and pushes nothing.
+func TestDeleteExpired(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, path := fileStore(t)
+	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	long := strings.Repeat("Long/", 25) + "env" // its records ref is named by a hash
+	var recs []authority.Record
+	for _, env := range []string{"prod", "staging", long} {
+		recs = append(recs, eventRecord(env, 1, t0.Add(-time.Hour)), eventRecord(env, 2, t0.Add(-time.Nanosecond)),
+			eventRecord(env, 3, t0), eventRecord(env, 4, t0.Add(time.Hour)))
+	}
+	recs = append(recs, authority.Record{Key: authority.IntentKey("prod", "old"), ExpiresAt: t0.Add(-24 * time.Hour),
+		Intent: &authority.IntentRecord{ID: "old", Generation: 1, At: t0.Add(-48 * time.Hour)}})
+	if err := s.PutRecords(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	expiredBlob := map[string]string{}
+	for _, r := range recs {
+		if r.ExpiresAt.Before(t0) {
+			expiredBlob[r.Key] = blobHash(t, s, r.Key)
+		}
+	}
+	before := reachable(t, path)
+	for k, h := range expiredBlob {
+		if !strings.Contains(before, h) {
+			t.Fatalf("record %s (%s) is not in the repository before expiry", k, h)
+		}
+	}
+
+	n, err := storeOn(t, path).DeleteExpired(ctx, t0)
+	if err != nil || n != 7 {
+		t.Fatalf("DeleteExpired = %d, %v; want 7 (two events of each environment and an intent)", n, err)
+	}
+	var keys []string
+	for _, r := range recs {
+		keys = append(keys, r.Key)
+	}
+	got, err := storeOn(t, path).GetRecords(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := keysOf(got)
+	for _, r := range recs {
+		if want := !r.ExpiresAt.Before(t0); left[r.Key] != want {
+			t.Errorf("record %s expiring at %s: stored %v after expiry at %s, want %v", r.Key, r.ExpiresAt, left[r.Key], t0, want)
+		}
+	}
+	after := reachable(t, path)
+	for k, h := range expiredBlob {
+		if strings.Contains(after, h) {
+			t.Errorf("expired record %s is still reachable (%s) from a ref's history", k, h)
+		}
+	}
+	tips := git(t, "-C", path, "for-each-ref", Namespace)
+	if n, err := storeOn(t, path).DeleteExpired(ctx, t0); err != nil || n != 0 {
+		t.Fatalf("DeleteExpired again = %d, %v; want 0", n, err)
+	}
+	if again := git(t, "-C", path, "for-each-ref", Namespace); again != tips {
+		t.Fatalf("a DeleteExpired with nothing to do moved refs:\n%s\nthen\n%s", tips, again)
+	}
+}
+
+// blobHash is the hash of the blob that holds record key in s's records refs.
+func blobHash(t *testing.T, s *Store, key string) string {
+	t.Helper()
+	g := s.groups[recordGroup(key)]
+	b, ok := g.leaves[g.root[bucket(escape(key))]][escape(key)]
+	if !ok {
+		t.Fatalf("record %s is not stored", key)
+	}
+	return b.String()
+}
+
+// TestExpiryRacesARecordsWriter: another process stores a record between the expiry's read of the
+// records ref and its push; the server refuses the push, and the expiry reads the ref again and
+// deletes on what is there: the new record stays, the expired one goes.
+func TestExpiryRacesARecordsWriter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w, path := fileStore(t)
+	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	old, kept, late := eventRecord("prod", 1, t0.Add(-time.Hour)), eventRecord("prod", 2, t0.Add(time.Hour)), eventRecord("prod", 3, t0.Add(time.Hour))
+	if err := w.PutRecords(ctx, []authority.Record{old, kept}); err != nil {
+		t.Fatal(err)
+	}
+	h := &hooked{}
+	h.Transport, _ = NewFileTransport(path)
+	h.before = func() {
+		if err := w.PutRecords(ctx, []authority.Record{late}); err != nil {
+			t.Error(err)
+		}
+	}
+	if n, err := New(h).DeleteExpired(ctx, t0); err != nil || n != 1 {
+		t.Fatalf("DeleteExpired racing a records write = %d, %v; want 1, nil", n, err)
+	}
+	got, err := storeOn(t, path).GetRecords(ctx, []string{old.Key, kept.Key, late.Key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := keysOf(got); k[old.Key] || !k[kept.Key] || !k[late.Key] {
+		t.Fatalf("records after the race: %v; want %s and %s, not %s", k, kept.Key, late.Key, old.Key)
+	}
+}
+
+// TestSweepDeletesExpiredRecords: the recovery sweep reaches the git store's expiry, as bolt's.
+func TestSweepDeletesExpiredRecords(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, path := fileStore(t)
+	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	if err := s.PutRecords(ctx, []authority.Record{eventRecord("prod", 1, t0.Add(-time.Minute)), eventRecord("prod", 2, t0.Add(time.Minute))}); err != nil {
+		t.Fatal(err)
+	}
+	a := authority.New(storeOn(t, path), authority.WithClock(fixedNow{t0}))
+	rep, err := a.Sweep(ctx, time.Minute, 3, func(context.Context, authority.StalledWork) error { return nil })
+	if err != nil || rep.Expired != 1 || len(rep.Failed) != 0 {
+		t.Fatalf("Sweep = %+v, %v; want 1 record expired", rep, err)
+	}
+	got, err := storeOn(t, path).GetRecords(ctx, []string{authority.EventKey("prod", 1), authority.EventKey("prod", 2)})
+	if err != nil || len(got) != 1 || got[0].Key != authority.EventKey("prod", 2) {
+		t.Fatalf("records after the sweep = %v, %v; want only event 2", got, err)
+	}
+}
+
+type fixedNow struct{ t time.Time }
+
+func (c fixedNow) Now() time.Time { return c.t }
