@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -437,3 +438,41 @@ func TestSweepDeletesExpiredRecords(t *testing.T) {
 type fixedNow struct{ t time.Time }
 
 func (c fixedNow) Now() time.Time { return c.t }
+
+// beforePack runs hook once, ahead of the first pack request: after the refs were read, before the
+// commit they showed is asked for.
+type beforePack struct {
+	next http.RoundTripper
+	once sync.Once
+	hook func()
+}
+
+func (b *beforePack) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/git-upload-pack") {
+		b.once.Do(b.hook)
+	}
+	return b.next.RoundTrip(req)
+}
+
+// TestReadAcrossACompaction: over HTTP a read sees the refs in one request and asks for the
+// commit in the next; a compacting write in between leaves that commit unreachable, and the read
+// reads the refs again instead of failing.
+func TestReadAcrossACompaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := newGitServer(t)
+	url := srv.repo(t)
+	w := srv.storeAt(t, url)
+	w.compactEvery = 1 // every write is a root
+	mustPut(t, w, envDoc("prod", 0, 1, false))
+	mustPut(t, w, envDoc("prod", 1, 2, false))
+	b := &beforePack{next: srv.Client().Transport, hook: func() { mustPut(t, w, envDoc("prod", 2, 3, false)) }}
+	tr, err := NewHTTPTransport(url, "", &http.Client{Transport: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(tr).Get(ctx, authority.EnvKey("prod"))
+	if err != nil || d.Rev != 3 {
+		t.Fatalf("Get across a compaction = %+v, %v; want revision 3", d, err)
+	}
+}
