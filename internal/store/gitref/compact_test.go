@@ -176,6 +176,19 @@ func TestLostAnswersAcrossCompaction(t *testing.T) {
 			t.Fatalf("Get = %+v, %v; want the other's revision 5", d, err)
 		}
 	})
+	t.Run("applied under more writes than a commit names", func(t *testing.T) {
+		t.Parallel()
+		url := srv.repo(t)
+		other := srv.storeAt(t, url)
+		other.keep = 1 // each of its commits names only the write before it: the chain is walked
+		l := &losing{lose: func(n int) bool { return n == 2 }, send: true}
+		l.after = func() { writeOn(t, other, 2) }
+		s := losingStore(t, srv, url, l)
+		mustPut(t, s, envDoc("prod", 0, 1, false))
+		if rev, err := s.Put(ctx, envDoc("prod", 1, 2, false)); err != nil || rev != 2 {
+			t.Fatalf("Put applied under two writes that name only their parents = %d, %v; want 2, nil", rev, err)
+		}
+	})
 	t.Run("compacted past the write", func(t *testing.T) {
 		t.Parallel()
 		url := srv.repo(t)
