@@ -11,7 +11,7 @@ mutant "the git store takes a push without an answer for a success" $G/gitref.go
   "TestLostAnswers/never answered" ./$G/
 mutant "the git store takes a lost answer for a conflict when a newer write covers its own" $G/gitref.go \
   's/\t\t\th = parent\n/\t\t\treturn moved, nil\n/' \
-  "TestLostAnswers/applied under a newer write" ./$G/
+  "TestLostAnswersAcrossCompaction/applied under more writes than a commit names" ./$G/
 mutant "the git store takes a refused push for a conflict without reading the ref again" $G/gitref.go \
   's/(\t\tout, serr := s\.settle\(ctx, ref, old\.hash, commit, next\.Rev\)\n)/\t\tif _, ok := err.(*RefusedError); ok {\n\t\t\treturn 0, fmt.Errorf("refused: %w", authority.ErrConflict)\n\t\t}\n$1/' \
   "TestGitHubRefusedSwap/applied" ./$G/

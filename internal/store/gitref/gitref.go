@@ -17,7 +17,12 @@
 // Every Get, Pending and GetRecords is one fetch (the ref advertisement, and a pack only for
 // commits not seen before); every Put is one push that names the expected old id of each ref, so
 // the server updates nothing unless every ref is still where the write was computed from.
-// History is not compacted yet, and expired records are not deleted.
+//
+// The history of each ref stays bounded: a write that would make its chain longer than 64 commits
+// is a root commit instead, and a push whose answer was lost is settled by the writes the stored
+// commit names, not by walking its parents (compact.go). The recovery sweep deletes the records
+// past their expiry (DeleteExpired). The objects no ref reaches any more are the server's gc's to
+// delete.
 package gitref
 
 import (
@@ -54,6 +59,9 @@ type Store struct {
 
 	recMu  sync.Mutex // one records operation at a time in the process
 	groups map[string]*group
+
+	compactEvery int // the longest chain of commits a ref keeps (compact.go)
+	keep         int // how many earlier writes a document's commit names
 }
 
 // seen is a document's commit as this Store last saw it.
@@ -62,6 +70,7 @@ type seen struct {
 	rev     int64
 	pending bool // the pending marker points at hash
 	data    []byte
+	hist    history // what the commit says of the ref's history
 }
 
 var (
@@ -77,7 +86,8 @@ func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
 
 // New returns a Store on the repository tr reaches.
 func New(tr Transport, opts ...Option) *Store {
-	s := &Store{tr: tr, log: slog.New(slog.DiscardHandler), now: time.Now, docs: map[string]*seen{}, groups: map[string]*group{}}
+	s := &Store{tr: tr, log: slog.New(slog.DiscardHandler), now: time.Now, docs: map[string]*seen{}, groups: map[string]*group{},
+		compactEvery: defaultCompactEvery, keep: keptWrites}
 	for _, o := range opts {
 		o(s)
 	}
@@ -125,7 +135,7 @@ func (s *Store) read(ctx context.Context, key string) (*seen, error) {
 	case known != nil && known.hash == tip:
 		return known, nil
 	}
-	data, _, err := readDoc(objs, tip)
+	data, _, hist, err := readDoc(objs, tip)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +143,7 @@ func (s *Store) read(ctx context.Context, key string) (*seen, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &seen{hash: tip, rev: d.Rev, pending: isEnv(key) && d.Pending, data: data}
+	c := &seen{hash: tip, rev: d.Rev, pending: isEnv(key) && d.Pending, data: data, hist: hist}
 	s.remember(key, c)
 	return c, nil
 }
@@ -191,8 +201,12 @@ func (s *Store) Put(ctx context.Context, doc *authority.Doc) (int64, error) {
 		}
 		old = *c
 	}
-	msg := fmt.Sprintf("%s revision %d\n\nwrite %s\n", doc.Key, next.Rev, writeID())
-	commit, objs, err := docObjects(data, old.hash, msg, s.now())
+	// The commit goes on the one it was computed from, or is a root when that chain is at its bound
+	// (compact.go); either way it names the writes before it, which settle a lost answer.
+	parent, chain := old.hist.next(old.hash, s.compactEvery)
+	hist := history{chain: chain, after: kept(old.rev, old.hash, old.hist.after, s.keep)}
+	msg := fmt.Sprintf("%s revision %d\n\nwrite %s\n%s", doc.Key, next.Rev, writeID(), hist.trailer())
+	commit, objs, err := docObjects(data, parent, msg, s.now())
 	if err != nil {
 		return 0, fmt.Errorf("put %s: %w", doc.Key, err)
 	}
@@ -215,7 +229,7 @@ func (s *Store) Put(ctx context.Context, doc *authority.Doc) (int64, error) {
 	for attempt := 1; ; attempt++ {
 		err := s.tr.Push(ctx, updates, objs)
 		if err == nil {
-			s.remember(doc.Key, &seen{hash: commit, rev: next.Rev, pending: pending, data: data})
+			s.remember(doc.Key, &seen{hash: commit, rev: next.Rev, pending: pending, data: data, hist: hist})
 			return next.Rev, nil
 		}
 		out, serr := s.settle(ctx, ref, old.hash, commit, next.Rev)
@@ -224,7 +238,7 @@ func (s *Store) Put(ctx context.Context, doc *authority.Doc) (int64, error) {
 			return 0, fmt.Errorf("put %s: the push failed (%v) and its outcome is unknown: reading the ref again failed: %w", doc.Key, err, serr)
 		case out == applied:
 			s.log.WarnContext(ctx, "push reported an error but the write is stored", "key", doc.Key, "rev", next.Rev, "error", err)
-			s.remember(doc.Key, &seen{hash: commit, rev: next.Rev, pending: pending, data: data})
+			s.remember(doc.Key, &seen{hash: commit, rev: next.Rev, pending: pending, data: data, hist: hist})
 			return next.Rev, nil
 		case out == moved:
 			return 0, fmt.Errorf("put %s at revision %d: another write is stored (%v): %w", doc.Key, doc.Rev, err, authority.ErrConflict)
@@ -248,7 +262,11 @@ const (
 	moved                    // another write is stored
 )
 
-// settle reads ref again to decide a push of commit (revision rev) on old that failed.
+// settle reads ref again to decide a push of commit (revision rev) on old that failed. Another
+// commit stored decides by the writes it names (compact.go): the push is applied iff the commit
+// named at revision rev is its own; a commit that names no write at rev is walked back from, to
+// one that does. A compacted root that names none leaves the outcome unknown (errCompacted):
+// neither a success nor a conflict can be told then.
 func (s *Store) settle(ctx context.Context, ref plumbing.ReferenceName, old, commit plumbing.Hash, rev int64) (outcome, error) {
 	depth := 1
 	for range 8 {
@@ -272,10 +290,11 @@ func (s *Store) settle(ctx context.Context, ref plumbing.ReferenceName, old, com
 			return 0, errors.New("the ref is gone")
 		}
 		// Another commit is stored; this write is in its history iff the commit at revision rev is
-		// this write's. Walk back from the tip, deepening the fetch as far as needed.
+		// this write's. Walk back from the tip, deepening the fetch as far as needed, until a commit
+		// names the write at rev.
 		h := tip
 		for h != commit {
-			data, parent, err := readDoc(objs, h)
+			data, parent, hist, err := readDoc(objs, h)
 			if errors.Is(err, plumbing.ErrObjectNotFound) {
 				break // the fetch was too shallow: deepen it
 			}
@@ -289,8 +308,20 @@ func (s *Store) settle(ctx context.Context, ref plumbing.ReferenceName, old, com
 			if h == tip { // the ref may move on meanwhile: deepen past what this tip needs
 				depth = max(2*depth, int(max(d.Rev-rev, 0))+4)
 			}
-			if d.Rev <= rev || parent.IsZero() {
+			if named, ok := hist.covers(rev); ok {
+				if named == commit {
+					return applied, nil
+				}
 				return moved, nil
+			}
+			if d.Rev <= rev {
+				return moved, nil
+			}
+			if parent.IsZero() && len(hist.after) == 0 { // the ref's first commit: nothing came before it
+				return moved, nil
+			}
+			if parent.IsZero() {
+				return 0, fmt.Errorf("revision %d is older than what revision %d names: %w", rev, d.Rev, errCompacted)
 			}
 			h = parent
 		}
@@ -300,6 +331,10 @@ func (s *Store) settle(ctx context.Context, ref plumbing.ReferenceName, old, com
 	}
 	return 0, errors.New("the history of the ref could not be read")
 }
+
+// errCompacted: a push's commit is out of what the ref's history keeps, so whether it was applied
+// cannot be told.
+var errCompacted = errors.New("the ref's history was compacted past the write")
 
 // writeID is a random id that makes every write's commit unique.
 func writeID() string {
@@ -333,6 +368,7 @@ func (s *Store) list(ctx context.Context, prefix, keyPrefix string) ([]string, e
 	var hashed []plumbing.Hash
 	objs := memory.NewStorage()
 	refs, err := s.tr.Fetch(ctx, func(refs map[plumbing.ReferenceName]plumbing.Hash) ([]plumbing.Hash, []plumbing.Hash) {
+		hashed = nil
 		for name, h := range refs {
 			if enc, ok := strings.CutPrefix(name.String(), prefix); ok && strings.Contains(enc, hashMark) {
 				hashed = append(hashed, h)
@@ -369,7 +405,7 @@ func (s *Store) list(ctx context.Context, prefix, keyPrefix string) ([]string, e
 
 // docKey reads the key of the document commit h holds.
 func docKey(objs storer.EncodedObjectStorer, h plumbing.Hash) (string, error) {
-	data, _, err := readDoc(objs, h)
+	data, _, _, err := readDoc(objs, h)
 	if err != nil {
 		return "", err
 	}

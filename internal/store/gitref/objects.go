@@ -66,25 +66,27 @@ func docObjects(data []byte, parent plumbing.Hash, message string, at time.Time)
 	return c.Hash(), []plumbing.EncodedObject{blob, tree, c}, nil
 }
 
-// readDoc reads the document blob of commit h from st, and the commit's parent.
-func readDoc(st storer.EncodedObjectStorer, h plumbing.Hash) (data []byte, parent plumbing.Hash, err error) {
+// readDoc reads the document blob of commit h from st, the commit's parent, and what the commit
+// says of its ref's history.
+func readDoc(st storer.EncodedObjectStorer, h plumbing.Hash) (data []byte, parent plumbing.Hash, hist history, err error) {
 	c, err := object.GetCommit(st, h)
 	if err != nil {
-		return nil, plumbing.ZeroHash, fmt.Errorf("read commit %s: %w", h, err)
+		return nil, plumbing.ZeroHash, hist, fmt.Errorf("read commit %s: %w", h, err)
 	}
 	if len(c.ParentHashes) > 0 {
 		parent = c.ParentHashes[0]
 	}
+	hist = parseHistory(c.Message)
 	t, err := object.GetTree(st, c.TreeHash)
 	if err != nil {
-		return nil, parent, fmt.Errorf("read tree of commit %s: %w", h, err)
+		return nil, parent, hist, fmt.Errorf("read tree of commit %s: %w", h, err)
 	}
 	e, err := t.FindEntry(docFile)
 	if err != nil {
-		return nil, parent, fmt.Errorf("commit %s holds no %s: %w", h, docFile, err)
+		return nil, parent, hist, fmt.Errorf("commit %s holds no %s: %w", h, docFile, err)
 	}
 	data, err = readBlob(st, e.Hash)
-	return data, parent, err
+	return data, parent, hist, err
 }
 
 func readBlob(st storer.EncodedObjectStorer, h plumbing.Hash) ([]byte, error) {

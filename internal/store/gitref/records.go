@@ -29,6 +29,7 @@ const maxRecordAttempts = 8
 // that a write rewrites one small bucket and the root instead of a tree of every record.
 type group struct {
 	tip    plumbing.Hash
+	chain  int                                        // what tip's commit says of its chain (compact.go)
 	root   map[string]plumbing.Hash                   // bucket -> its tree
 	leaves map[plumbing.Hash]map[string]plumbing.Hash // bucket tree -> record name -> blob
 	blobs  map[plumbing.Hash][]byte
@@ -102,7 +103,7 @@ func (s *Store) PutRecords(ctx context.Context, recs []authority.Record) error {
 				return fmt.Errorf("put records: %w", err)
 			}
 			g := s.groups[name]
-			ng, o, err := g.with(byGroup[name], s.now())
+			ng, o, err := g.with(byGroup[name], s.now(), s.compactEvery)
 			if err != nil {
 				return fmt.Errorf("put records: %w", err)
 			}
@@ -148,8 +149,9 @@ func pause(ctx context.Context, attempt int) error {
 }
 
 // with returns the group with recs added, and the objects its commit needs that the server lacks;
-// a nil group when every record is stored as it is.
-func (g *group) with(recs []encodedRecord, at time.Time) (*group, []plumbing.EncodedObject, error) {
+// a nil group when every record is stored as it is. The commit goes on g's, or is a root when
+// g's chain has reached every commits.
+func (g *group) with(recs []encodedRecord, at time.Time, every int) (*group, []plumbing.EncodedObject, error) {
 	var objs []plumbing.EncodedObject
 	changed := map[string]map[string]plumbing.Hash{} // bucket -> its new entries
 	blobs := map[plumbing.Hash][]byte{}
@@ -186,16 +188,27 @@ func (g *group) with(recs []encodedRecord, at time.Time) (*group, []plumbing.Enc
 		ng.leaves[tree.Hash()] = entries
 		objs = append(objs, tree)
 	}
-	root, err := treeObject(treeEntries(ng.root, filemode.Dir))
+	parent, chain := history{chain: g.chain}.next(g.tip, every)
+	o, err := ng.commit(parent, chain, at)
 	if err != nil {
 		return nil, nil, err
 	}
-	commit, err := commitObject(root.Hash(), g.tip, fmt.Sprintf("records\n\nwrite %s\n", writeID()), at)
+	return ng, append(objs, o...), nil
+}
+
+// commit encodes the root tree of g and a commit of it on parent (zero: a root) whose chain is
+// chain, and makes it g's tip.
+func (g *group) commit(parent plumbing.Hash, chain int, at time.Time) ([]plumbing.EncodedObject, error) {
+	root, err := treeObject(treeEntries(g.root, filemode.Dir))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	ng.tip = commit.Hash()
-	return ng, append(objs, root, commit), nil
+	commit, err := commitObject(root.Hash(), parent, fmt.Sprintf("records\n\nwrite %s\n%s", writeID(), history{chain: chain}.trailer()), at)
+	if err != nil {
+		return nil, err
+	}
+	g.tip, g.chain = commit.Hash(), chain
+	return []plumbing.EncodedObject{root, commit}, nil
 }
 
 func treeEntries(m map[string]plumbing.Hash, mode filemode.FileMode) []object.TreeEntry {
@@ -255,16 +268,24 @@ func (s *Store) fetchGroups(ctx context.Context, names []string, incremental boo
 			return err
 		}
 		refs[name] = ref
-		if s.groups[name] == nil || !incremental {
-			s.groups[name] = newGroup()
-		}
 	}
+	return s.fetchRefs(ctx, func(map[plumbing.ReferenceName]plumbing.Hash) map[string]plumbing.ReferenceName { return refs }, incremental)
+}
+
+// fetchRefs reads, in one fetch, the records refs that choose picks from the refs the server has,
+// each under the name of its group in s.groups, bringing only what is new when incremental.
+func (s *Store) fetchRefs(ctx context.Context, choose func(map[plumbing.ReferenceName]plumbing.Hash) map[string]plumbing.ReferenceName, incremental bool) error {
+	var refs map[string]plumbing.ReferenceName
 	tips := map[string]plumbing.Hash{}
 	objs := memory.NewStorage()
 	_, err := s.tr.Fetch(ctx, func(all map[plumbing.ReferenceName]plumbing.Hash) ([]plumbing.Hash, []plumbing.Hash) {
+		refs = choose(all)
 		var wants, haves []plumbing.Hash
-		for _, name := range names {
-			tip, g := all[refs[name]], s.groups[name]
+		for name, ref := range refs {
+			if s.groups[name] == nil || !incremental {
+				s.groups[name] = newGroup()
+			}
+			tip, g := all[ref], s.groups[name]
 			tips[name] = tip
 			if tip.IsZero() || tip == g.tip {
 				continue
@@ -279,7 +300,7 @@ func (s *Store) fetchGroups(ctx context.Context, names []string, incremental boo
 	if err != nil {
 		return err
 	}
-	for _, name := range names {
+	for name := range refs {
 		tip, g := tips[name], s.groups[name]
 		if tip == g.tip {
 			continue
@@ -308,7 +329,7 @@ func (g *group) absorb(objs storer.EncodedObjectStorer, tip plumbing.Hash) (*gro
 		return nil, fmt.Errorf("read tree %s: %w", c.TreeHash, err)
 	}
 	ng := newGroup()
-	ng.tip = tip
+	ng.tip, ng.chain = tip, parseHistory(c.Message).chain
 	for _, e := range root.Entries {
 		ng.root[e.Name] = e.Hash
 		if entries, ok := g.leaves[e.Hash]; ok {

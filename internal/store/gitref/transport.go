@@ -27,7 +27,8 @@ import (
 type Transport interface {
 	// Fetch reads the refs under Namespace, asks pick which of their commits to bring and which
 	// the caller already has, and stores those commits with depth commits of their history (1:
-	// the commit, its tree and blobs) in into. It returns the refs it read.
+	// the commit, its tree and blobs) in into. It returns the refs it read. pick may be asked
+	// more than once, each time with the refs read anew.
 	Fetch(ctx context.Context, pick func(refs map[plumbing.ReferenceName]plumbing.Hash) (wants, haves []plumbing.Hash), depth int, into storer.Storer) (map[plumbing.ReferenceName]plumbing.Hash, error)
 	// Push sends the objects and applies every update at once iff each ref still has the update's
 	// old id (zero: absent) on the server. A refusal the server answered is a *RefusedError;
@@ -110,7 +111,25 @@ func (t *packTransport) session() *transport.Endpoint {
 	return &ep
 }
 
+// errNotOurRef: the server no longer has a commit the fetch asked for at any ref's reach. Over
+// HTTP the refs are read in one request and the pack asked for in another, and a write in between
+// that compacted the ref leaves the commit read unreachable (compact.go).
+var errNotOurRef = errors.New("the server no longer reaches a commit asked for")
+
+// fetchAttempts bounds the fetches that read the refs again after errNotOurRef.
+const fetchAttempts = 4
+
 func (t *packTransport) Fetch(ctx context.Context, pick func(map[plumbing.ReferenceName]plumbing.Hash) ([]plumbing.Hash, []plumbing.Hash), depth int, into storer.Storer) (map[plumbing.ReferenceName]plumbing.Hash, error) {
+	for attempt := 1; ; attempt++ {
+		refs, err := t.fetch(ctx, pick, depth, into)
+		if !errors.Is(err, errNotOurRef) || attempt == fetchAttempts {
+			return refs, err
+		}
+	}
+}
+
+// fetch is one Fetch: pick is asked again on every attempt, with the refs read then.
+func (t *packTransport) fetch(ctx context.Context, pick func(map[plumbing.ReferenceName]plumbing.Hash) ([]plumbing.Hash, []plumbing.Hash), depth int, into storer.Storer) (map[plumbing.ReferenceName]plumbing.Hash, error) {
 	sess, err := t.client.NewUploadPackSession(t.session(), t.auth)
 	if err != nil {
 		return nil, fmt.Errorf("fetch: %w", t.why(err))
@@ -148,6 +167,9 @@ func (t *packTransport) Fetch(ctx context.Context, pick func(map[plumbing.Refere
 	req.Depth = packp.DepthCommits(max(depth, 1))
 	req.Wants, req.Haves = wants, haves
 	resp, err := sess.UploadPack(ctx, req)
+	if err != nil && strings.Contains(err.Error(), "not our ref") {
+		return nil, fmt.Errorf("fetch: %w: %w", errNotOurRef, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("fetch: %w", t.why(err))
 	}
