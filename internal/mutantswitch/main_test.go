@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/latestwins/latestwins/internal/testutil"
 )
 
 const original = `package calc
@@ -57,7 +59,7 @@ func TestProbe(t *testing.T) {
 func TestSwitchedBuild(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go on the PATH")
+		testutil.MissingTool(t, "go is not on the PATH: the switched build is built with it")
 	}
 	root := t.TempDir()
 	write := func(path, body string) string {

@@ -21,6 +21,7 @@ import (
 	"github.com/latestwins/latestwins/internal/testutil"
 	"github.com/latestwins/latestwins/internal/testutil/dynalitetest"
 	"github.com/latestwins/latestwins/internal/testutil/faultproxy"
+	"github.com/latestwins/latestwins/internal/testutil/leasemodel"
 )
 
 func TestMain(m *testing.M) { dynalitetest.Main(m) }
@@ -152,26 +153,6 @@ func (f *findings) requireNone(t *testing.T) {
 	}
 }
 
-// together runs fn for each of n racers at once: all start on one signal, after every goroutine is
-// ready, so their requests meet at the store.
-func together(n int, fn func(i int)) {
-	var ready, done sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		ready.Add(1)
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			ready.Done()
-			<-start
-			fn(i)
-		}()
-	}
-	ready.Wait()
-	close(start)
-	done.Wait()
-}
-
 // --- accepts ----------------------------------------------------------------------------------------
 
 // raceAccepts: in each round 16 processes accept 4 intents each for a fresh environment, at once,
@@ -195,7 +176,7 @@ func raceAccepts(t *testing.T, n *network, rounds int) *findings {
 		var mu sync.Mutex
 		reported := map[string]int64{} // intent id -> the generation its caller was told
 		var failed [][2]int
-		together(racers, func(w int) {
+		leasemodel.Together(racers, func(w int) {
 			for i := range each {
 				in := intent(env, w, i)
 				res, err := procs[w].Accept(ctx, in, false)
@@ -304,7 +285,7 @@ func raceLease(t *testing.T, n *network, rounds int) *findings {
 		}
 		answers := make([]answer, racers)
 		holder := func(r int) string { return fmt.Sprintf("pass-%d-%d", round, r) }
-		together(racers, func(r int) {
+		leasemodel.Together(racers, func(r int) {
 			g, err := procs[r].Acquire(ctx, lease, holder(r), "deploy", ttl)
 			var held *authority.HeldError
 			switch {

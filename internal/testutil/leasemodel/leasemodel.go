@@ -112,7 +112,7 @@ func Race(ctx context.Context, procs []*authority.Authority, lease string, ops i
 	base := time.Now()
 	stamp := func() int64 { return int64(time.Since(base)) }
 	var mu sync.Mutex
-	together(len(procs), func(c int) {
+	Together(len(procs), func(c int) {
 		me := fmt.Sprintf("c%d", c)
 		var mine *authority.Grant
 		for range ops {
@@ -160,9 +160,9 @@ func Race(ctx context.Context, procs []*authority.Authority, lease string, ops i
 	return history, unknowns
 }
 
-// together runs fn for each of n racers at once: all start on one signal, after every goroutine is
+// Together runs fn for each of n racers at once: all start on one signal, after every goroutine is
 // ready, so that their requests meet at the store.
-func together(n int, fn func(i int)) {
+func Together(n int, fn func(i int)) {
 	var ready, done sync.WaitGroup
 	start := make(chan struct{})
 	for i := range n {
