@@ -819,6 +819,7 @@ func (e *Env) clone() *Env {
 		r.Environments = slices.Clone(e.Requires.Environments)
 		c.Requires = &r
 	}
+	c.Gates = e.Gates.clone()
 	c.Scopes = make(map[string]*Scope, len(e.Scopes))
 	for name, s := range e.Scopes {
 		sc := *s

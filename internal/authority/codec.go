@@ -32,6 +32,7 @@ import (
 // state as it was, and where it went. Only a moved document is written as version 5, so that a
 // build that knows only version 4 refuses it ("upgrade latestwins") instead of writing over it.
 const (
+	storedVersionGates = 6
 	storedVersionMoved = 5
 	storedVersion      = 4
 	storedVersionV3    = 3
@@ -49,6 +50,7 @@ type storedEnv struct {
 	Ra bool                    `json:"ra,omitempty"` // a descendant counts, version 4
 	Aa int64                   `json:"aa,omitempty"` // alert after, nanoseconds; a build that drops it only loses the alarm
 	Mv *storedMoved            `json:"mv,omitempty"` // where the state went, version 5
+	Gt *Gates                  `json:"gt,omitempty"` // soak, approvals and change windows, version 6
 	S  map[string]*storedScope `json:"s,omitempty"`
 	X  []storedEvent           `json:"x,omitempty"`
 	A  []storedIntent          `json:"a,omitempty"`
@@ -241,6 +243,10 @@ func EncodeEnv(e *Env) ([]byte, error) {
 	if m := e.Moved; m != nil {
 		s.V, s.Mv = storedVersionMoved, &storedMoved{To: m.To, T: nanos(m.At)}
 	}
+	if e.Gates != nil {
+		// A build that read the environment without its gates would deploy what they hold.
+		s.V, s.Gt = storedVersionGates, e.Gates
+	}
 	if len(e.Scopes) > 0 {
 		s.S = make(map[string]*storedScope, len(e.Scopes))
 	}
@@ -309,9 +315,9 @@ func decodeEnv(b []byte) (*Env, error) {
 	switch probe.V {
 	case 0:
 		return decodeFirstLayout(b)
-	case storedVersionV2, storedVersionV3, storedVersion, storedVersionMoved:
+	case storedVersionV2, storedVersionV3, storedVersion, storedVersionMoved, storedVersionGates:
 	default:
-		return nil, fmt.Errorf("decode environment: stored layout %d is newer than this build's %d: upgrade latestwins", probe.V, storedVersionMoved)
+		return nil, fmt.Errorf("decode environment: stored layout %d is newer than this build's %d: upgrade latestwins", probe.V, storedVersionGates)
 	}
 	var s storedEnv
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -325,6 +331,7 @@ func decodeEnv(b []byte) (*Env, error) {
 	if m := s.Mv; m != nil {
 		e.Moved = &Moved{To: m.To, At: fromNanos(m.T)}
 	}
+	e.Gates = s.Gt.normal()
 	if len(s.S) > 0 {
 		e.Scopes = make(map[string]*Scope, len(s.S))
 	}

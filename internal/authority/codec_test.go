@@ -65,7 +65,21 @@ func TestStoredLayoutVersions(t *testing.T) {
 	if diff := cmp.Diff(q, back); diff != "" {
 		t.Fatalf("requirement round trip (-want +got):\n%s", diff)
 	}
-	if _, err := DecodeEnv([]byte(`{"v":6,"n":"x"}`)); err == nil || !strings.Contains(err.Error(), "upgrade latestwins") {
+	// Gates make it version 6: a build without them would deploy what they hold.
+	q.Gates = &Gates{Approvals: &ApprovalRule{Count: 1}}
+	if b, err = EncodeEnv(q); err != nil {
+		t.Fatal(err)
+	}
+	if v := version(t, b); v != 6 {
+		t.Fatalf("a document with gates written as version %d, want 6", v)
+	}
+	if back, err = DecodeEnv(b); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(q, back); diff != "" {
+		t.Fatalf("gates round trip (-want +got):\n%s", diff)
+	}
+	if _, err := DecodeEnv([]byte(`{"v":7,"n":"x"}`)); err == nil || !strings.Contains(err.Error(), "upgrade latestwins") {
 		t.Fatalf("a newer layout: %v; want a refusal that says to upgrade", err)
 	}
 }

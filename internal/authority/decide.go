@@ -35,6 +35,12 @@ const (
 	ReasonQueued
 	// ReasonPromotion: the commit is not live yet in an environment this one requires.
 	ReasonPromotion
+	// ReasonSoaking: the commit is live in a required environment, but not for the soak time yet.
+	ReasonSoaking
+	// ReasonApproval: the commit waits for approvals by people.
+	ReasonApproval
+	// ReasonWindow: the environment's change window is closed.
+	ReasonWindow
 	// ReasonLocked: another pass holds the scope's lease.
 	ReasonLocked
 )
@@ -49,6 +55,9 @@ var reasonNames = [...]string{
 	ReasonBarrier:    "barrier",
 	ReasonQueued:     "queued",
 	ReasonPromotion:  "promotion",
+	ReasonSoaking:    "soaking",
+	ReasonApproval:   "approval",
+	ReasonWindow:     "window",
 	ReasonLocked:     "locked",
 }
 
@@ -72,6 +81,12 @@ func (r *Reason) UnmarshalText(b []byte) error {
 	return fmt.Errorf("unknown reason %q", b)
 }
 
+// gated reports whether the reason is one of the gates that hold a commit at its deploy gate for
+// its own sake (promotion, soak, approvals, windows), whoever holds the lease meanwhile.
+func (r Reason) gated() bool {
+	return r == ReasonPromotion || r == ReasonSoaking || r == ReasonApproval || r == ReasonWindow
+}
+
 // Stops reports whether the reason ends the pass's work in the scope (it lost its authority, or has
 // nothing left to do), rather than making it wait.
 func (r Reason) Stops() bool {
@@ -86,6 +101,7 @@ type View struct {
 	Scope       string
 	Policy      Policy // empty: PolicyLatest
 	Requires    *Requirements
+	Gates       *Gates // soak, approvals and change windows; nil: none
 	State       *Scope // nil: the environment has no such scope
 	// Required is what is live in this scope of each environment Requires names; a missing or nil
 	// entry: nothing is.
@@ -132,6 +148,11 @@ type Verdict struct {
 	Freeze *Freeze
 	// Promotion is what the pass waits for in a required environment (ReasonPromotion).
 	Promotion *PromotionWait
+	// Soak, Approval and Window are what the pass waits for at the gates (ReasonSoaking,
+	// ReasonApproval, ReasonWindow).
+	Soak     *SoakWait
+	Approval *ApprovalWait
+	Window   *WindowWait
 	// Lease is the scope's lease as it stands (ReasonLocked, and whoever holds it while a pass waits).
 	Lease Lease
 	// RetryAfter is how soon to ask again (whole seconds, at least one) when the pass waits.
@@ -159,6 +180,12 @@ func (v Verdict) waitsFor() string {
 		return strconv.FormatInt(v.After, 10)
 	case ReasonPromotion:
 		return v.Promotion.Environment
+	case ReasonSoaking:
+		return v.Soak.Environment
+	case ReasonApproval:
+		return strconv.Itoa(v.Approval.Need)
+	case ReasonWindow:
+		return strconv.FormatInt(v.Window.Opens.Unix(), 10)
 	case ReasonLocked:
 		return v.Lease.Holder + "/" + strconv.FormatInt(v.Lease.Token, 10)
 	}
@@ -195,10 +222,19 @@ func (v Verdict) held() *HeldError {
 	case ReasonPromotion:
 		p := *v.Promotion
 		h.Promotion = &p
+	case ReasonSoaking:
+		w := *v.Soak
+		h.Soak = &w
+	case ReasonApproval:
+		w := *v.Approval
+		h.Approval = &w
+	case ReasonWindow:
+		w := *v.Window
+		h.Window = &w
 	case ReasonLocked:
 		h.Generation, h.Ahead, h.HeadSha = v.Lease.Generation, 0, ""
 	}
-	if v.Lease.Holder != "" && !v.Lease.ExpiresAt.IsZero() && v.Reason != ReasonPromotion {
+	if v.Lease.Holder != "" && !v.Lease.ExpiresAt.IsZero() && !v.Reason.gated() {
 		h.ExpiresAt = v.Lease.ExpiresAt
 	}
 	return h
@@ -309,6 +345,23 @@ func hold(v View, gen int64, ref *Ref, now time.Time, skew time.Duration) Verdic
 		return Verdict{Reason: ReasonPromotion, Environment: v.Environment, Scope: v.Scope, Generation: gen,
 			HeadGeneration: ref.Generation, HeadSha: ref.Sha, Promotion: w, RetryAfter: promotionRetry}
 	}
+	if ref == nil || ref.Rollback {
+		// A rollback is the way back from a bad deploy: no soak, approval or window holds it.
+		return Verdict{Reason: ReasonGo, Environment: v.Environment, Scope: v.Scope, Generation: gen}
+	}
+	gated := Verdict{Environment: v.Environment, Scope: v.Scope, Generation: gen, HeadGeneration: ref.Generation, HeadSha: ref.Sha}
+	if w := soakWait(v, ref, now); w != nil {
+		gated.Reason, gated.Soak, gated.RetryAfter = ReasonSoaking, w, w.retryAfter(now)
+		return gated
+	}
+	if w := approvalWait(v, ref); w != nil {
+		gated.Reason, gated.Approval, gated.RetryAfter = ReasonApproval, w, approvalRetry
+		return gated
+	}
+	if w := windowWait(v, ref, now); w != nil {
+		gated.Reason, gated.Window, gated.RetryAfter = ReasonWindow, w, w.retryAfter(now)
+		return gated
+	}
 	return Verdict{Reason: ReasonGo, Environment: v.Environment, Scope: v.Scope, Generation: gen}
 }
 
@@ -392,7 +445,7 @@ func (e *Env) View(scope string, requiredEnvs map[string]*Env) View {
 // view is the evaluator's view of one scope of e with what the gate read of the environments e
 // requires (req; nil: nothing was read, so nothing counts as live there).
 func (e *Env) view(scope string, req *required, asked bool) View {
-	v := View{Environment: e.Name, Scope: scope, Policy: e.policy(), Requires: e.Requires, State: e.Scopes[scope], Asked: asked}
+	v := View{Environment: e.Name, Scope: scope, Policy: e.policy(), Requires: e.Requires, Gates: e.Gates, State: e.Scopes[scope], Asked: asked}
 	if e.Requires != nil {
 		v.Required = map[string]*Live{}
 		for _, r := range e.Requires.Environments {

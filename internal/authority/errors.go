@@ -139,6 +139,10 @@ type HeldError struct {
 	Frozen *Freeze
 	// Promotion: the pass's commit is not live yet in an environment this one requires.
 	Promotion *PromotionWait
+	// Soak, Approval and Window: what the pass's commit waits for at the gates.
+	Soak     *SoakWait     `json:",omitempty"`
+	Approval *ApprovalWait `json:",omitempty"`
+	Window   *WindowWait   `json:",omitempty"`
 }
 
 func (e *HeldError) Error() string {
@@ -146,6 +150,8 @@ func (e *HeldError) Error() string {
 	case ReasonPromotion:
 		return fmt.Sprintf("%s: %s; it deploys here once it is live there; retry after %ds",
 			e.Resource, e.Promotion.text(), int64(e.RetryAfter/time.Second))
+	case ReasonSoaking, ReasonApproval, ReasonWindow:
+		return fmt.Sprintf("%s: %s; retry after %ds", e.Resource, waitText(e), int64(e.RetryAfter/time.Second))
 	case ReasonFrozen:
 		return fmt.Sprintf("%s: held by a freeze: rolled back to %s by %s (%s); nothing newer deploys until someone unfreezes it (latestwins unfreeze %s --freeze %d); retry after %ds",
 			e.Resource, shortSha(e.Frozen.Sha), orUnknown(e.Frozen.Actor), e.Frozen.Reason, e.Resource, e.Frozen.Generation, int64(e.RetryAfter/time.Second))
@@ -170,6 +176,12 @@ func (e *HeldError) reason() Reason {
 	switch {
 	case e.Promotion != nil:
 		return ReasonPromotion
+	case e.Soak != nil:
+		return ReasonSoaking
+	case e.Approval != nil:
+		return ReasonApproval
+	case e.Window != nil:
+		return ReasonWindow
 	case e.Frozen != nil:
 		return ReasonFrozen
 	case e.Blocked:

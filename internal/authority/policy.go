@@ -357,6 +357,12 @@ func waitText(w *HeldError) string {
 	switch w.reason() {
 	case ReasonPromotion:
 		return w.Promotion.text()
+	case ReasonSoaking:
+		return w.Soak.text()
+	case ReasonApproval:
+		return w.Approval.text()
+	case ReasonWindow:
+		return w.Window.text()
 	case ReasonFrozen:
 		return fmt.Sprintf("held by a freeze: rolled back to %s by %s; waiting for unfreeze", shortSha(w.Frozen.Sha), orUnknown(w.Frozen.Actor))
 	case ReasonBlocked:

@@ -61,6 +61,9 @@ type Intent struct {
 	// (zero: no alarm); nil keeps the stored one. Never taken from JSON: over the App's API the
 	// trusted configuration's applies, whatever a workload sends.
 	AlertAfter *time.Duration `json:"-"`
+	// Gates, when set, are the environment's gates as its maker's configuration says (an empty
+	// one holds for nothing); nil keeps the stored ones. Never taken from JSON, as AlertAfter.
+	Gates *Gates `json:"-"`
 }
 
 func (in *Intent) validate() error {
@@ -89,6 +92,9 @@ func (in *Intent) validate() error {
 		}
 	}
 	if err := validateAlertAfter(in.AlertAfter); err != nil {
+		return err
+	}
+	if err := in.Gates.validate(in.Environment, in.Requires); err != nil {
 		return err
 	}
 	for _, b := range in.Barrier {
@@ -356,6 +362,7 @@ func (e *Env) accept(in *Intent, prior *IntentRecord, order map[string]verdict, 
 	}
 	e.setPolicy(in.Policy, in.Actor, now)
 	e.setRequires(in.Requires, in.Actor, now)
+	e.setGates(in.Gates, in.Actor, now)
 	e.setAlertAfter(in.AlertAfter)
 	rec := IntentRecord{ID: in.ID, Sha: in.Sha, Scopes: slices.Clone(in.Scopes), At: now}
 	if gen, ok := e.joins(in); ok {

@@ -112,6 +112,9 @@ type Env struct {
 	// Requires, when set, names the environments whose live commits gate this one's deploys
 	// (promotion, see Requirements).
 	Requires *Requirements `json:"requires,omitempty"`
+	// Gates, when set, hold commits at the deploy gate for soak time, approvals and change
+	// windows (Gates).
+	Gates *Gates `json:"gates,omitempty"`
 	// AlertAfter is how long a scope may wait for its newest accepted commit before it counts as
 	// behind or stuck (Judge); zero: never. Nanoseconds in JSON, as Go spells a time.Duration.
 	AlertAfter time.Duration     `json:"alert_after,omitempty"`
@@ -284,6 +287,7 @@ const (
 	EventRollback   EventKind = "rollback"   // an older commit asked for ahead of everything pending; the scope frozen
 	EventUnfrozen   EventKind = "unfrozen"   // someone let the newest held intent go
 	EventRequires   EventKind = "requires"   // the environments this one's deploys wait for changed
+	EventGates      EventKind = "gates"      // the environment's soak time, approvals or change windows changed
 	EventApproved   EventKind = "approved"   // the deployment protection rule let a deployment run
 	EventUnapproved EventKind = "unapproved" // a deployment status of a deployment nobody approved: not counted
 )

@@ -187,6 +187,9 @@ func (c *cmdEnv) intent() (authority.Intent, error) {
 	if in.AlertAfter, err = c.alertAfter(); err != nil {
 		return authority.Intent{}, err
 	}
+	if in.Gates, err = c.gates(); err != nil {
+		return authority.Intent{}, err
+	}
 	return in, nil
 }
 

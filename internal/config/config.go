@@ -73,7 +73,10 @@ type Environment struct {
 	// AlertIssue is the repository (OWNER/NAME) where the alert notifier keeps one issue open while
 	// the environment is late (alert-issue:); empty: none.
 	AlertIssue string
-	Line       int
+	// Gates hold commits at the deploy gate for soak time (soak:), approvals (approvals:,
+	// approvers:) and change windows (windows:); see gates.go.
+	Gates authority.Gates
+	Line  int
 }
 
 // AlertThreshold is the environment's alert-after as intents carry it (authority.Intent.AlertAfter):
@@ -158,6 +161,8 @@ type Selection struct {
 	Requires *authority.Requirements
 	// AlertAfter is the environment's alert-after (Environment.AlertThreshold).
 	AlertAfter *time.Duration
+	// Gates are the environment's gates (Environment.GatesOf).
+	Gates *authority.Gates
 }
 
 // ScopeNames lists the selected scopes' names.
@@ -209,7 +214,7 @@ func (c *Config) selectScopes(preview bool, repo, branch string, changed []strin
 		if e.Preview() != preview {
 			continue
 		}
-		sel := Selection{Environment: e.Name, Policy: e.Policy, Requires: e.Requirements(), AlertAfter: e.AlertThreshold()}
+		sel := Selection{Environment: e.Name, Policy: e.Policy, Requires: e.Requirements(), AlertAfter: e.AlertThreshold(), Gates: e.GatesOf()}
 		if preview {
 			sel.Environment = e.For(number)
 		}
@@ -533,6 +538,12 @@ func (p *parser) environment(key, val *yaml.Node) (Environment, bool) {
 				}
 				e.AlertIssue = r
 			}
+		case "soak":
+			e.Gates.Soak = p.soak(e.Name, k, v)
+		case "approvals", "approvers", "pusher-may-approve":
+			p.approvals(&e, k, v)
+		case "windows":
+			e.Gates.Windows = p.windows(e.Name, k, v)
 		case "requires-ancestor":
 			switch {
 			case v.Kind == yaml.ScalarNode && v.Tag == "!!bool":
@@ -541,7 +552,7 @@ func (p *parser) environment(key, val *yaml.Node) (Environment, bool) {
 				p.addf(v, "environment %q: requires-ancestor must be true or false", e.Name)
 			}
 		default:
-			p.addf(k, "unknown key %q in environment %q; allowed: policy, scopes, github-environment, allowed-overrides, requires, requires-ancestor, alert-after, alert-webhook, alert-issue", k.Value, e.Name)
+			p.addf(k, "unknown key %q in environment %q; allowed: policy, scopes, github-environment, allowed-overrides, requires, requires-ancestor, soak, approvals, approvers, pusher-may-approve, windows, alert-after, alert-webhook, alert-issue", k.Value, e.Name)
 		}
 	})
 	if e.AlertAfter == 0 && (e.AlertWebhook != "" || e.AlertIssue != "") {

@@ -315,6 +315,8 @@ func (p *server) do(ctx context.Context, w http.ResponseWriter, r *http.Request,
 		in.Policy = authority.Policy(trusted.Policy)
 		in.Requires = trusted.Requirements()
 		in.AlertAfter = trusted.AlertThreshold()
+		// The gates too: a workload may not let its commit skip soak time, approvals or windows.
+		in.Gates = trusted.GatesOf()
 		// Ordering facts are GitHub's, not a workload's: a push time in 2100 or a parent it names
 		// would make every later commit older (never deployed), a redeploy would skip the guard.
 		// The App asks GitHub instead (claimIntent), or takes the claim as it arrives.

@@ -86,7 +86,7 @@ func (a *App) Accept(ctx context.Context, log *slog.Logger, sels []config.Select
 		in := in
 		in.Environment, in.Scopes = sel.Environment, sel.ScopeNames()
 		in.Policy, in.Barrier, in.Requires = authority.Policy(sel.Policy), sel.Barriers(changed), sel.Requires
-		in.AlertAfter = sel.AlertAfter
+		in.AlertAfter, in.Gates = sel.AlertAfter, sel.Gates
 		if dispatchRef != "" && len(sel.Scopes) > 0 {
 			// How the recovery sweep starts this work again if its run dies: see Redrive.
 			in.Origin = OriginFor(installation, sel.Scopes[0].Repository, dispatchRef)
