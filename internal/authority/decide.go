@@ -360,6 +360,10 @@ func hold(v View, gen int64, ref *Ref, now time.Time, skew time.Duration) Verdic
 		// A rollback is the way back from a bad deploy: no soak, approval or window holds it.
 		return Verdict{Reason: ReasonGo, Environment: v.Environment, Scope: v.Scope, Generation: gen}
 	}
+	if ref.BreakGlass != nil {
+		// Someone broke the glass for this commit: its soak, approvals and window are waived.
+		return Verdict{Reason: ReasonGo, Environment: v.Environment, Scope: v.Scope, Generation: gen}
+	}
 	gated := Verdict{Environment: v.Environment, Scope: v.Scope, Generation: gen, HeadGeneration: ref.Generation, HeadSha: ref.Sha}
 	if w := soakWait(v, ref, now); w != nil {
 		d := w.retryAfter(now)

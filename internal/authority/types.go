@@ -183,6 +183,9 @@ type Ref struct {
 	Failed bool `json:"failed,omitempty"`
 	// Rollback: an explicit rollback (Authority.Rollback) asked for this older commit.
 	Rollback bool `json:"rollback,omitempty"`
+	// BreakGlass, when set, waives the soak time, approvals and change windows of this commit
+	// (Authority.BreakGlass); never replaced in place, so a copy of the Ref may share it.
+	BreakGlass *Override `json:"break_glass,omitempty"`
 }
 
 // Freeze holds a scope after a rollback: intents accepted meanwhile are recorded and wait, and none
@@ -279,17 +282,18 @@ const (
 	EventLost       EventKind = "lost"
 	EventReleased   EventKind = "released"
 	EventUnlocked   EventKind = "unlocked"
-	EventRedriven   EventKind = "redriven"   // the recovery sweep re-drove stalled work
-	EventWithdrawn  EventKind = "withdrawn"  // pending work ended because what asked for it is gone
-	EventPolicy     EventKind = "policy"     // the environment's policy changed
-	EventSkipped    EventKind = "skipped"    // someone decided to skip a blocking terminal failure
-	EventRetried    EventKind = "retried"    // someone decided to retry a blocking terminal failure
-	EventRollback   EventKind = "rollback"   // an older commit asked for ahead of everything pending; the scope frozen
-	EventUnfrozen   EventKind = "unfrozen"   // someone let the newest held intent go
-	EventRequires   EventKind = "requires"   // the environments this one's deploys wait for changed
-	EventGates      EventKind = "gates"      // the environment's soak time, approvals or change windows changed
-	EventApproved   EventKind = "approved"   // the deployment protection rule let a deployment run
-	EventUnapproved EventKind = "unapproved" // a deployment status of a deployment nobody approved: not counted
+	EventRedriven   EventKind = "redriven"    // the recovery sweep re-drove stalled work
+	EventWithdrawn  EventKind = "withdrawn"   // pending work ended because what asked for it is gone
+	EventPolicy     EventKind = "policy"      // the environment's policy changed
+	EventSkipped    EventKind = "skipped"     // someone decided to skip a blocking terminal failure
+	EventRetried    EventKind = "retried"     // someone decided to retry a blocking terminal failure
+	EventRollback   EventKind = "rollback"    // an older commit asked for ahead of everything pending; the scope frozen
+	EventUnfrozen   EventKind = "unfrozen"    // someone let the newest held intent go
+	EventRequires   EventKind = "requires"    // the environments this one's deploys wait for changed
+	EventGates      EventKind = "gates"       // the environment's soak time, approvals or change windows changed
+	EventBreakGlass EventKind = "break-glass" // someone waived the gates for a pending commit
+	EventApproved   EventKind = "approved"    // the deployment protection rule let a deployment run
+	EventUnapproved EventKind = "unapproved"  // a deployment status of a deployment nobody approved: not counted
 )
 
 // Event is one timeline entry.
