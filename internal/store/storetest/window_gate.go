@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -19,6 +20,7 @@ func windowCases() []testCase {
 	return []testCase{
 		{"NewestGoesWhenTheWindowOpens", testWindowLatest},
 		{"QueueHeadGoesFirstWhenTheWindowOpens", testWindowQueue},
+		{"SweepLeavesAHeldHeadThenRedrivesIt", testWindowSweep},
 		{"RollbackIsNotHeld", testWindowRollback},
 	}
 }
@@ -125,6 +127,47 @@ func testWindowQueue(t *testing.T, h *harness) {
 			t.Fatalf("prod live %+v after generation %d; want %s", l, gens[i], sha("q", i)[:7])
 		}
 		h.clock.Advance(time.Minute)
+	}
+}
+
+// The recovery sweep leaves a head the window holds alone, using none of its attempts, and
+// re-drives it once the window opens, so nobody has to push again.
+func testWindowSweep(t *testing.T, h *harness) {
+	const stall = 10 * time.Minute
+	a := h.process()
+	res := h.accept(a, windowed("prod", "p-x", sha("x", 8), workdays), true)
+	h.wantWindowWait(a, "prod", res.Generation)
+	h.clock.Advance(stall + testTTL + h.skew) // the pass gave up waiting
+
+	var redriven []authority.StalledWork
+	sweep := func() {
+		t.Helper()
+		rep, err := h.process().Sweep(h.ctx, stall, 3, func(_ context.Context, w authority.StalledWork) error {
+			redriven = append(redriven, w)
+			return nil
+		})
+		if err != nil || len(rep.Failed) > 0 {
+			t.Fatalf("sweep: %+v, %v", rep, err)
+		}
+	}
+	for range 4 { // more rounds than attempts: waiting uses none
+		sweep()
+		h.clock.Advance(stall)
+	}
+	if len(redriven) != 0 {
+		t.Fatalf("the sweep re-drove %+v while the window is closed; want the held head left alone", redriven)
+	}
+	if m := h.scope("prod", "api").Mailbox; m == nil || m.Attempt != 0 || m.Failed {
+		t.Fatalf("prod's head after sweeps while the window is closed: %+v; want it pending with no attempt used", m)
+	}
+
+	h.clock.Advance(workdaysOpen.Sub(h.clock.Now()))
+	sweep()
+	if len(redriven) != 1 || redriven[0].Environment != "prod" || redriven[0].Generation != res.Generation {
+		t.Fatalf("re-driven once the window opened: %+v; want prod generation %d", redriven, res.Generation)
+	}
+	if held, err := h.tryDeploy(h.process(), "prod", res.Generation, "redriven", "api"); err != nil || held != nil {
+		t.Fatalf("the re-driven pass: held %v, %v; want it deployed", held, err)
 	}
 }
 
