@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	// The release image has no time zone database: the one compiled in names every zone.
 	_ "time/tzdata"
@@ -44,7 +45,7 @@ const (
 // windowSteps bounds the work of one search for the opening: each step moves past a deny period
 // or to the next allowed start, so a calendar of ordinary periods takes a handful; one that needs
 // more (a deny period every minute) is answered as not opening within the horizon.
-const windowSteps = 4096
+const windowSteps = 1024
 
 // windowNeverRetry is how soon a pass is told to ask again when the window does not open within
 // the horizon: only a change of the configuration can open it.
@@ -264,7 +265,42 @@ func formatDuration(d time.Duration) string {
 	return s
 }
 
-// calendar is Windows read: the time zone and each period's schedule.
+// calendars remembers the calendars the gate read, by their windows' spelling: reading one loads
+// its time zone and parses its expressions, which every gate of the environment would repeat.
+var calendars = &calendarCache{read: map[string]*calendar{}}
+
+// maxCalendars bounds the calendars remembered; past it they are all forgotten and read again.
+const maxCalendars = 256
+
+type calendarCache struct {
+	mu   sync.Mutex
+	read map[string]*calendar
+}
+
+// get returns the calendar of w, reading it the first time.
+func (cc *calendarCache) get(w *Windows) (*calendar, error) {
+	key := w.Spec()
+	cc.mu.Lock()
+	c := cc.read[key]
+	cc.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	c, err := w.compile()
+	if err != nil {
+		return nil, err
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if len(cc.read) >= maxCalendars {
+		clear(cc.read)
+	}
+	cc.read[key] = c
+	return c, nil
+}
+
+// calendar is Windows read: the time zone and each period's schedule. It is read-only once read,
+// so the gates of several environments may share it.
 type calendar struct {
 	loc   *time.Location
 	zone  string
@@ -327,9 +363,10 @@ func (c *calendar) nextAllow(t time.Time) time.Time {
 
 // opens finds the earliest instant at or after now inside an allowed period and outside every
 // deny period: the instants where that can begin are now, the starts of allowed periods and the
-// ends of deny periods, so the search moves from one to the next. until is when the deny periods
-// that cover now end (zero: now is in none). A zero opening: not within WindowHorizon.
-func (c *calendar) opens(now time.Time) (opens, until time.Time) {
+// ends of deny periods, so the search moves from one to the next. denied: now is in a deny
+// period, which ends at until (zero: not within the search). A zero opening: not within
+// WindowHorizon.
+func (c *calendar) opens(now time.Time) (opens, until time.Time, denied bool) {
 	limit := now.Add(WindowHorizon)
 	t := now
 	leading := true // still moving through the deny periods that cover now
@@ -338,17 +375,17 @@ func (c *calendar) opens(now time.Time) (opens, until time.Time) {
 			break
 		}
 		if end, in := c.denied(t); in {
-			t = end
+			t, denied = end, denied || leading
 			continue
 		}
 		if leading {
 			leading = false
-			if !t.Equal(now) {
+			if denied {
 				until = t
 			}
 		}
 		if c.allowed(t) {
-			return t, until
+			return t, until, denied
 		}
 		if t = c.nextAllow(t); t.IsZero() {
 			break
@@ -357,7 +394,7 @@ func (c *calendar) opens(now time.Time) (opens, until time.Time) {
 	if leading && t.After(limit) {
 		until = t // the deny periods covering now outlast the horizon
 	}
-	return time.Time{}, until
+	return time.Time{}, until, denied
 }
 
 // WindowWait is what a commit waits for outside the change window (ReasonWindow): when the window
@@ -367,8 +404,9 @@ type WindowWait struct {
 	Opens time.Time `json:"opens,omitzero"`
 	// Timezone is the windows' time zone, which the words give times in.
 	Timezone string `json:"timezone"`
-	// DenyUntil is when the deny periods covering the instant asked about end; zero: it was in
-	// none.
+	// Denied: the instant asked about is in a deny period, which ends at DenyUntil (zero: not
+	// within the search).
+	Denied    bool      `json:"denied,omitempty"`
 	DenyUntil time.Time `json:"deny_until,omitzero"`
 	// Asked is when the gate asked: the words name the day of an opening within a week of it and
 	// the date of a later one.
@@ -382,6 +420,8 @@ func (w *WindowWait) text() string {
 	switch {
 	case w.Problem != "":
 		return "the change windows cannot be read (" + w.Problem + "); fix them in the configuration"
+	case w.Denied && w.DenyUntil.IsZero():
+		return "in a deny window; " + horizon
 	case !w.DenyUntil.IsZero() && w.Opens.IsZero():
 		return fmt.Sprintf("in a deny window until %s; %s", w.date(w.DenyUntil), horizon)
 	case !w.DenyUntil.IsZero() && w.Opens.Equal(w.DenyUntil):
@@ -432,15 +472,15 @@ func windowWait(v View, ref *Ref, now time.Time) *WindowWait {
 	if w == nil {
 		return nil
 	}
-	c, err := w.compile()
+	c, err := calendars.get(w)
 	if err != nil {
 		return &WindowWait{Timezone: w.zone(), Asked: now, Problem: err.Error()}
 	}
-	opens, until := c.opens(now)
+	opens, until, denied := c.opens(now)
 	if opens.Equal(now) {
 		return nil
 	}
-	return &WindowWait{Opens: opens, Timezone: c.zone, DenyUntil: until, Asked: now}
+	return &WindowWait{Opens: opens, Timezone: c.zone, Denied: denied, DenyUntil: until, Asked: now}
 }
 
 // retryAfter is how soon a pass outside the change window is told to ask again: when the window

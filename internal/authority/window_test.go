@@ -295,3 +295,37 @@ func TestRollbackIsNeverHeldByAWindow(t *testing.T) {
 		}
 	}
 }
+
+// A deny period every hour, all hour, is more than the search takes in: the gate still says the
+// environment is in a deny window.
+func TestWindowsDenyBeyondTheSearch(t *testing.T) {
+	hourly := &Windows{Deny: []WindowPeriod{{Start: "0 * * * *", Duration: time.Hour}}}
+	now := time.Date(2026, time.December, 2, 9, 30, 0, 0, time.UTC)
+	w := wantClosed(t, hourly, now, time.Time{}, "in a deny window; the change window does not open in the next 400 days")
+	if !w.Denied || !w.DenyUntil.IsZero() {
+		t.Fatalf("wait %+v; want denied with no end found", w)
+	}
+	// An allowed start that falls in a deny period is not a deny period at the instant asked about.
+	w = wait(t, workdays, at(2026, time.December, 23, 17, 30))
+	if w.Denied || !w.Opens.Equal(at(2026, time.December, 28, 9, 0)) || w.text() != "outside the change window; opens Mon 09:00 Europe/Berlin" {
+		t.Fatalf("the evening before a deny period: %+v %q; want outside the window, opening Monday", w, w.text())
+	}
+}
+
+// BenchmarkWindowWait measures what the gate spends on a change window: an ordinary calendar,
+// and one that needs the whole search (a deny period every hour).
+func BenchmarkWindowWait(b *testing.B) {
+	hourly := &Windows{Deny: []WindowPeriod{{Start: "0 * * * *", Duration: time.Hour}}}
+	now := at(2026, time.December, 3, 17, 30)
+	for name, w := range map[string]*Windows{"workdays": workdays, "hourly-deny": hourly} {
+		v := View{Gates: &Gates{Windows: w}}
+		ref := &Ref{Generation: 1, Sha: windowSha}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if windowWait(v, ref, now) == nil {
+					b.Fatal("open")
+				}
+			}
+		})
+	}
+}
