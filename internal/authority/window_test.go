@@ -141,6 +141,11 @@ func TestWindowsWording(t *testing.T) {
 	if r := w.retryAfter(now); r != windowNeverRetry {
 		t.Fatalf("retry after %s for a window that does not open; want %s", r, windowNeverRetry)
 	}
+	// Nothing says when it ends, so no pass waits for it however long it may wait.
+	v := windowView(never, false)
+	if got := Hold(v, 3, now, 0); got.Reason != ReasonWindow || !got.Until.IsZero() || !got.Err().(*HeldError).Outlasts(now.Add(24*time.Hour)) {
+		t.Fatalf("a window that does not open: %v until %s; want held with no end, outlasting any wait", got.Reason, got.Until)
+	}
 	wantClosed(t, never, at(2026, time.December, 7, 10, 0), time.Time{},
 		"in a deny window until Tue 8 Dec 00:00 Europe/Berlin; the change window does not open in the next 400 days")
 }
@@ -265,8 +270,12 @@ func TestEvaluatorHoldsOutsideTheWindow(t *testing.T) {
 		if got.Reason != ReasonWindow || got.Window == nil || !got.Window.Opens.Equal(opens) || got.Text() != text {
 			t.Fatalf("%s outside the window: %v %q (window %+v); want %s saying %q", name, got.Reason, got.Text(), got.Window, ReasonWindow, text)
 		}
-		if want := opens.Sub(now).Truncate(time.Second) + time.Second; got.RetryAfter != want {
-			t.Fatalf("%s: retry after %s; want until it opens in whole seconds, %s", name, got.RetryAfter, want)
+		if want := opens.Sub(now).Truncate(time.Second) + time.Second; got.RetryAfter != want || !got.Until.Equal(opens) {
+			t.Fatalf("%s: retry after %s, until %s; want until it opens (%s), in whole seconds %s", name, got.RetryAfter, got.Until, opens, want)
+		}
+		// A pass that may wait past the opening waits; one whose wait ends first ends held.
+		if held := got.Err().(*HeldError); held.Outlasts(opens.Add(time.Minute)) || !held.Outlasts(opens.Add(-time.Minute)) {
+			t.Fatalf("%s: a pass waiting past the opening is told to end held, or one that cannot wait that long is not", name)
 		}
 		var held *HeldError
 		if err := got.Err(); !errors.As(err, &held) || held.Window == nil || !strings.Contains(err.Error(), text) || !errors.Is(err, ErrLeaseHeld) {

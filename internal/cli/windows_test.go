@@ -6,15 +6,15 @@ import (
 )
 
 // Change windows from the command line: --windows on run sets prod's windows, a commit outside
-// them waits and gives up with the locked exit code saying why, the change is in the history,
+// them that does not open within --wait ends held (exit 10) saying why and stays pending, the change is in the history,
 // --windows none removes them, and a bad value says what to fix.
 func TestWindowsFromTheCommandLine(t *testing.T) {
 	h := newHarness(t)
 	// A deny period every day, all day: whenever the test runs, the window is closed.
 	closed := "tz=UTC; deny=0 0 * * * for 24h"
-	held := h.must(ExitLocked, "run", "--environment", "prod", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000",
+	held := h.must(ExitHeld, "run", "--environment", "prod", "--scopes", "api", "--sha", "aaaa111000000000000000000000000000000000",
 		"--intent-id", "p-a", "--windows", closed, "--wait", "0s", "--", "true")
-	if !strings.Contains(held.stderr, "in a deny window until") || !strings.Contains(held.stderr, "00:00 UTC; the change window does not open in the next 400 days") {
+	if !strings.Contains(held.stderr, "held: prod/api: in a deny window until") || !strings.Contains(held.stderr, "00:00 UTC; the change window does not open in the next 400 days") {
 		t.Fatalf("a run outside the change window said:\n%s", held.stderr)
 	}
 	// The timeline records the change and the refusal, in the gate's words.
@@ -25,13 +25,13 @@ func TestWindowsFromTheCommandLine(t *testing.T) {
 		}
 	}
 	// A run that does not give --windows keeps them.
-	h.must(ExitLocked, "run", "--environment", "prod", "--scopes", "api", "--sha", "bbbb222000000000000000000000000000000000",
+	h.must(ExitHeld, "run", "--environment", "prod", "--scopes", "api", "--sha", "bbbb222000000000000000000000000000000000",
 		"--intent-id", "p-b", "--wait", "0s", "--", "true")
 	// An allow period of every minute lets it go at once.
 	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", "bbbb222000000000000000000000000000000000",
 		"--intent-id", "p-b2", "--windows", "allow=* * * * * for 1m", "--", "true")
 	// none removes the windows, and the commit they held deploys.
-	h.must(ExitLocked, "run", "--environment", "staging", "--scopes", "api", "--sha", "cccc333000000000000000000000000000000000",
+	h.must(ExitHeld, "run", "--environment", "staging", "--scopes", "api", "--sha", "cccc333000000000000000000000000000000000",
 		"--intent-id", "s-c", "--windows", closed, "--wait", "0s", "--", "true")
 	h.must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", "cccc333000000000000000000000000000000000",
 		"--intent-id", "s-c2", "--windows", "none", "--", "true")
