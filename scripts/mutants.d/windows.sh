@@ -17,7 +17,7 @@ mutant "change windows: a period that started before now does not count" $pw \
   's/s := p\.start\.Next\(t\.Add\(-p\.d\)\)/s := p.start.Next(t.Add(-time.Second))/' \
   TestWindowsAllowPeriods $wa
 mutant "change windows: the window opens a minute after a deny period ends" $pw \
-  's/\t\t\tt = end\n/\t\t\tt = end.Add(time.Minute)\n/' \
+  's/\t\t\tt, denied = end, denied \|\| leading\n/\t\t\tt, denied = end.Add(time.Minute), denied || leading\n/' \
   TestWindowsDenyWinsOverAllow $wa
 mutant "change windows: starts are read in UTC, not the time zone" $pw \
   's/\tspec\.Location = loc\n/\tspec.Location = time.UTC\n/' \
@@ -43,3 +43,6 @@ mutant "change windows: an unknown time zone in the file is accepted" internal/c
 mutant "change windows: --windows is not carried by the intent" internal/cli/windows.go \
   's/f := c\.fs\.Lookup\("windows"\)/f := c.fs.Lookup("windows-unread")/' \
   TestWindowsFromTheCommandLine ./internal/cli/
+mutant "change windows: a closed window's hold is said to end before the window opens" internal/authority/decide.go \
+  's/ReasonWindow, w, w\.retryAfter\(now\), w\.Opens/ReasonWindow, w, w.retryAfter(now), now/' \
+  TestEvaluatorHoldsOutsideTheWindow ./internal/authority/
