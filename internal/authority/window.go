@@ -72,9 +72,18 @@ func CheckWindowTimezone(name string) (*time.Location, error) {
 	return loc, nil
 }
 
-// CheckWindowStart checks a period's start and returns its schedule in loc: a five-field cron
-// expression that fires at least once.
-func CheckWindowStart(expr string, loc *time.Location) (cron.Schedule, error) {
+// CheckWindowStart checks a period's start, read in loc (nil: UTC): a five-field cron expression
+// or a descriptor that fires at least once.
+func CheckWindowStart(expr string, loc *time.Location) error {
+	_, err := windowSchedule(expr, loc)
+	return err
+}
+
+// windowSchedule reads a period's start in loc (nil: UTC).
+func windowSchedule(expr string, loc *time.Location) (cron.Schedule, error) {
+	if loc == nil {
+		loc = time.UTC
+	}
 	expr = strings.TrimSpace(expr)
 	bad := func(fix string) error { return &InputError{Field: "windows start", Value: expr, Fix: fix} }
 	switch {
@@ -126,7 +135,7 @@ func (w *Windows) compile() (*calendar, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &calendar{loc: loc, zone: w.zone()}
+	c := &calendar{zone: w.zone()}
 	for _, kind := range []struct {
 		name    string
 		periods []WindowPeriod
@@ -137,7 +146,7 @@ func (w *Windows) compile() (*calendar, error) {
 				Fix: fmt.Sprintf("give at most %d %s periods; a cron expression can name several days or hours at once (0 9 * * 1-4)", MaxWindowPeriods, kind.name)}
 		}
 		for i, p := range kind.periods {
-			s, err := CheckWindowStart(p.Start, loc)
+			s, err := windowSchedule(p.Start, loc)
 			if err == nil {
 				err = CheckWindowDuration(p.Duration)
 			}
@@ -302,7 +311,6 @@ func (cc *calendarCache) get(w *Windows) (*calendar, error) {
 // calendar is Windows read: the time zone and each period's schedule. It is read-only once read,
 // so the gates of several environments may share it.
 type calendar struct {
-	loc   *time.Location
 	zone  string
 	allow []period
 	deny  []period

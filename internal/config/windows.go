@@ -111,7 +111,7 @@ func (p *parser) windowPeriods(where string, v *yaml.Node, loc *time.Location) [
 		case start == nil:
 			p.addf(item, "%s has no start; give it as a cron expression, e.g. %s", at, example)
 		default:
-			if _, err := authority.CheckWindowStart(per.Start, loc); err != nil {
+			if err := authority.CheckWindowStart(per.Start, loc); err != nil {
 				p.addf(start, "%s: start %q: %s", at, per.Start, fixOf(err))
 			}
 		}
