@@ -106,3 +106,13 @@ func TestWindowsProblems(t *testing.T) {
 		t.Fatalf("Parse = %v; want three problems: the time zone, the start and the duration", err)
 	}
 }
+
+// Only the trusted file sets when an environment may deploy.
+func TestWindowsOnlyInTheTrustedFile(t *testing.T) {
+	t.Parallel()
+	cfg := mustParse(t, "allowed-overrides: [paths, workflow]\n"+windowsFile("      deny:\n        - {start: \"0 0 24 12 *\", duration: 72h}\n"))
+	_, err := cfg.Narrow("acme/api", []byte("environments:\n  prod:\n    windows: {allow: [{start: \"* * * * *\", duration: 1m}]}\n"), "acme/.github:.github/latestwins.yml")
+	if err == nil || !strings.Contains(err.Error(), `"windows" may only be set in the trusted file`) {
+		t.Fatalf("Narrow = %v; want windows refused in a repository's own file", err)
+	}
+}
