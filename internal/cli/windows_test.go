@@ -17,6 +17,10 @@ func TestWindowsFromTheCommandLine(t *testing.T) {
 	if !strings.Contains(held.stderr, "held: prod/api: in a deny window until") || !strings.Contains(held.stderr, "00:00 UTC; the change window does not open in the next 400 days") {
 		t.Fatalf("a run outside the change window said:\n%s", held.stderr)
 	}
+	// The status rows say what holds the head.
+	if st := h.must(ExitOK, "status"); !strings.Contains(st.stdout, "in a deny window until") {
+		t.Errorf("status does not say the commit waits for the change window:\n%s", st.stdout)
+	}
 	// The timeline records the change and the refusal, in the gate's words.
 	hist := h.must(ExitOK, "history", "prod")
 	for _, want := range []string{"Gates changed from none to windows " + closed, "in a deny window until"} {
