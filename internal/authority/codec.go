@@ -105,32 +105,57 @@ type storedOrder struct {
 }
 
 type storedRef struct {
-	G  int64        `json:"g"`
-	S  string       `json:"s"`
-	R  string       `json:"r,omitempty"`
-	B  string       `json:"b,omitempty"`
-	Or *storedOrder `json:"or,omitempty"`
-	Sr string       `json:"sr,omitempty"`
-	Ac string       `json:"ac,omitempty"`
-	I  string       `json:"i"`
-	Og string       `json:"og,omitempty"`
-	N  int          `json:"n,omitempty"`
-	T  int64        `json:"t,omitempty"`
-	Br bool         `json:"br,omitempty"` // version 3
-	Cl bool         `json:"cl,omitempty"` // version 3
-	X  bool         `json:"x,omitempty"`  // version 3
-	Rb bool         `json:"rb,omitempty"` // version 3
-	Sn int64        `json:"sn,omitempty"` // waiting since; a build that drops it counts the scope behind from its newest intent
+	G  int64            `json:"g"`
+	S  string           `json:"s"`
+	R  string           `json:"r,omitempty"`
+	B  string           `json:"b,omitempty"`
+	Or *storedOrder     `json:"or,omitempty"`
+	Sr string           `json:"sr,omitempty"`
+	Ac string           `json:"ac,omitempty"`
+	I  string           `json:"i"`
+	Og string           `json:"og,omitempty"`
+	N  int              `json:"n,omitempty"`
+	T  int64            `json:"t,omitempty"`
+	Br bool             `json:"br,omitempty"` // version 3
+	Cl bool             `json:"cl,omitempty"` // version 3
+	X  bool             `json:"x,omitempty"`  // version 3
+	Rb bool             `json:"rb,omitempty"` // version 3
+	Sn int64            `json:"sn,omitempty"` // waiting since; a build that drops it counts the scope behind from its newest intent
+	Ap []storedApproval `json:"ap,omitempty"` // approvals by people; only an environment with an approvals gate (version 6) counts them
+}
+
+type storedApproval struct {
+	L string `json:"l"`
+	D string `json:"d,omitempty"`
+	T int64  `json:"t,omitempty"`
+}
+
+func encodeApprovals(as []CommitApproval) []storedApproval {
+	var out []storedApproval
+	for _, a := range as {
+		out = append(out, storedApproval{L: a.Login, D: a.Door, T: nanos(a.At)})
+	}
+	return out
+}
+
+func decodeApprovals(as []storedApproval) []CommitApproval {
+	var out []CommitApproval
+	for _, a := range as {
+		out = append(out, CommitApproval{Login: a.L, Door: a.D, At: fromNanos(a.T)})
+	}
+	return out
 }
 
 func encodeRef(m *Ref) *storedRef {
 	return &storedRef{G: m.Generation, S: m.Sha, R: m.Ref, B: m.Before, Or: encodeOrder(m.Order), Sr: m.Source, Ac: m.Actor,
-		I: m.IntentID, Og: m.Origin, N: m.Attempt, T: nanos(m.At), Br: m.Barrier, Cl: m.Claimed, X: m.Failed, Rb: m.Rollback, Sn: nanos(m.Since)}
+		I: m.IntentID, Og: m.Origin, N: m.Attempt, T: nanos(m.At), Br: m.Barrier, Cl: m.Claimed, X: m.Failed, Rb: m.Rollback, Sn: nanos(m.Since),
+		Ap: encodeApprovals(m.Approvals)}
 }
 
 func decodeRef(m *storedRef) *Ref {
 	return &Ref{Generation: m.G, Sha: m.S, Ref: m.R, Before: m.B, Order: decodeOrder(m.Or), Source: m.Sr, Actor: m.Ac,
-		IntentID: m.I, Origin: m.Og, Attempt: m.N, At: fromNanos(m.T), Barrier: m.Br, Claimed: m.Cl, Failed: m.X, Rollback: m.Rb, Since: fromNanos(m.Sn)}
+		IntentID: m.I, Origin: m.Og, Attempt: m.N, At: fromNanos(m.T), Barrier: m.Br, Claimed: m.Cl, Failed: m.X, Rollback: m.Rb, Since: fromNanos(m.Sn),
+		Approvals: decodeApprovals(m.Ap)}
 }
 
 // usesV3 reports whether a document needs version 3 of the stored form.

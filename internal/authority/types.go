@@ -183,6 +183,9 @@ type Ref struct {
 	Failed bool `json:"failed,omitempty"`
 	// Rollback: an explicit rollback (Authority.Rollback) asked for this older commit.
 	Rollback bool `json:"rollback,omitempty"`
+	// Approvals are the people who approved this commit here (the approvals gate, ApproveCommit),
+	// in order; at most maxRefApprovals.
+	Approvals []CommitApproval `json:"approvals,omitempty"`
 }
 
 // Freeze holds a scope after a rollback: intents accepted meanwhile are recorded and wait, and none
@@ -290,6 +293,9 @@ const (
 	EventGates      EventKind = "gates"      // the environment's soak time, approvals or change windows changed
 	EventApproved   EventKind = "approved"   // the deployment protection rule let a deployment run
 	EventUnapproved EventKind = "unapproved" // a deployment status of a deployment nobody approved: not counted
+	// EventApprovedCommit: a person approved a commit for the approvals gate (ApproveCommit), the
+	// audit trail of who approved what; EventApproved is the deployment protection rule's.
+	EventApprovedCommit EventKind = "commit-approved"
 )
 
 // Event is one timeline entry.
