@@ -57,6 +57,9 @@ func SplitTeam(approver string) (org, slug string, ok bool) {
 // ApproverFix says what an approver must be.
 const ApproverFix = "name GitHub users by login (alice) and teams as @org/team-slug (@acme/sre)"
 
+// Validate checks the rule as an intent carries it: an *InputError says what to fix.
+func (r *ApprovalRule) Validate() error { return r.validate() }
+
 func (r *ApprovalRule) validate() error {
 	if r == nil {
 		return nil
