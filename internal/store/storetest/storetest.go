@@ -66,6 +66,7 @@ func RunGroups(t *testing.T, newStore func(t *testing.T) authority.Store, only .
 		{"InputErrors", inputCases()},
 		{"Property", propertyCases()},
 		{"Deliveries", deliveryCases()},
+		{"Approvals", approvalCases()},
 	}
 	for _, g := range groups {
 		if len(only) > 0 && !slices.Contains(only, g.name) {
