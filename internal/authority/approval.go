@@ -245,9 +245,8 @@ type CommitApprovalResult struct {
 // pending entries in the scopes named (every scope where it is pending when none is), with who,
 // when and through which door, and an event in the timeline for each. A repeat by the same person
 // changes nothing. It is an *InputError when the environment needs no approvals, or the commit is
-// not pending in a scope named (the error says what is pending there). A scope whose commit now
-// has its approvals is started by the recovery sweep on its next round if nobody waits at its
-// gate.
+// not pending in a scope named (the error says what is pending there). A pass waiting at the
+// gate goes at its next ask; one that gave up is re-driven by the recovery sweep, as for promotion.
 func (a *Authority) ApproveCommit(ctx context.Context, r CommitApprovalRequest) (*CommitApprovalResult, error) {
 	if err := ValidateEnvironment(r.Environment); err != nil {
 		return nil, err
@@ -367,10 +366,6 @@ func (e *Env) approveCommit(r CommitApprovalRequest, now time.Time) (*CommitAppr
 		e.record(now, Event{Kind: EventApprovedCommit, Scope: s.Scope, Generation: m.Generation, Sha: m.Sha,
 			Message: fmt.Sprintf("%s (generation %d) approved by %s through the %s: %d of %d approvals%s", shortSha(m.Sha), m.Generation, r.Login, doorName(r.Door),
 				len(s.By), rule.Count, note)})
-		if s.Need == 0 && m == e.Scopes[s.Scope].Mailbox {
-			// It waited at its gate: stalled at once, so the recovery sweep starts it on its next round.
-			e.Scopes[s.Scope].ActiveAt = time.Time{}
-		}
 	}
 	if err := e.checkQueuedSize(); err != nil {
 		return nil, &InputError{Field: "actor", Value: r.Login, Fix: "the commits waiting in this environment's queues hold too many approvals to record more: " + err.Error()}

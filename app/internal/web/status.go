@@ -153,6 +153,7 @@ td ol { margin: .25em 0 0; padding-left: 1.5em; }
 <td>{{with .Head}}{{.Short}} (generation {{.Generation}}){{if .Attempts}}, {{.Attempts}} failed attempt(s){{end}}{{if .Rollback}}, rollback{{else if .Barrier}}, barrier{{end}}{{else}}{{with .Failure}}<span class="error">ERROR at generation {{.Generation}}: {{.Message}}</span>{{else}}-{{end}}{{end}}
 {{- if .Frozen}}<br><span class="error">{{.Frozen}}</span>{{end}}
 {{- if .Promotion}}<br><span class="held">{{.Promotion}}</span>{{end}}
+{{- if .Approval}}<br><span class="held" id="approval-{{$env.Name}}/{{.Scope}}">{{.Approval}}</span>{{else}}{{with .Head}}{{with .ApprovedBy}}<br><span class="settled">approved by {{range $i, $a := .}}{{if $i}}, {{end}}{{$a}}{{end}}</span>{{end}}{{end}}{{end}}
 {{- if .Blocked}}<br><span class="error">{{.Blocked}}{{with .BlockingFailure}}; error: {{.Message}}{{end}}</span>{{end}}
 {{- if .Warning}}<br><span class="error">warning: {{.Warning}}</span>{{end}}
 {{- if .Late}}<br><span class="error">{{.Convergence.State}}: {{.Late}}</span>{{end}}
