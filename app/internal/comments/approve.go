@@ -58,7 +58,9 @@ func (a *Commands) commandApprove(ctx context.Context, run *commentRun) error {
 	}
 	var member core.TeamMembership
 	if tc, ok := a.convo.(TeamChecker); ok {
-		member = func(ctx context.Context, org, slug, user string) (bool, error) { return tc.TeamMember(ctx, run.at, org, slug, user) }
+		member = func(ctx context.Context, org, slug, user string) (bool, error) {
+			return tc.TeamMember(ctx, run.at, org, slug, user)
+		}
 	}
 	ok, why, err := core.MayApprove(ctx, rule, run.actor, member)
 	if err != nil {
