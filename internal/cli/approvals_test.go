@@ -40,7 +40,7 @@ func TestApproveFromTheCommandLine(t *testing.T) {
 		t.Errorf("a repeat said:\n%s", o.stdout)
 	}
 	st := h.must(ExitOK, "status", "prod")
-	if !strings.Contains(st.stdout, "approved by alice") {
+	if !strings.Contains(st.stdout, "waiting for approval: 1 of 2, approved by alice (latestwins approve prod --sha aaaa111") {
 		t.Errorf("status does not show who approved:\n%s", st.stdout)
 	}
 	if o := h.must(ExitOK, "approve", "prod", "--sha", "aaaa111", "--actor", "bob", "--scopes", "api"); !strings.Contains(o.stdout, "2 of 2 approvals (alice, bob): it may deploy") {
