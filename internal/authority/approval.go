@@ -2,6 +2,7 @@ package authority
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
@@ -33,6 +34,11 @@ const (
 	// maxRefApprovals bounds the approvals kept on one pending entry: distinct people, so a rule's
 	// Count always fits, with room for approvals that do not count (the pusher's, say).
 	maxRefApprovals = 16
+	// maxApprovalBytes bounds the stored form of every approval of an environment's document,
+	// together: only an approval adds one, so the worst-case document (TestWorstCaseDocumentFitsAnItem)
+	// grows by at most this much and stays inside DynamoDB's item size. About 140 approvals by the
+	// longest logins, more by ordinary ones.
+	maxApprovalBytes = 10_000
 )
 
 var (
@@ -370,7 +376,29 @@ func (e *Env) approveCommit(r CommitApprovalRequest, now time.Time) (*CommitAppr
 	if err := e.checkQueuedSize(); err != nil {
 		return nil, &InputError{Field: "actor", Value: r.Login, Fix: "the commits waiting in this environment's queues hold too many approvals to record more: " + err.Error()}
 	}
+	if n := e.approvalBytes(); n > maxApprovalBytes {
+		return nil, &InputError{Field: "actor", Value: r.Login,
+			Fix: fmt.Sprintf("the commits pending in %s hold %d bytes of approvals, more than the %d one document keeps: deploy or supersede some of them first", e.Name, n, maxApprovalBytes)}
+	}
 	return res, nil
+}
+
+// approvalBytes is how much the approvals of every pending entry of e take in the stored form.
+func (e *Env) approvalBytes() int {
+	n := 0
+	for _, sc := range e.Scopes {
+		for _, m := range sc.Entries() {
+			if len(m.Approvals) == 0 {
+				continue
+			}
+			b, err := json.Marshal(encodeApprovals(m.Approvals))
+			if err != nil {
+				panic(fmt.Sprintf("encode approvals: %v", err))
+			}
+			n += len(b)
+		}
+	}
+	return n
 }
 
 // notPending says that no commit named by prefix is pending (in the scope named, or anywhere in
