@@ -168,6 +168,7 @@ func TestApprovalsBelongToOneCommit(t *testing.T) {
 	rule := &authority.ApprovalRule{Count: 1}
 	genA := w.push("push-a", shaA, "pusher", rule)
 	w.approve("alice", shaA)
+	w.clock.Advance(time.Minute) // pushed later: it has waited since the older one was accepted
 	genB := w.push("push-b", shaB, "pusher", rule)
 	held := w.gate(genB)
 	if held == nil || held.Approval.Sha != shaB || held.Approval.Need != 1 || len(held.Approval.By) != 0 {

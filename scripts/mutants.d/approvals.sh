@@ -41,5 +41,5 @@ mutant "a repeat of a rule's approver is let through the file" internal/config/a
   's/\t\tif seen\[strings\.ToLower\(a\)\] \{\n\t\t\tp\.addf/\t\tif false {\n\t\t\tp.addf/' \
   TestApprovalsParseErrors ./internal/config/
 mutant "the page's Approve button approves for someone not among the approvers" app/internal/web/approve.go \
-  's/\tif !ok \{\n\t\tpa\.log\.InfoContext\(ctx, "status page: approval refused, not an approver"\)/\tif false {\n\t\tpa.log.InfoContext(ctx, "status page: approval refused, not an approver")/' \
+  's/\tif !ok \{\n\t\tpa\.log\.InfoContext\(ctx, "status page: approval refused, not an approver"\)/\tif !ok \&\& false {\n\t\tpa.log.InfoContext(ctx, "status page: approval refused, not an approver")/' \
   TestApproveButton ./app/

@@ -106,6 +106,7 @@ func testApprovalsSuperseded(t *testing.T, h *harness) {
 	older, newer := sha("ap", 3), sha("ap", 4)
 	h.accept(h.process(), approvalPush("p-1", older, rule), true)
 	h.approve("alice", older)
+	h.clock.Advance(time.Minute) // pushed later: it has waited since the older one was accepted
 	res := h.accept(h.process(), approvalPush("p-2", newer, rule), true)
 	h.wantApprovalWait(res.Generation, 1)
 	_, err := h.process().ApproveCommit(h.ctx, authority.CommitApprovalRequest{Environment: "prod", Sha: older, Login: "bob", Door: authority.ApprovalDoorCLI})
