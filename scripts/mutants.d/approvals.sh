@@ -28,7 +28,7 @@ mutant "a workflow token approves through the command line" internal/cli/approva
 mutant "the comment door lets anyone with write permission approve" app/internal/core/approvals.go \
   's/if rule == nil \|\| len\(rule\.Approvers\) == 0 \{/if true {/' \
   TestCommentApprove ./app/
-mutant "a team invitation counts as membership" internal/githubapp/teams.go \
+mutant "a team invitation counts as membership among the approvers" internal/githubapp/teams.go \
   's/return m\.State == "active", nil/return true, nil/' \
   TestTeamMember ./internal/githubapp/
 mutant "the comment door skips the write permission for approve" app/internal/comments/command.go \
