@@ -105,40 +105,40 @@ type storedOrder struct {
 }
 
 type storedRef struct {
-	G  int64            `json:"g"`
-	S  string           `json:"s"`
-	R  string           `json:"r,omitempty"`
-	B  string           `json:"b,omitempty"`
-	Or *storedOrder     `json:"or,omitempty"`
-	Sr string           `json:"sr,omitempty"`
-	Ac string           `json:"ac,omitempty"`
-	I  string           `json:"i"`
-	Og string           `json:"og,omitempty"`
-	N  int              `json:"n,omitempty"`
-	T  int64            `json:"t,omitempty"`
-	Br bool             `json:"br,omitempty"` // version 3
-	Cl bool             `json:"cl,omitempty"` // version 3
-	X  bool             `json:"x,omitempty"`  // version 3
-	Rb bool             `json:"rb,omitempty"` // version 3
-	Sn int64            `json:"sn,omitempty"` // waiting since; a build that drops it counts the scope behind from its newest intent
-	Ap []storedApproval `json:"ap,omitempty"` // approvals by people; only an environment with an approvals gate (version 6) counts them
+	G  int64        `json:"g"`
+	S  string       `json:"s"`
+	R  string       `json:"r,omitempty"`
+	B  string       `json:"b,omitempty"`
+	Or *storedOrder `json:"or,omitempty"`
+	Sr string       `json:"sr,omitempty"`
+	Ac string       `json:"ac,omitempty"`
+	I  string       `json:"i"`
+	Og string       `json:"og,omitempty"`
+	N  int          `json:"n,omitempty"`
+	T  int64        `json:"t,omitempty"`
+	Br bool         `json:"br,omitempty"` // version 3
+	Cl bool         `json:"cl,omitempty"` // version 3
+	X  bool         `json:"x,omitempty"`  // version 3
+	Rb bool         `json:"rb,omitempty"` // version 3
+	Sn int64        `json:"sn,omitempty"` // waiting since; a build that drops it counts the scope behind from its newest intent
+	Ap []storedAppr `json:"ap,omitempty"` // approvals by people; only an environment with an approvals gate (version 6) counts them
 }
 
-type storedApproval struct {
+type storedAppr struct {
 	L string `json:"l"`
 	D string `json:"d,omitempty"`
 	T int64  `json:"t,omitempty"`
 }
 
-func encodeApprovals(as []CommitApproval) []storedApproval {
-	var out []storedApproval
+func encodeApprovals(as []CommitApproval) []storedAppr {
+	var out []storedAppr
 	for _, a := range as {
-		out = append(out, storedApproval{L: a.Login, D: a.Door, T: nanos(a.At)})
+		out = append(out, storedAppr{L: a.Login, D: a.Door, T: nanos(a.At)})
 	}
 	return out
 }
 
-func decodeApprovals(as []storedApproval) []CommitApproval {
+func decodeApprovals(as []storedAppr) []CommitApproval {
 	var out []CommitApproval
 	for _, a := range as {
 		out = append(out, CommitApproval{Login: a.L, Door: a.D, At: fromNanos(a.T)})
