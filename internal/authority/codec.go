@@ -122,16 +122,41 @@ type storedRef struct {
 	Rb bool         `json:"rb,omitempty"` // version 3
 	Sn int64        `json:"sn,omitempty"` // waiting since; a build that drops it counts the scope behind from its newest intent
 	Bg *Override    `json:"bg,omitempty"` // break-glass: only where gates are, so version 6
+	Ap []storedAppr `json:"ap,omitempty"` // approvals by people; only an environment with an approvals gate (version 6) counts them
+}
+
+type storedAppr struct {
+	L string `json:"l"`
+	D string `json:"d,omitempty"`
+	T int64  `json:"t,omitempty"`
+}
+
+func encodeApprovals(as []CommitApproval) []storedAppr {
+	var out []storedAppr
+	for _, a := range as {
+		out = append(out, storedAppr{L: a.Login, D: a.Door, T: nanos(a.At)})
+	}
+	return out
+}
+
+func decodeApprovals(as []storedAppr) []CommitApproval {
+	var out []CommitApproval
+	for _, a := range as {
+		out = append(out, CommitApproval{Login: a.L, Door: a.D, At: fromNanos(a.T)})
+	}
+	return out
 }
 
 func encodeRef(m *Ref) *storedRef {
 	return &storedRef{G: m.Generation, S: m.Sha, R: m.Ref, B: m.Before, Or: encodeOrder(m.Order), Sr: m.Source, Ac: m.Actor,
-		I: m.IntentID, Og: m.Origin, N: m.Attempt, T: nanos(m.At), Br: m.Barrier, Cl: m.Claimed, X: m.Failed, Rb: m.Rollback, Sn: nanos(m.Since), Bg: m.BreakGlass}
+		I: m.IntentID, Og: m.Origin, N: m.Attempt, T: nanos(m.At), Br: m.Barrier, Cl: m.Claimed, X: m.Failed, Rb: m.Rollback, Sn: nanos(m.Since), Bg: m.BreakGlass,
+		Ap: encodeApprovals(m.Approvals)}
 }
 
 func decodeRef(m *storedRef) *Ref {
 	return &Ref{Generation: m.G, Sha: m.S, Ref: m.R, Before: m.B, Order: decodeOrder(m.Or), Source: m.Sr, Actor: m.Ac,
-		IntentID: m.I, Origin: m.Og, Attempt: m.N, At: fromNanos(m.T), Barrier: m.Br, Claimed: m.Cl, Failed: m.X, Rollback: m.Rb, Since: fromNanos(m.Sn), BreakGlass: m.Bg}
+		IntentID: m.I, Origin: m.Og, Attempt: m.N, At: fromNanos(m.T), Barrier: m.Br, Claimed: m.Cl, Failed: m.X, Rollback: m.Rb, Since: fromNanos(m.Sn), BreakGlass: m.Bg,
+		Approvals: decodeApprovals(m.Ap)}
 }
 
 // usesV3 reports whether a document needs version 3 of the stored form.

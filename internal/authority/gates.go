@@ -1,6 +1,7 @@
 package authority
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -113,4 +114,30 @@ func (e *Env) setGates(g *Gates, actor string, now time.Time) {
 	from := e.Gates
 	e.Gates = next.normal()
 	e.record(now, Event{Kind: EventGates, Message: fmt.Sprintf("Gates changed from %s to %s by %s", from, e.Gates, orUnknown(actor))})
+}
+
+// SetGates sets the gates g names of an environment (a nil gate keeps the stored one, an empty one
+// removes it) and records the change; it reports whether anything changed. It is how an operator
+// sets them on a store, where no trusted file is read (latestwins gates).
+func (a *Authority) SetGates(ctx context.Context, env string, g Gates, actor string) (bool, error) {
+	if err := ValidateEnvironment(env); err != nil {
+		return false, err
+	}
+	changed := false
+	_, err := a.update(ctx, EnvKey(env), func(d *Doc, now time.Time) (bool, error) {
+		if d.Env == nil {
+			d.Env = newEnv(env)
+		}
+		if err := g.validate(env, d.Env.Requires); err != nil {
+			return false, err
+		}
+		before := d.Env.EventSeq
+		d.Env.setGates(&g, actor, now)
+		changed = d.Env.EventSeq != before
+		return changed, nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("set the gates of %s: %w", env, err)
+	}
+	return changed, nil
 }

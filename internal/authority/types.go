@@ -186,6 +186,9 @@ type Ref struct {
 	// BreakGlass, when set, waives the soak time, approvals and change windows of this commit
 	// (Authority.BreakGlass); never replaced in place, so a copy of the Ref may share it.
 	BreakGlass *Override `json:"break_glass,omitempty"`
+	// Approvals are the people who approved this commit here (the approvals gate, ApproveCommit),
+	// in order; at most maxRefApprovals.
+	Approvals []CommitApproval `json:"approvals,omitempty"`
 }
 
 // Freeze holds a scope after a rollback: intents accepted meanwhile are recorded and wait, and none
@@ -294,6 +297,9 @@ const (
 	EventBreakGlass EventKind = "break-glass" // someone waived the gates for a pending commit
 	EventApproved   EventKind = "approved"    // the deployment protection rule let a deployment run
 	EventUnapproved EventKind = "unapproved"  // a deployment status of a deployment nobody approved: not counted
+	// EventApprovedCommit: a person approved a commit for the approvals gate (ApproveCommit), the
+	// audit trail of who approved what; EventApproved is the deployment protection rule's.
+	EventApprovedCommit EventKind = "commit-approved"
 )
 
 // Event is one timeline entry.

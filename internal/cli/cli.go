@@ -71,6 +71,7 @@ func commands() []command {
 		{"rollback", "deploy an older commit ahead of everything pending, and freeze the scope: rollback ENV/SCOPE [--to SHA] --reason TEXT", runRollback},
 		{"unfreeze", "let the newest intent held by a rollback's freeze go: unfreeze ENV/SCOPE --freeze G --reason TEXT", runUnfreeze},
 		{"break-glass", "waive a pending commit's soak time, approvals and change windows, audited: break-glass ENV --sha SHA --reason TEXT", runBreakGlass},
+		{"approve", "approve a commit waiting for approvals, as a person, with the store's credentials: approve ENV --sha SHA --actor LOGIN", runApprove},
 		{"migrate", "create or upgrade the store (DynamoDB table, bolt file); idempotent", runMigrate},
 		{"sweep", "re-drive stalled work once: sweep [--stall 10m] [-- CMD]; without CMD a dry run", runSweep},
 		{"action", "the GitHub Action's step: reads INPUT_* variables (see action.yml)", runAction},

@@ -36,6 +36,7 @@ func (c *cmdEnv) intentFlags() {
 	c.str(&c.s.alertAfter, "alert-after", "", "how long a scope may wait for its newest commit before status calls it behind or stuck, e.g. 30m; 0: no alarm (default: keep the stored one)")
 	c.str(&c.s.barrier, "barrier", "", "comma-separated scopes in which this commit is a barrier: newer commits wait behind it instead of superseding it")
 	c.intVar(&c.s.queueLimit, "queue-limit", authority.DefaultQueueLimit, 1, "pending intents one scope may hold; one more is refused (exit 9)")
+	c.approvalsFlags()
 }
 
 // order reads the ordering facts of the intent (--pushed-at, --committed-at, --forced).

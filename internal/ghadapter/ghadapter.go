@@ -196,3 +196,13 @@ type notInstalled struct{ err error }
 func (e notInstalled) Error() string        { return e.err.Error() }
 func (e notInstalled) Unwrap() error        { return e.err }
 func (e notInstalled) Is(target error) bool { return target == appport.ErrNotInstalled }
+
+// TeamMember asks GitHub whether user is an active member of the team slug of org, as the
+// installation the comment came with (which needs the organization's members permission).
+func (g *Conversation) TeamMember(ctx context.Context, at appport.CommentRef, org, slug, user string) (bool, error) {
+	c, err := g.Installations.Client(at.Installation)
+	if err != nil {
+		return false, fmt.Errorf("membership of %s in @%s/%s: %w", user, org, slug, err)
+	}
+	return c.TeamMember(ctx, org, slug, user)
+}

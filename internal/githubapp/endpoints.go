@@ -27,6 +27,7 @@ func Endpoints() []Endpoint {
 		{http.MethodPost, "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/dispatches"},
 		{http.MethodPost, "/repos/{owner}/{repo}/actions/runs/{run_id}/deployment_protection_rule"},
 		{http.MethodGet, "/repos/{owner}/{repo}/collaborators/{username}/permission"},
+		{http.MethodGet, "/orgs/{org}/teams/{team_slug}/memberships/{username}"},
 		{http.MethodGet, "/repos/{owner}/{repo}/contents/{path}"},
 		{http.MethodGet, "/repos/{owner}/{repo}/compare/{basehead}"},
 		{http.MethodPost, "/app/installations/{installation_id}/access_tokens"},

@@ -33,6 +33,8 @@ func (r *Row) lateText(env string) string {
 		return fmt.Sprintf("%s: nothing deploys %s: %s; decide with latestwins skip %s or latestwins retry %s", head, target, r.Blocked, where, where)
 	case r.Promotion != "":
 		return fmt.Sprintf("%s: nothing deploys %s: %s", head, target, r.Promotion)
+	case r.Approval != "":
+		return fmt.Sprintf("%s: nothing deploys %s: %s", head, target, r.Approval)
 	case r.Lease.Holder != "" && !r.Lease.Held:
 		return fmt.Sprintf("%s: nothing is running for %s; the lease of %s expired %s ago; the recovery sweep re-drives it, or run its deploy workflow again", head, target, r.Lease.Holder, Duration(r.Lease.Left))
 	}

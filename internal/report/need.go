@@ -33,7 +33,7 @@ func (r Row) Need() int {
 		return NeedBehind
 	case r.Blocked != "" || (r.Failure != nil && r.Head() == nil):
 		return NeedError
-	case r.Frozen != "" || r.Promotion != "":
+	case r.Frozen != "" || r.Promotion != "" || r.Approval != "":
 		return NeedHeld
 	case r.Head() != nil:
 		return NeedPending

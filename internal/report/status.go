@@ -48,6 +48,10 @@ type Row struct {
 	// states (NewStatusWith).
 	Promotion     string
 	PromotionWait *authority.PromotionWait
+	// Approval is set while the head waits for approvals by people: the words its deploy gate
+	// says, with who approved so far, and the wait itself (ApprovalWait).
+	Approval     string
+	ApprovalWait *authority.ApprovalWait
 	// Warning is set while the scope's newest deployment status came from a deployment latestwins
 	// never approved (authority.Unapproved): it was not counted as live.
 	Warning string
@@ -82,6 +86,8 @@ type Entry struct {
 	Claimed    bool   // its pass claimed it while it waited
 	Failed     bool   // it ended with a terminal failure; at the head it blocks the scope
 	Rollback   bool   // an explicit rollback asked for it
+	// ApprovedBy is who approved it (the approvals gate), once each, in order.
+	ApprovedBy []string
 	// Ahead is how many intents go before it (Position-1).
 	Ahead int
 	// Wait is what its pass is told when it asks for the lease while it waits (authority.WaitText):
@@ -197,7 +203,8 @@ func newRow(v authority.View, now time.Time) Row {
 	}
 	for i, ref := range s.Entries() {
 		en := Entry{Position: i + 1, Generation: ref.Generation, Sha: ref.Sha, Short: ShortSha(ref.Sha), Attempts: ref.Attempt,
-			Barrier: ref.Barrier, Claimed: ref.Claimed, Failed: ref.Failed, Rollback: ref.Rollback, Ahead: i}
+			Barrier: ref.Barrier, Claimed: ref.Claimed, Failed: ref.Failed, Rollback: ref.Rollback, Ahead: i,
+			ApprovedBy: authority.ApprovalsOf(ref)}
 		d := authority.Hold(v, ref.Generation, now, 0)
 		switch {
 		case i == 0:
@@ -217,6 +224,7 @@ func newRow(v authority.View, now time.Time) Row {
 		r.Frozen = FrozenText(f)
 	}
 	r.PromotionWait, r.Promotion = promotionWait(v, now)
+	r.ApprovalWait, r.Approval = approvalWait(v, now)
 	if u := s.Unapproved; u != nil {
 		r.Warning = u.Text()
 	}
@@ -274,6 +282,11 @@ func (r Row) pendingCell(c cellStyle) string {
 	}
 	if r.Promotion != "" {
 		b.WriteString(", " + c.text(r.Promotion))
+	}
+	if r.Approval != "" {
+		b.WriteString(", " + c.text(r.Approval))
+	} else if len(h.ApprovedBy) > 0 {
+		b.WriteString(", approved by " + c.text(strings.Join(h.ApprovedBy, ", ")))
 	}
 	if r.Blocked != "" {
 		b.WriteString(", " + c.text(r.Blocked))

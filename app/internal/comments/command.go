@@ -24,6 +24,7 @@ const (
 	CommandRollback CommandName = "rollback"
 	CommandUnfreeze CommandName = "unfreeze"
 	CommandPromote  CommandName = "promote"
+	CommandApprove  CommandName = "approve"
 	CommandHelp     CommandName = "help"
 )
 
@@ -34,10 +35,11 @@ type Command struct {
 	Name   CommandName
 	Scopes []string
 	// Environment is set when a rollback, unfreeze or promote names ENV/SCOPE: an environment that
-	// is not the pull request's preview (Scopes then holds the one scope).
+	// is not the pull request's preview (Scopes then holds the one scope); and for approve, the
+	// environment the commit is approved in (Scopes empty).
 	Environment string
 	// Sha is the commit a rollback goes back to: 7 to 40 hexadecimal digits; empty: the one live
-	// before the current one.
+	// before the current one. For approve, the commit approved.
 	Sha string
 	// Freeze is the freeze an unfreeze lifts, named by its rollback's generation; 0: none named
 	// (the reply then names the current one, and nothing is unfrozen).
@@ -50,7 +52,7 @@ type Command struct {
 // Mutating reports whether the command changes state (and so needs write permission).
 func (c Command) Mutating() bool {
 	switch c.Name {
-	case CommandDeploy, CommandRedeploy, CommandUnlock, CommandSkip, CommandRetry, CommandRollback, CommandUnfreeze, CommandPromote:
+	case CommandDeploy, CommandRedeploy, CommandUnlock, CommandSkip, CommandRetry, CommandRollback, CommandUnfreeze, CommandPromote, CommandApprove:
 		return true
 	}
 	return false
@@ -67,6 +69,8 @@ const Usage = "Commands: `/latestwins deploy [scope...]` (deploy this pull reque
 	"and let the newest commit it held go), " +
 	"`/latestwins promote SCOPE` (deploy the commit live in the environment a production-like one requires, e.g. staging's, there: " +
 	"every environment with `requires` that this repository feeds, or the one named as ENV/SCOPE), " +
+	"`/latestwins approve ENV SHA` (approve a commit waiting for approvals in ENV, e.g. `/latestwins approve production abc1234`; " +
+	"also on an issue), " +
 	"`/latestwins help`."
 
 // ParseCommand reads a comment. It reports false when the comment is not addressed to latestwins:
@@ -96,6 +100,8 @@ func ParseCommand(body string) (Command, bool) {
 		problem = checkScopes(args, 1, 1, string(name)+" SCOPE")
 	case CommandRollback, CommandUnfreeze, CommandPromote:
 		return parseTarget(name, args)
+	case CommandApprove:
+		return parseApprove(args)
 	case CommandStatus, CommandHelp:
 		problem = checkScopes(args, 0, 0, string(name))
 	default:

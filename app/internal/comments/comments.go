@@ -58,13 +58,15 @@ func (a *Commands) HandleIssueComment(ctx context.Context, log *slog.Logger, d c
 	switch {
 	case ev.GetAction() != "created":
 		return ignore(fmt.Sprintf("issue_comment %s: only new comments run commands", ev.GetAction()))
-	case !ev.GetIssue().IsPullRequest():
-		return ignore("a comment on an issue: commands run on pull requests only")
 	case user.GetType() == "Bot" || strings.HasSuffix(user.GetLogin(), "[bot]"):
 		return ignore("a comment by a bot: bots do not run commands")
 	}
 	cmd, addressed := ParseCommand(ev.GetComment().GetBody())
-	if !addressed {
+	switch {
+	case !ev.GetIssue().IsPullRequest() && !(addressed && cmd.Name == CommandApprove):
+		// An approval names its environment and commit, so it may come from an issue too.
+		return ignore("a comment on an issue: commands other than approve run on pull requests only")
+	case !addressed:
 		return ignore("not a /latestwins command")
 	}
 	repo, err := core.ParseRepo(ev.GetRepo().GetFullName())
@@ -133,6 +135,9 @@ func (a *Commands) runCommand(ctx context.Context, run *commentRun) error {
 		if !allowed {
 			return nil
 		}
+	}
+	if cmd.Name == CommandApprove {
+		return a.commandApprove(ctx, run)
 	}
 	read := a.ConfigFor
 	if cmd.Name == CommandRollback || cmd.Name == CommandUnfreeze {
@@ -643,4 +648,11 @@ type Conversation interface {
 	Reply(ctx context.Context, at core.CommentRef, body string) error
 	// CanWrite reports whether user has at least write permission on the repository.
 	CanWrite(ctx context.Context, at core.CommentRef, user string) (bool, error)
+}
+
+// TeamChecker is what a Conversation that can ask GitHub about teams offers: whether user is an
+// active member of the team slug of org. Without it, no team among an environment's approvers
+// admits anyone.
+type TeamChecker interface {
+	TeamMember(ctx context.Context, at core.CommentRef, org, slug, user string) (bool, error)
 }

@@ -27,6 +27,7 @@ const (
 	OutcomeRolledBack Outcome = "rolled-back" // /latestwins rollback ran (the reply says what it did)
 	OutcomeUnfrozen   Outcome = "unfrozen"    // /latestwins unfreeze ran (the reply says what it did)
 	OutcomePromoted   Outcome = "promoted"    // /latestwins promote ran (the reply says what it did)
+	OutcomeApproved   Outcome = "approved"    // /latestwins approve ran (the reply says what it recorded)
 )
 
 // Result is what Handle did, for the response body and the logs.

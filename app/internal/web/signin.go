@@ -1,6 +1,7 @@
 // Package web is the App's status page: what is live and pending where (status.go), who may see
 // it (off, open, or signed in with GitHub: signin.go, with its sealed cookies in session.go), and
-// the buttons of a signed-in user with write permission (redeploy, roll back, unfreeze, promote).
+// the buttons of a signed-in user with write permission (redeploy, roll back, unfreeze, promote,
+// approve).
 package web
 
 import (
@@ -193,6 +194,7 @@ func Routes(mux *http.ServeMux, app *core.App, mode StatusPage, o *SignInOptions
 	mux.HandleFunc("POST /rollback", a.serveRollback)
 	mux.HandleFunc("POST /unfreeze", a.serveUnfreeze)
 	mux.HandleFunc("POST /promote", a.servePromote)
+	mux.HandleFunc("POST /approve", a.serveApprove)
 	return nil
 }
 

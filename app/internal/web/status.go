@@ -58,6 +58,11 @@ type scopeView struct {
 	// one-time request id.
 	Promote     string
 	PromoteFrom string
+	// Approve is set when the head waits for approvals and the viewer may push to the scope's
+	// repository: the form's one-time request id. ApproveSha is the commit the form approves, the
+	// one shown.
+	Approve    string
+	ApproveSha string
 }
 
 // overviewRow is one scope of the overview: its placement in each environment of the overview, in
@@ -153,6 +158,7 @@ td ol { margin: .25em 0 0; padding-left: 1.5em; }
 <td>{{with .Head}}{{.Short}} (generation {{.Generation}}){{if .Attempts}}, {{.Attempts}} failed attempt(s){{end}}{{if .Rollback}}, rollback{{else if .Barrier}}, barrier{{end}}{{else}}{{with .Failure}}<span class="error">ERROR at generation {{.Generation}}: {{.Message}}</span>{{else}}-{{end}}{{end}}
 {{- if .Frozen}}<br><span class="error">{{.Frozen}}</span>{{end}}
 {{- if .Promotion}}<br><span class="held">{{.Promotion}}</span>{{end}}
+{{- if .Approval}}<br><span class="held" id="approval-{{$env.Name}}/{{.Scope}}">{{.Approval}}</span>{{else}}{{with .Head}}{{with .ApprovedBy}}<br><span class="settled">approved by {{range $i, $a := .}}{{if $i}}, {{end}}{{$a}}{{end}}</span>{{end}}{{end}}{{end}}
 {{- if .Blocked}}<br><span class="error">{{.Blocked}}{{with .BlockingFailure}}; error: {{.Message}}{{end}}</span>{{end}}
 {{- if .Warning}}<br><span class="error">warning: {{.Warning}}</span>{{end}}
 {{- if .Late}}<br><span class="error">{{.Convergence.State}}: {{.Late}}</span>{{end}}
@@ -175,7 +181,11 @@ td ol { margin: .25em 0 0; padding-left: 1.5em; }
 {{- if .Promote}}<form method="post" action="/promote">
 <input type="hidden" name="csrf" value="{{$.Viewer.CSRF}}"><input type="hidden" name="environment" value="{{$env.Name}}">
 <input type="hidden" name="scope" value="{{.Scope}}"><input type="hidden" name="request" value="{{.Promote}}">
-<button type="submit" id="promote-{{$env.Name}}/{{.Scope}}">Promote from {{.PromoteFrom}}</button></form>{{end}}</td>{{end}}
+<button type="submit" id="promote-{{$env.Name}}/{{.Scope}}">Promote from {{.PromoteFrom}}</button></form>{{end}}
+{{- if .Approve}}<form method="post" action="/approve">
+<input type="hidden" name="csrf" value="{{$.Viewer.CSRF}}"><input type="hidden" name="environment" value="{{$env.Name}}">
+<input type="hidden" name="scope" value="{{.Scope}}"><input type="hidden" name="request" value="{{.Approve}}"><input type="hidden" name="sha" value="{{.ApproveSha}}">
+<button type="submit" id="approve-{{$env.Name}}/{{.Scope}}">Approve {{short .ApproveSha}}</button></form>{{end}}</td>{{end}}
 </tr>
 {{end}}</tbody>
 </table>
@@ -262,7 +272,8 @@ func (a *Page) statusData(ctx context.Context, v *viewer) (*pageData, error) {
 			for _, b := range []struct {
 				show bool
 				id   *string
-			}{{sv.Live != nil, &sv.Redeploy}, {sc.Prev != nil, &sv.Rollback}, {sc.Freeze != nil, &sv.Unfreeze}, {promotable(env, required, sv.Scope), &sv.Promote}} {
+			}{{sv.Live != nil, &sv.Redeploy}, {sc.Prev != nil, &sv.Rollback}, {sc.Freeze != nil, &sv.Unfreeze}, {promotable(env, required, sv.Scope), &sv.Promote},
+				{sv.ApprovalWait != nil, &sv.Approve}} {
 				if !b.show {
 					continue
 				}
@@ -279,6 +290,9 @@ func (a *Page) statusData(ctx context.Context, v *viewer) (*pageData, error) {
 			}
 			if sv.Promote != "" {
 				sv.PromoteFrom = env.Requires.Environments[0]
+			}
+			if sv.Approve != "" {
+				sv.ApproveSha = sv.ApprovalWait.Sha
 			}
 		}
 		data.Environments = append(data.Environments, ev)

@@ -67,6 +67,7 @@ func RunGroups(t *testing.T, newStore func(t *testing.T) authority.Store, only .
 		{"Property", propertyCases()},
 		{"Deliveries", deliveryCases()},
 		{"Windows", windowCases()},
+		{"Approvals", approvalCases()},
 	}
 	for _, g := range groups {
 		if len(only) > 0 && !slices.Contains(only, g.name) {
