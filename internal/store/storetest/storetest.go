@@ -68,6 +68,7 @@ func RunGroups(t *testing.T, newStore func(t *testing.T) authority.Store, only .
 		{"Deliveries", deliveryCases()},
 		{"Windows", windowCases()},
 		{"Approvals", approvalCases()},
+		{"Held", heldCases()},
 	}
 	for _, g := range groups {
 		if len(only) > 0 && !slices.Contains(only, g.name) {

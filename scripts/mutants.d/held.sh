@@ -1,0 +1,26 @@
+# shellcheck shell=bash
+# Sourced by scripts/mutants: holds that last (a soak, approvals or a change window that outlast a
+# pass's wait end it held, and the sweep starts it again once the gate lets it go) and break-glass
+# (it waives those gates for one pending commit, nothing else).
+
+mutant "a pass waits out a lasting hold instead of ending held" internal/pass/pass.go \
+  's/if left <= 0 \|\| held\.Outlasts\(deadline\) \{/if left <= 0 {/' \
+  TestGateEndsAtOnceOnAHoldThatOutlastsTheWait ./internal/pass/
+mutant "approvals are not a lasting hold" internal/authority/decide.go \
+  's/return r == ReasonSoaking \|\| r == ReasonApproval \|\| r == ReasonWindow/return r == ReasonSoaking || r == ReasonWindow/' \
+  TestGateEndsAtOnceOnAHoldThatOutlastsTheWait ./internal/pass/
+mutant "a held refusal leaves the scope looking active, so the sweep waits a stall period more" internal/authority/transitions.go \
+  's/e\.Scopes\[name\]\.ActiveAt = time\.Time\{\}/_ = name/' \
+  'TestConformance/Held/HeldPassIsStartedAgainOnceItMayGo'
+mutant "break-glass waives nothing" internal/authority/decide.go \
+  's/if ref\.BreakGlass != nil \{/if false \&\& ref.BreakGlass != nil {/' \
+  'TestConformance/Held/BreakGlassWaivesTheGatesOnly'
+mutant "break-glass on an environment without gates" internal/authority/breakglass.go \
+  's/if d\.Env\.Gates == nil \{/if false \&\& d.Env.Gates == nil {/' \
+  'TestConformance/Held/BreakGlassRefusesWhatItCannotDo'
+mutant "the command line says locked for a lasting hold" internal/cli/verbs.go \
+  's/if held\.Why\(\)\.Lasting\(\) \{/if false \&\& held.Why().Lasting() {/g' \
+  TestHeldRunEndsAndBreakGlassLetsItThrough ./internal/cli/
+mutant "the Action fails the job on a lasting hold" internal/action/action.go \
+  's/case errors\.As\(err, &held\) && held\.Why\(\)\.Lasting\(\):/case errors.As(err, \&held) \&\& false:/' \
+  TestHeldEndsTheStepWithoutFailing ./internal/action/
