@@ -555,6 +555,7 @@ func (p *parser) environment(key, val *yaml.Node) (Environment, bool) {
 			p.addf(k, "unknown key %q in environment %q; allowed: policy, scopes, github-environment, allowed-overrides, requires, requires-ancestor, soak, approvals, approvers, pusher-may-approve, windows, alert-after, alert-webhook, alert-issue", k.Value, e.Name)
 		}
 	})
+	p.checkSoak(&e, val)
 	if e.AlertAfter == 0 && (e.AlertWebhook != "" || e.AlertIssue != "") {
 		p.addf(key, "environment %q: alert-webhook and alert-issue need alert-after (e.g. alert-after: 30m): without it nothing is ever late, so nothing would be sent", e.Name)
 	}
