@@ -153,10 +153,10 @@ func soakDuration(d time.Duration) string {
 }
 
 // soakWait says what the pass of ref soaks for; nil: nothing. It is asked once every required
-// environment has the commit (promotionWait), and reads only the view: where the soak of each
-// required environment counts from is soakStart's.
+// environment has the commit (promotionWait), never for a rollback (hold), and reads only the
+// view: where the soak of each required environment counts from is soakStart's.
 func soakWait(v View, ref *Ref, now time.Time) *SoakWait {
-	if v.Requires == nil || ref == nil || ref.Rollback || v.Gates == nil || v.Gates.Soak.normal() == nil {
+	if v.Requires == nil || ref == nil || v.Gates == nil || v.Gates.Soak.normal() == nil {
 		return nil
 	}
 	var wait *SoakWait

@@ -139,12 +139,12 @@ func TestSoakHoldsUntilItsEnd(t *testing.T) {
 	gen := w.prod(x, authority.Soak{For: 30 * time.Minute}, false)
 
 	w.wantSoaking(gen, "staging", "soaking in staging: 0s of 30m; ends 14:30 UTC", 30*time.Minute)
-	w.clock.Advance(12*time.Minute + 20*time.Second)
+	// Retry after: whole seconds until the end, rounded up, at least one.
+	w.clock.Advance(12*time.Minute + 20*time.Second + 500*time.Millisecond)
 	w.wantSoaking(gen, "staging", "soaking in staging: 12m of 30m; ends 14:30 UTC", 17*time.Minute+40*time.Second)
-	w.clock.Advance(17*time.Minute + 39*time.Second + 500*time.Millisecond)
-	// Half a second before the end: asked again in a whole second, at least one.
+	w.clock.Advance(17*time.Minute + 39*time.Second + 250*time.Millisecond)
 	w.wantSoaking(gen, "staging", "soaking in staging: 29m of 30m; ends 14:30 UTC", time.Second)
-	w.clock.Advance(500 * time.Millisecond)
+	w.clock.Advance(250 * time.Millisecond)
 	if held := w.tryDeploy("prod", gen); held != nil {
 		t.Fatalf("prod at the soak's end: %v; want it deployed", held)
 	}
@@ -332,4 +332,38 @@ func TestSoakString(t *testing.T) {
 			t.Errorf("%+v: %q; want %q", c.soak, got, c.want)
 		}
 	}
+}
+
+// A descendant the gate saw while something else held the commit (a freeze, here) counts from
+// then: the gate's write keeps where the soak counts from even when its refusal repeats itself.
+func TestSoakAncestorSightingWhileFrozenIsKept(t *testing.T) {
+	w := newSoakWorld(t)
+	p1, p2, x, d1, d2 := soakSha("90", 1), soakSha("90", 2), soakSha("91", 0), soakSha("92", 1), soakSha("92", 2)
+	w.comparer = descendants{x + ".." + d1: true, x + ".." + d2: true}
+	w.live("prod", p1)
+	w.live("prod", p2)
+	rb, err := w.process().Rollback(w.ctx, authority.RollbackRequest{Environment: "prod", Scope: "api", Actor: "oncall", Reason: "p2 breaks checkout"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held := w.tryDeploy("prod", rb.Generation); held != nil {
+		t.Fatalf("the rollback: %v", held)
+	}
+	gen := w.prod(x, authority.Soak{For: 30 * time.Minute}, true)
+	if held := w.tryDeploy("prod", gen); held == nil || held.Why() != authority.ReasonFrozen {
+		t.Fatalf("prod's gate while frozen: %v; want it frozen", held)
+	}
+	w.live("staging", d1) // 14:00
+	w.clock.Advance(time.Minute)
+	if held := w.tryDeploy("prod", gen); held == nil || held.Why() != authority.ReasonFrozen {
+		t.Fatalf("prod's gate while frozen: %v; want it frozen", held)
+	}
+	w.clock.Advance(9 * time.Minute)
+	w.live("staging", d2) // 14:10
+	w.clock.Advance(10 * time.Minute)
+	if _, err := w.process().Unfreeze(w.ctx, authority.UnfreezeRequest{Environment: "prod", Scope: "api", Freeze: rb.Generation, Actor: "oncall", Reason: "fixed"}); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(time.Minute)
+	w.wantSoaking(gen, "staging", "soaking in staging: 21m of 30m; ends 14:30 UTC", 9*time.Minute)
 }

@@ -99,7 +99,10 @@ func testSoakAncestor(t *testing.T, h *harness) {
 	x := sha("50b", 0)
 	const soak = 30 * time.Minute
 	answers := map[string]authority.CommitOrder{}
-	a := authority.New(h.store, authority.WithClock(h.clock), authority.WithSkew(h.skew), authority.WithPromotionComparer(fakeComparer{answers}))
+	// Each gate asks in a process of its own: what it recorded is read back from the store.
+	prod := func() *authority.Authority {
+		return authority.New(h.store, authority.WithClock(h.clock), authority.WithSkew(h.skew), authority.WithPromotionComparer(fakeComparer{answers}))
+	}
 	descendant := func(i int) string {
 		d := sha("50c", i)
 		answers[x+".."+d] = authority.Ahead
@@ -107,18 +110,18 @@ func testSoakAncestor(t *testing.T, h *harness) {
 		return d
 	}
 	descendant(1)
-	res := h.accept(a, soakPush("p-x", x, soak, true), true)
-	h.wantSoaking(a, res.Generation, x, 0, soak)
+	res := h.accept(prod(), soakPush("p-x", x, soak, true), true)
+	h.wantSoaking(prod(), res.Generation, x, 0, soak)
 	for i := 2; i <= 3; i++ {
 		h.clock.Advance(10 * time.Minute)
 		descendant(i)
-		h.wantSoaking(a, res.Generation, x, time.Duration(i-1)*10*time.Minute, soak)
+		h.wantSoaking(prod(), res.Generation, x, time.Duration(i-1)*10*time.Minute, soak)
 	}
 	if m := h.scope("prod", "api").Mailbox; m == nil || !m.SoakFrom["staging"].Equal(start) {
 		t.Fatalf("prod's waiting entry: %+v; want its soak in staging counted from %s", m, start)
 	}
 	h.clock.Advance(10 * time.Minute)
-	if held, err := h.tryDeploy(a, "prod", res.Generation, "run-prod", "api"); err != nil || held != nil {
+	if held, err := h.tryDeploy(prod(), "prod", res.Generation, "run-prod", "api"); err != nil || held != nil {
 		t.Fatalf("prod's deploy 30m after a descendant went live in staging: held %v, %v; want it deployed", held, err)
 	}
 }
