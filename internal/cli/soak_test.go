@@ -35,7 +35,7 @@ func TestSoakFromTheCommandLine(t *testing.T) {
 		t.Errorf("history does not record the soak per environment:\n%s", hist.stdout)
 	}
 
-	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", x, "--intent-id", "p-c", "--soak", "none", "--", "true")
+	h.must(ExitOK, "run", "--environment", "prod", "--scopes", "api", "--sha", x, "--intent-id", "p-c", "--soak", "none", "--wait", "0s", "--", "true")
 	if m := h.status("prod"); scopeField(m, "api", "live").(map[string]any)["sha"] != x {
 		t.Fatalf("prod after --soak none: %v", m)
 	}
