@@ -54,18 +54,16 @@ func (w *soakWorld) live(env, commit string) {
 	}
 }
 
-// prod accepts commit in prod, which requires staging (with requires-ancestor when ancestor) and
-// soaks there for soak; it returns the generation of its pass.
+// prod accepts commit in prod, which requires staging and every environment soak names (with
+// requires-ancestor when ancestor) and soaks there for soak; it returns the generation of its pass.
 func (w *soakWorld) prod(commit string, soak authority.Soak, ancestor bool) int64 {
 	w.t.Helper()
 	w.n++
 	in := authority.Intent{ID: fmt.Sprintf("prod-%d", w.n), Environment: "prod", Scopes: []string{"api"}, Sha: commit, Ref: "refs/heads/main",
 		Requires: &authority.Requirements{Environments: []string{"staging"}, Ancestor: ancestor}, Gates: &authority.Gates{Soak: &soak}}
-	if len(soak.Environments) > 0 {
-		for env := range soak.Environments {
-			if env != "staging" {
-				in.Requires.Environments = append(in.Requires.Environments, env)
-			}
+	for env := range soak.Environments {
+		if env != "staging" {
+			in.Requires.Environments = append(in.Requires.Environments, env)
 		}
 	}
 	res, err := w.process().Accept(w.ctx, in, true)
