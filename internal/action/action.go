@@ -220,6 +220,14 @@ func (s *step) do(ctx context.Context) error {
 	return err
 }
 
+// untilSuffix is " (at TIME)" for a hold that ends by itself, "" for one that waits for someone.
+func untilSuffix(held *authority.HeldError) string {
+	if held.Until.IsZero() {
+		return ""
+	}
+	return " (" + held.Until.UTC().Format("Mon 02 Jan 15:04 MST") + ")"
+}
+
 // settle classifies how the verb ended: it sets the outcome, writes the annotation and applies
 // on-superseded. It returns the error the step ends with (nil: exit 0).
 func (s *step) settle(ctx context.Context, res *result, err error) error {
@@ -241,6 +249,14 @@ func (s *step) settle(ctx context.Context, res *result, err error) error {
 			s.a.Noticef("Stopped: %v; this run stops cleanly", sup)
 		}
 		return s.onSuperseded(ctx, sup)
+	case errors.As(err, &held) && held.Why().Lasting():
+		// Held for hours or days (a soak, approvals, a change window): the run ends without a
+		// failure, and the commit stays pending; newer commits keep coalescing, and the recovery
+		// sweep starts the work again once the gate lets it go.
+		res.outcome = "held"
+		res.headline = fmt.Sprintf("Held: %s. The commit stays pending; the recovery sweep starts its work again once it may go%s.", report.Waiting(held), untilSuffix(held))
+		s.a.Noticef("held: %s: %s; the commit stays pending and the recovery sweep starts its work again once it may go%s", held.Resource, report.Waiting(held), untilSuffix(held))
+		return nil
 	case errors.As(err, &held):
 		res.outcome = "locked"
 		res.headline = fmt.Sprintf("Gave up waiting after %s (%s): %v.", s.in.wait, held.Why(), held)

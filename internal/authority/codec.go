@@ -146,6 +146,7 @@ type storedRef struct {
 	X  bool         `json:"x,omitempty"`  // version 3
 	Rb bool         `json:"rb,omitempty"` // version 3
 	Sn int64        `json:"sn,omitempty"` // waiting since; a build that drops it counts the scope behind from its newest intent
+	Bg *Override    `json:"bg,omitempty"` // break-glass: only where gates are, so version 6
 	// Sf is where the soak counts from in each required environment (Ref.SoakFrom). It is
 	// written only while the environment has a soak, so in a document of version 6; a build that
 	// drops it (the soak removed meanwhile) loses nothing it would use.
@@ -154,13 +155,13 @@ type storedRef struct {
 
 func encodeRef(m *Ref) *storedRef {
 	return &storedRef{G: m.Generation, S: m.Sha, R: m.Ref, B: m.Before, Or: encodeOrder(m.Order), Sr: m.Source, Ac: m.Actor,
-		I: m.IntentID, Og: m.Origin, N: m.Attempt, T: nanos(m.At), Br: m.Barrier, Cl: m.Claimed, X: m.Failed, Rb: m.Rollback, Sn: nanos(m.Since),
+		I: m.IntentID, Og: m.Origin, N: m.Attempt, T: nanos(m.At), Br: m.Barrier, Cl: m.Claimed, X: m.Failed, Rb: m.Rollback, Sn: nanos(m.Since), Bg: m.BreakGlass,
 		Sf: encodeSoakFrom(m.SoakFrom)}
 }
 
 func decodeRef(m *storedRef) *Ref {
 	return &Ref{Generation: m.G, Sha: m.S, Ref: m.R, Before: m.B, Order: decodeOrder(m.Or), Source: m.Sr, Actor: m.Ac,
-		IntentID: m.I, Origin: m.Og, Attempt: m.N, At: fromNanos(m.T), Barrier: m.Br, Claimed: m.Cl, Failed: m.X, Rollback: m.Rb, Since: fromNanos(m.Sn),
+		IntentID: m.I, Origin: m.Og, Attempt: m.N, At: fromNanos(m.T), Barrier: m.Br, Claimed: m.Cl, Failed: m.X, Rollback: m.Rb, Since: fromNanos(m.Sn), BreakGlass: m.Bg,
 		SoakFrom: decodeSoakFrom(m.Sf)}
 }
 

@@ -87,6 +87,14 @@ func (r Reason) gated() bool {
 	return r == ReasonPromotion || r == ReasonSoaking || r == ReasonApproval || r == ReasonWindow
 }
 
+// Lasting reports whether the reason holds a commit for its own sake for as long as it takes
+// (soak time, approvals, a closed change window): longer, often, than a pass should wait. A pass
+// held so ends with the outcome held, and the recovery sweep starts its work again once the
+// evaluator lets it go.
+func (r Reason) Lasting() bool {
+	return r == ReasonSoaking || r == ReasonApproval || r == ReasonWindow
+}
+
 // Stops reports whether the reason ends the pass's work in the scope (it lost its authority, or has
 // nothing left to do), rather than making it wait.
 func (r Reason) Stops() bool {
@@ -157,6 +165,9 @@ type Verdict struct {
 	Lease Lease
 	// RetryAfter is how soon to ask again (whole seconds, at least one) when the pass waits.
 	RetryAfter time.Duration
+	// Until is when a soak or a closed window ends by itself (ReasonSoaking, ReasonWindow); zero
+	// for what ends only when someone acts or something else happens first.
+	Until time.Time
 }
 
 // Go reports whether the pass may enter its phase.
@@ -210,7 +221,7 @@ func (v Verdict) Err() error {
 
 func (v Verdict) held() *HeldError {
 	h := &HeldError{Reason: v.Reason, Resource: resourceName(v.Environment, v.Scope), Holder: v.Lease.Holder, Purpose: v.Lease.Purpose,
-		Generation: v.HeadGeneration, Ahead: v.Ahead, HeadSha: v.HeadSha, RetryAfter: v.RetryAfter}
+		Generation: v.HeadGeneration, Ahead: v.Ahead, HeadSha: v.HeadSha, RetryAfter: v.RetryAfter, Until: v.Until}
 	switch v.Reason {
 	case ReasonFrozen:
 		f := *v.Freeze
@@ -349,9 +360,14 @@ func hold(v View, gen int64, ref *Ref, now time.Time, skew time.Duration) Verdic
 		// A rollback is the way back from a bad deploy: no soak, approval or window holds it.
 		return Verdict{Reason: ReasonGo, Environment: v.Environment, Scope: v.Scope, Generation: gen}
 	}
+	if ref.BreakGlass != nil {
+		// Someone broke the glass for this commit: its soak, approvals and window are waived.
+		return Verdict{Reason: ReasonGo, Environment: v.Environment, Scope: v.Scope, Generation: gen}
+	}
 	gated := Verdict{Environment: v.Environment, Scope: v.Scope, Generation: gen, HeadGeneration: ref.Generation, HeadSha: ref.Sha}
 	if w := soakWait(v, ref, now); w != nil {
-		gated.Reason, gated.Soak, gated.RetryAfter = ReasonSoaking, w, w.retryAfter(now)
+		d := w.retryAfter(now)
+		gated.Reason, gated.Soak, gated.RetryAfter, gated.Until = ReasonSoaking, w, d, now.Add(d)
 		return gated
 	}
 	if w := approvalWait(v, ref); w != nil {
@@ -359,7 +375,8 @@ func hold(v View, gen int64, ref *Ref, now time.Time, skew time.Duration) Verdic
 		return gated
 	}
 	if w := windowWait(v, ref, now); w != nil {
-		gated.Reason, gated.Window, gated.RetryAfter = ReasonWindow, w, w.retryAfter(now)
+		d := w.retryAfter(now)
+		gated.Reason, gated.Window, gated.RetryAfter, gated.Until = ReasonWindow, w, d, now.Add(d)
 		return gated
 	}
 	return Verdict{Reason: ReasonGo, Environment: v.Environment, Scope: v.Scope, Generation: gen}

@@ -126,6 +126,9 @@ type HeldError struct {
 	Generation int64
 	ExpiresAt  time.Time
 	RetryAfter time.Duration // whole seconds, at least one
+	// Until is when the hold ends by itself (a soak, a closed change window); zero when it ends
+	// only when someone acts (approvals) or something else happens first.
+	Until time.Time `json:",omitzero"`
 
 	// Ahead > 0: the pass waits in the scope's queue, with that many intents ahead of its own; the
 	// head is Generation, commit HeadSha (Holder, when set, holds the lease).
@@ -192,6 +195,12 @@ func (e *HeldError) reason() Reason {
 		return ReasonQueued
 	}
 	return ReasonLocked
+}
+
+// Outlasts reports whether the hold is a lasting one (Reason.Lasting) that does not end by itself
+// before deadline: a pass that may wait until deadline should end held instead.
+func (e *HeldError) Outlasts(deadline time.Time) bool {
+	return e.reason().Lasting() && (e.Until.IsZero() || e.Until.After(deadline))
 }
 
 // Why is the reason the pass waits: the evaluator's, or the one the error's fields say.

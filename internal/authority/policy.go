@@ -364,7 +364,7 @@ func waitText(w *HeldError) string {
 	case ReasonWindow:
 		return w.Window.text()
 	case ReasonFrozen:
-		return fmt.Sprintf("held by a freeze: rolled back to %s by %s; waiting for unfreeze", shortSha(w.Frozen.Sha), orUnknown(w.Frozen.Actor))
+		return fmt.Sprintf("held by a freeze: rolled back to %s by %s; waiting for unfreeze (freeze %d)", shortSha(w.Frozen.Sha), orUnknown(w.Frozen.Actor), w.Frozen.Generation)
 	case ReasonBlocked:
 		return fmt.Sprintf("blocked: generation %d (%s) failed terminally; waiting for a decision (skip or retry)", w.Generation, shortSha(w.HeadSha))
 	case ReasonBarrier:

@@ -651,6 +651,11 @@ func (e *Env) gate(gen int64, scopes []string, phase, holder string, ttl time.Du
 		default:
 			e.recordRefusal(now, v, Event{Kind: EventLocked, Scope: name, Generation: gen, Sha: v.HeadSha, Wait: v.Promotion,
 				Message: fmt.Sprintf("Pass %d waits before %s: %s", gen, phase, v.Text())})
+			if v.Reason.Lasting() {
+				// A pass held for longer than it waits ends held (pass.Gate): nobody moves the scope
+				// until the gate lets it go, so the sweep starts it on its first round after that.
+				e.Scopes[name].ActiveAt = time.Time{}
+			}
 		}
 		return nil, v.Err()
 	}

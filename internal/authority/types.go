@@ -189,6 +189,9 @@ type Ref struct {
 	// environment, where descendants follow each other, does not restart the soak. Written by the
 	// deploy gate as a new map, never changed in place: copies of the entry share it.
 	SoakFrom map[string]time.Time `json:"soak_from,omitempty"`
+	// BreakGlass, when set, waives the soak time, approvals and change windows of this commit
+	// (Authority.BreakGlass); never replaced in place, so a copy of the Ref may share it.
+	BreakGlass *Override `json:"break_glass,omitempty"`
 }
 
 // Freeze holds a scope after a rollback: intents accepted meanwhile are recorded and wait, and none
@@ -297,17 +300,18 @@ const (
 	EventLost       EventKind = "lost"
 	EventReleased   EventKind = "released"
 	EventUnlocked   EventKind = "unlocked"
-	EventRedriven   EventKind = "redriven"   // the recovery sweep re-drove stalled work
-	EventWithdrawn  EventKind = "withdrawn"  // pending work ended because what asked for it is gone
-	EventPolicy     EventKind = "policy"     // the environment's policy changed
-	EventSkipped    EventKind = "skipped"    // someone decided to skip a blocking terminal failure
-	EventRetried    EventKind = "retried"    // someone decided to retry a blocking terminal failure
-	EventRollback   EventKind = "rollback"   // an older commit asked for ahead of everything pending; the scope frozen
-	EventUnfrozen   EventKind = "unfrozen"   // someone let the newest held intent go
-	EventRequires   EventKind = "requires"   // the environments this one's deploys wait for changed
-	EventGates      EventKind = "gates"      // the environment's soak time, approvals or change windows changed
-	EventApproved   EventKind = "approved"   // the deployment protection rule let a deployment run
-	EventUnapproved EventKind = "unapproved" // a deployment status of a deployment nobody approved: not counted
+	EventRedriven   EventKind = "redriven"    // the recovery sweep re-drove stalled work
+	EventWithdrawn  EventKind = "withdrawn"   // pending work ended because what asked for it is gone
+	EventPolicy     EventKind = "policy"      // the environment's policy changed
+	EventSkipped    EventKind = "skipped"     // someone decided to skip a blocking terminal failure
+	EventRetried    EventKind = "retried"     // someone decided to retry a blocking terminal failure
+	EventRollback   EventKind = "rollback"    // an older commit asked for ahead of everything pending; the scope frozen
+	EventUnfrozen   EventKind = "unfrozen"    // someone let the newest held intent go
+	EventRequires   EventKind = "requires"    // the environments this one's deploys wait for changed
+	EventGates      EventKind = "gates"       // the environment's soak time, approvals or change windows changed
+	EventBreakGlass EventKind = "break-glass" // someone waived the gates for a pending commit
+	EventApproved   EventKind = "approved"    // the deployment protection rule let a deployment run
+	EventUnapproved EventKind = "unapproved"  // a deployment status of a deployment nobody approved: not counted
 )
 
 // Event is one timeline entry.

@@ -30,6 +30,9 @@ const (
 	ExitFailed      = 7 // the command failed on the final attempt: one terminal error published
 	ExitInterrupted = 8 // stopped by SIGINT/SIGTERM: the lease was released, retryable
 	ExitQueueFull   = 9 // the scope's queue is full: the intent was refused, nothing written; retryable
+	// ExitHeld: a soak, approvals or a change window hold the commit for longer than --wait; it stays
+	// pending, and the recovery sweep starts its work again once it may go.
+	ExitHeld = 10
 )
 
 // IO is the process's surroundings, injected so that tests run the CLI in-process. Stdout and
@@ -67,6 +70,7 @@ func commands() []command {
 		{"policy", "set an environment's policy, recorded: policy ENV latest|queue", runPolicy},
 		{"rollback", "deploy an older commit ahead of everything pending, and freeze the scope: rollback ENV/SCOPE [--to SHA] --reason TEXT", runRollback},
 		{"unfreeze", "let the newest intent held by a rollback's freeze go: unfreeze ENV/SCOPE --freeze G --reason TEXT", runUnfreeze},
+		{"break-glass", "waive a pending commit's soak time, approvals and change windows, audited: break-glass ENV --sha SHA --reason TEXT", runBreakGlass},
 		{"migrate", "create or upgrade the store (DynamoDB table, bolt file); idempotent", runMigrate},
 		{"sweep", "re-drive stalled work once: sweep [--stall 10m] [-- CMD]; without CMD a dry run", runSweep},
 		{"action", "the GitHub Action's step: reads INPUT_* variables (see action.yml)", runAction},
@@ -163,6 +167,7 @@ func message(err error) string {
 func ExitCode(err error) int {
 	var (
 		ec     *exitError
+		held   *authority.HeldError
 		denied interface{ AccessDenied() bool }
 	)
 	switch {
@@ -178,6 +183,8 @@ func ExitCode(err error) int {
 		return ExitUsage
 	case errors.Is(err, authority.ErrSuperseded):
 		return ExitSuperseded
+	case errors.As(err, &held) && held.Why().Lasting():
+		return ExitHeld
 	case errors.Is(err, authority.ErrLeaseHeld):
 		return ExitLocked
 	case errors.Is(err, authority.ErrLeaseLost):

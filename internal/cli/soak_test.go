@@ -6,14 +6,14 @@ import (
 )
 
 // A soak from the command line: prod requires staging with --soak 1h, so a run of a commit that
-// went live in staging just now is held, saying for how long; --soak none removes it, and the run
+// went live in staging just now ends held (a soak outlasts any wait), saying for how long; --soak none removes it, and the run
 // deploys. Each change is on the timeline; a malformed --soak is bad input.
 func TestSoakFromTheCommandLine(t *testing.T) {
 	h := newHarness(t)
 	x := "aaaa111000000000000000000000000000000000"
 	h.must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", x, "--intent-id", "s-a", "--", "true")
 
-	held := h.must(ExitLocked, "run", "--environment", "prod", "--scopes", "api", "--sha", x, "--intent-id", "p-a",
+	held := h.must(ExitHeld, "run", "--environment", "prod", "--scopes", "api", "--sha", x, "--intent-id", "p-a",
 		"--requires", "staging", "--soak", "1h", "--wait", "0s", "--", "true")
 	if !strings.Contains(held.stderr, "soaking in staging: 0s of 1h; ends ") {
 		t.Fatalf("a run of a commit live in staging just now said:\n%s", held.stderr)

@@ -112,6 +112,9 @@ func runSweep(ctx context.Context, c *cmdEnv, args []string) error {
 		for env, why := range rep.Failed {
 			c.printf("%s: %s\n", env, why)
 		}
+		if rep.Expired > 0 {
+			c.printf("deleted %d records past the retention\n", rep.Expired)
+		}
 		c.printAlarms(told)
 	}
 	if len(rep.Failed) > 0 {

@@ -387,6 +387,16 @@ func (c *cmdEnv) gate(ctx context.Context) (*authority.Grant, error) {
 	})
 }
 
+// heldMessage says why a lasting hold ended the pass, and how its work goes on.
+func heldMessage(held *authority.HeldError) string {
+	when := "once it may go"
+	if !held.Until.IsZero() {
+		when = "once it may go (" + held.Until.UTC().Format("Mon 02 Jan 15:04 MST") + ")"
+	}
+	return fmt.Sprintf("held: %s: %s; the commit stays pending, and the recovery sweep (the App's, or latestwins sweep on a schedule) starts its work again %s",
+		held.Resource, report.Waiting(held), when)
+}
+
 // reportRefusal turns a superseded or locked refusal into its exit code with a one-line explanation.
 func (c *cmdEnv) reportRefusal(err error) error {
 	var sup *authority.SupersededError
@@ -402,7 +412,11 @@ func (c *cmdEnv) reportRefusal(err error) error {
 		if c.s.jsonOut {
 			// reason says what holds the pass (a lease, a queue, a barrier, a failure, a freeze, a
 			// promotion): holder and purpose are a lease's only.
-			out := map[string]any{"error": "locked", "reason": held.Why(), "message": held.Error(), "resource": held.Resource,
+			kind := "locked"
+			if held.Why().Lasting() {
+				kind = "held"
+			}
+			out := map[string]any{"error": kind, "reason": held.Why(), "message": held.Error(), "resource": held.Resource,
 				"holder": held.Holder, "purpose": held.Purpose, "generation": held.Generation, "retry_after": int64(held.RetryAfter / time.Second)}
 			for k, v := range map[string]any{"ahead": held.Ahead, "head_sha": held.HeadSha, "barrier": held.Barrier, "blocked": held.Blocked} {
 				if v != 0 && v != "" && v != false {
@@ -415,7 +429,22 @@ func (c *cmdEnv) reportRefusal(err error) error {
 			if held.Promotion != nil {
 				out["promotion"] = held.Promotion
 			}
+			if held.Soak != nil {
+				out["soak"] = held.Soak
+			}
+			if held.Approval != nil {
+				out["approval"] = held.Approval
+			}
+			if held.Window != nil {
+				out["window"] = held.Window
+			}
+			if !held.Until.IsZero() {
+				out["until"] = held.Until
+			}
 			_ = c.printJSON(out)
+		}
+		if held.Why().Lasting() {
+			return &exitError{code: ExitHeld, msg: heldMessage(held)}
 		}
 		return &exitError{code: ExitLocked, msg: fmt.Sprintf("gave up waiting: %v", held)}
 	}

@@ -387,3 +387,52 @@ func TestGateLongPollsAFarEndThatWaits(t *testing.T) {
 		})
 	}
 }
+
+// TestGateEndsAtOnceOnAHoldThatOutlastsTheWait: a soak, an approval or a change window that does
+// not end within the wait ends the gate at its first refusal (the pass ends held, and the sweep
+// starts it again), while one that ends within the wait is waited for, asking again when it ends.
+func TestGateEndsAtOnceOnAHoldThatOutlastsTheWait(t *testing.T) {
+	clk := newFakeClock()
+	lasting := func(reason authority.Reason, until time.Duration) *authority.HeldError {
+		h := held("", until)
+		h.Reason = reason
+		if until > 0 {
+			h.Until = clk.Now().Add(until)
+		}
+		return h
+	}
+	cases := []struct {
+		name      string
+		answers   []error
+		wantCalls int
+		wantGrant bool
+	}{
+		{"a window that opens after the wait", []error{lasting(authority.ReasonWindow, 2*time.Hour)}, 1, false},
+		{"a soak that ends after the wait", []error{lasting(authority.ReasonSoaking, 11*time.Minute)}, 1, false},
+		{"approvals, which end when someone acts", []error{lasting(authority.ReasonApproval, 0)}, 1, false},
+		{"a soak that ends within the wait", []error{lasting(authority.ReasonSoaking, 2*time.Second), nil}, 2, true},
+		{"a promotion is waited for, as before", append(refusals(3, &authority.HeldError{Reason: authority.ReasonPromotion, Resource: "prod/api",
+			Promotion: &authority.PromotionWait{Environment: "staging"}, RetryAfter: time.Second}), nil), 4, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			gt := &scriptedGater{clk: clk, answers: c.answers}
+			_, g, err := driveGate(t, clk, func() (*authority.Grant, error) {
+				return gate(t.Context(), clk, exact, gt, gateReq, 10*time.Minute, nil)
+			})
+			if len(gt.calls) != c.wantCalls {
+				t.Fatalf("%d requests; want %d", len(gt.calls), c.wantCalls)
+			}
+			if c.wantGrant {
+				if err != nil || g == nil {
+					t.Fatalf("gate: %v; want the grant once the hold ended", err)
+				}
+				return
+			}
+			var h *authority.HeldError
+			if !errors.As(err, &h) || !h.Why().Lasting() {
+				t.Fatalf("gate: grant %+v, error %v; want the lasting refusal at once", g, err)
+			}
+		})
+	}
+}

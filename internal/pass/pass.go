@@ -149,7 +149,8 @@ type HeldFunc func(held *authority.HeldError, within, left time.Duration)
 // refusal is recorded. Over a far end that can wait for the release (WaitGater: the App's API in
 // serve), each request after the first is held there until the lease is released, and Gate asks
 // again at once. The grant's RequestedAt is when the request that succeeded was sent. Gate
-// returns the last refusal when the wait runs out, and ctx's error when ctx ends.
+// returns the last refusal when the wait runs out, or at once when it is a lasting hold that
+// outlasts the wait (authority.HeldError.Outlasts), and ctx's error when ctx ends.
 func Gate(ctx context.Context, a Gater, req authority.GateRequest, wait time.Duration, onHeld HeldFunc) (*authority.Grant, error) {
 	return gate(ctx, SystemClock, spread, a, req, wait, onHeld)
 }
@@ -182,7 +183,9 @@ func gate(ctx context.Context, clk Clock, jitter func(time.Duration) time.Durati
 		}
 		now := clk.Now()
 		left := deadline.Sub(now)
-		if left <= 0 {
+		if left <= 0 || held.Outlasts(deadline) {
+			// A soak, an approval or a change window that lasts past the wait: the pass ends held
+			// now rather than use up its runner, and the recovery sweep starts it again.
 			return nil, err
 		}
 		within := min(held.RetryAfter, left)

@@ -41,9 +41,11 @@ type Row struct {
 	// Frozen is set while a rollback freezes the scope: who rolled back to what, and why. Nothing but
 	// the rollback deploys until someone unfreezes it.
 	Frozen string
-	// Promotion is set while the head waits for its commit in an environment this one requires: the
-	// words its deploy gate says (authority.WaitText), and the wait itself (PromotionWait). Only
-	// known when the status was built with the required environments' states (NewStatusWith).
+	// Promotion is set while the head waits at its deploy gate for its commit in an environment this
+	// one requires, for its soak time there, for approvals or for a change window: the words its
+	// deploy gate says (authority.WaitText), and for promotion the wait itself (PromotionWait). A
+	// promotion or a soak is only known when the status was built with the required environments'
+	// states (NewStatusWith).
 	Promotion     string
 	PromotionWait *authority.PromotionWait
 	// Warning is set while the scope's newest deployment status came from a deployment latestwins
@@ -172,11 +174,15 @@ func NewStatusWith(e *authority.Env, now time.Time, required map[string]*authori
 // promotionWait is what the head of the scope of v waits for in the environments its environment
 // requires, nil and "" when nothing: the deploy gate's decision for it (authority.Hold).
 func promotionWait(v authority.View, now time.Time) (*authority.PromotionWait, string) {
-	if v.Requires == nil || v.State == nil || v.State.Mailbox == nil || v.State.Mailbox.Failed {
+	if (v.Requires == nil && v.Gates == nil) || v.State == nil || v.State.Mailbox == nil || v.State.Mailbox.Failed {
 		return nil, ""
 	}
-	if d := authority.Hold(v, v.State.Mailbox.Generation, now, 0); d.Reason == authority.ReasonPromotion {
+	switch d := authority.Hold(v, v.State.Mailbox.Generation, now, 0); {
+	case d.Reason == authority.ReasonPromotion:
 		return d.Promotion, d.Text()
+	case d.Reason.Lasting():
+		// A soak, approvals or a change window: said where the promotion wait is, in the gate's words.
+		return nil, d.Text()
 	}
 	return nil, ""
 }

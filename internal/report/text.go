@@ -132,7 +132,7 @@ func oneLine(s string, n int) string {
 // commit", "waiting for barrier abc1234", blocked by a failure, held by a freeze, or "waiting for
 // staging: abc1234 is not live there yet"; "" when it does not wait.
 func Waiting(held *authority.HeldError) string {
-	if held == nil || (held.Ahead == 0 && held.Barrier == "" && !held.Blocked && held.Frozen == nil && held.Promotion == nil) {
+	if held == nil || held.Why() == authority.ReasonLocked {
 		return ""
 	}
 	return Escape(authority.WaitText(held))

@@ -46,7 +46,7 @@ func TestJudge(t *testing.T) {
 		{"held by a rollback's freeze", authority.Env{Name: "prod",
 			Scopes: map[string]*authority.Scope{"api": {Mailbox: &authority.Ref{Generation: 4, Sha: top}, Live: &authority.Live{Generation: 3, Sha: old},
 				Freeze: &authority.Freeze{Generation: 3, Sha: old, Actor: "oncall", Reason: "r"}}}}, top,
-			verdict{comment: "prod/api: held by a freeze: rolled back to 1111111 by oncall; waiting for unfreeze; latestwins dispatches it again once it may go"}},
+			verdict{comment: "prod/api: held by a freeze: rolled back to 1111111 by oncall; waiting for unfreeze (freeze 3); latestwins dispatches it again once it may go"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
