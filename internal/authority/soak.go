@@ -209,42 +209,58 @@ func (w *SoakWait) retryAfter(now time.Time) time.Duration {
 }
 
 // noteSoakStarts records, on the entries the pass at gen would deploy in scopes, where their soak
-// counts from in each required environment where it is not recorded yet (Ref.SoakFrom): with
-// requires-ancestor only, where what is live there moves on while the entry waits. The evaluator
-// computes it from the view (soakStart); the deploy gate's write keeps it. It reports whether it
-// recorded any.
+// counts from (noteSoakStart). It reports whether it recorded any.
 func (e *Env) noteSoakStarts(gen int64, scopes []string, req *required) bool {
-	if e.Requires == nil || !e.Requires.Ancestor || e.Gates == nil || e.Gates.Soak.normal() == nil {
-		return false
-	}
 	noted := false
 	for _, name := range scopes {
-		sc := e.Scopes[name]
-		if sc == nil {
-			continue
-		}
-		ref := sc.passRef(gen)
-		if ref == nil || ref.Rollback {
-			continue
-		}
-		v := e.view(name, req, true)
-		for _, r := range e.Requires.Environments {
-			if e.Gates.Soak.duration(r) <= 0 {
-				continue
-			}
-			since, ok := soakStart(v, ref, r)
-			if from, had := ref.SoakFrom[r]; !ok || (had && !since.Before(from)) {
-				continue
-			}
-			// A new map: the entry's copies (the document this write started from) share the old one.
-			next := maps.Clone(ref.SoakFrom)
-			if next == nil {
-				next = map[string]time.Time{}
-			}
-			next[r] = since
-			ref.SoakFrom = next
+		if sc := e.Scopes[name]; sc != nil && e.noteSoakStart(name, sc.passRef(gen), req) {
 			noted = true
 		}
+	}
+	return noted
+}
+
+// noteHeadSoakStarts records where the soak of each scope's head counts from (noteSoakStart), for
+// the recovery sweep: a head whose pass ended held, or gave up waiting, is asked about by no gate
+// while it waits, and a busy required environment would otherwise move its soak's start with every
+// descendant the sweep sees. It reports whether it recorded any.
+func (e *Env) noteHeadSoakStarts(req *required) bool {
+	noted := false
+	for _, name := range sortedKeys(e.Scopes) {
+		if e.noteSoakStart(name, e.Scopes[name].Mailbox, req) {
+			noted = true
+		}
+	}
+	return noted
+}
+
+// noteSoakStart records on ref, waiting in scope name, where its soak counts from in each required
+// environment where it is not recorded yet (Ref.SoakFrom): with requires-ancestor only, where what
+// is live there moves on while the entry waits. The evaluator computes it from the view
+// (soakStart); the write of the deploy gate or the sweep keeps it. It reports whether it recorded
+// any.
+func (e *Env) noteSoakStart(name string, ref *Ref, req *required) bool {
+	if e.Requires == nil || !e.Requires.Ancestor || e.Gates == nil || e.Gates.Soak.normal() == nil || ref == nil || ref.Rollback {
+		return false
+	}
+	v := e.view(name, req, true)
+	noted := false
+	for _, r := range e.Requires.Environments {
+		if e.Gates.Soak.duration(r) <= 0 {
+			continue
+		}
+		since, ok := soakStart(v, ref, r)
+		if from, had := ref.SoakFrom[r]; !ok || (had && !since.Before(from)) {
+			continue
+		}
+		// A new map: the entry's copies (the document this write started from) share the old one.
+		next := maps.Clone(ref.SoakFrom)
+		if next == nil {
+			next = map[string]time.Time{}
+		}
+		next[r] = since
+		ref.SoakFrom = next
+		noted = true
 	}
 	return noted
 }

@@ -365,3 +365,48 @@ func TestSoakAncestorSightingWhileFrozenIsKept(t *testing.T) {
 	w.clock.Advance(time.Minute)
 	w.wantSoaking(gen, "staging", "soaking in staging: 21m of 30m; ends 14:30 UTC", 9*time.Minute)
 }
+
+// A head no gate asks about while it soaks (its pass ended held, or gave up waiting) is not starved
+// by a busy staging either: the recovery sweep's write keeps where its soak counts from, and the
+// sweep starts it again once the soak has ended, not before.
+func TestSoakSweepKeepsTheStartOfAHeadNoGateAsks(t *testing.T) {
+	w := newSoakWorld(t)
+	x := soakSha("a5", 0)
+	comparer := descendants{}
+	w.comparer = comparer
+	next := func(i int) {
+		d := soakSha("a6", i)
+		comparer[x+".."+d] = true
+		w.live("staging", d)
+	}
+	gen := w.prod(x, authority.Soak{For: 30 * time.Minute}, true) // 14:00, and no gate asks
+	next(1)
+	sweep := func() []authority.StalledWork {
+		t.Helper()
+		var redriven []authority.StalledWork
+		rep, err := w.process().Sweep(w.ctx, 10*time.Minute, 3, func(_ context.Context, s authority.StalledWork) error {
+			redriven = append(redriven, s)
+			return nil
+		})
+		if err != nil || len(rep.Failed) > 0 {
+			t.Fatalf("sweep: %+v, %v", rep, err)
+		}
+		return redriven
+	}
+	for i := 2; i <= 6; i++ {
+		w.clock.Advance(time.Minute)
+		if r := sweep(); len(r) > 0 {
+			t.Fatalf("the sweep at %s re-drove %+v while prod's head soaks", w.clock.Now().Format(time.TimeOnly), r)
+		}
+		w.clock.Advance(4 * time.Minute)
+		next(i) // 14:05, 14:10, ... 14:25
+	}
+	w.clock.Advance(5 * time.Minute) // 14:30
+	r := sweep()
+	if len(r) != 1 || r[0].Environment != "prod" || r[0].Generation != gen {
+		t.Fatalf("the sweep at 14:30 re-drove %+v; want prod's head, whose soak counts from 14:00", r)
+	}
+	if held := w.tryDeploy("prod", gen); held != nil {
+		t.Fatalf("prod's re-driven pass at 14:30: %v", held)
+	}
+}

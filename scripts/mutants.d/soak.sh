@@ -17,9 +17,15 @@ mutant "the store drops when the live commit first went live, where its soak cou
 mutant "the soak is ignored in ancestor mode" internal/authority/soak.go \
   's/if v\.Requires == nil \|\| ref == nil \|\| v\.Gates == nil/if v.Requires == nil || v.Requires.Ancestor || ref == nil || v.Gates == nil/' \
   TestConformance/Soak/DescendantsDoNotRestartIt
-mutant "the deploy gate does not record where an ancestor soak counts from" internal/authority/soak.go \
+mutant "nothing records where an ancestor soak counts from" internal/authority/soak.go \
   's/if e\.Requires == nil \|\| !e\.Requires\.Ancestor \|\|/if true ||/' \
   TestConformance/Soak/DescendantsDoNotRestartIt
+mutant "the deploy gate does not record where an ancestor soak counts from" internal/authority/transitions.go \
+  's/\tif e\.noteSoakStarts\(gen, scopes, req\) \{/\tif false {/' \
+  TestConformance/Soak/DescendantsDoNotRestartIt
+mutant "the sweep does not record where a head's ancestor soak counts from" internal/authority/sweep.go \
+  's/noted := d\.Env\.noteHeadSoakStarts\(req\)/noted := false/' \
+  TestSoakSweepKeepsTheStartOfAHeadNoGateAsks ./internal/authority/
 mutant "a newer descendant moves the soak's start later" internal/authority/soak.go \
   's/ok && ancestor && from\.Before\(since\)/ok \&\& ancestor \&\& since.Before(from)/' \
   TestSoakBusyStagingDoesNotStarveAncestorMode ./internal/authority/
