@@ -18,10 +18,10 @@ import (
 // requires-ancestor only the commit itself counts, and it soaks while it stays live there: another
 // commit going live there ends its promotion, and a deploy of it again starts the soak anew. With
 // requires-ancestor a descendant counts too, and the soak counts from when the deploy gate here
-// first saw the commit or a descendant live there (from when that one went live), recorded on the
-// waiting entry (Ref.SoakFrom) and never moved later: a busy staging, where newer descendants
-// follow each other every few minutes, would otherwise restart the soak with each and starve
-// production.
+// (or the recovery sweep, for a head no gate asks about) first saw the commit or a descendant live
+// there, from when that one went live, recorded on the waiting entry (Ref.SoakFrom) and never
+// moved later: a busy staging, where newer descendants follow each other every few minutes,
+// would otherwise restart the soak with each and starve production.
 type Soak struct {
 	// For applies to every required environment that Environments does not name.
 	For time.Duration `json:"for,omitempty"`

@@ -187,7 +187,7 @@ type Ref struct {
 	// each required environment (Soak): the first time its deploy gate saw it or a descendant live
 	// there, the Since of the commit that was. It never moves later, so that a busy required
 	// environment, where descendants follow each other, does not restart the soak. Written by the
-	// deploy gate as a new map, never changed in place: copies of the entry share it.
+	// deploy gate (or the sweep) as a new map, never changed in place: copies of the entry share it.
 	SoakFrom map[string]time.Time `json:"soak_from,omitempty"`
 	// BreakGlass, when set, waives the soak time, approvals and change windows of this commit
 	// (Authority.BreakGlass); never replaced in place, so a copy of the Ref may share it.
