@@ -25,6 +25,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.73.1
+	github.com/robfig/cron/v3 v3.0.1
 	github.com/sethvargo/go-githubactions v1.3.2
 	github.com/zclconf/go-cty v1.19.0
 	go.etcd.io/bbolt v1.5.0

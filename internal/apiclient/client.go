@@ -330,7 +330,8 @@ func refusal(env string, resp *http.Response, b []byte) error {
 		}
 		return &authority.HeldError{Reason: e.Wait, Resource: e.Resource, Holder: e.Holder, Purpose: e.Purpose, Generation: e.Generation,
 			ExpiresAt: e.ExpiresAt, RetryAfter: time.Duration(max(retry, 1)) * time.Second,
-			Ahead: e.Ahead, HeadSha: e.HeadSha, Barrier: e.Barrier, Blocked: e.Blocked, Frozen: e.Frozen, Promotion: e.Promotion}
+			Ahead: e.Ahead, HeadSha: e.HeadSha, Barrier: e.Barrier, Blocked: e.Blocked, Frozen: e.Frozen, Promotion: e.Promotion,
+			Soak: e.Soak, Approval: e.Approval, Window: e.Window, Until: e.Until}
 	case CodeNotFrozen:
 		return fmt.Errorf("%s: %w", e.Message, authority.ErrNotFrozen)
 	case CodeRepeated:

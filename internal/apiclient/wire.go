@@ -170,7 +170,8 @@ type ErrorBody struct {
 
 	// locked
 	// Wait is the deploy gate's reason (authority.Reason): what the pass waits for, as
-	// "locked", "queued", "barrier", "blocked", "frozen" or "promotion". The fields below say more.
+	// "locked", "queued", "barrier", "blocked", "frozen", "promotion", "soaking", "approval" or
+	// "window". The fields below say more.
 	Wait       authority.Reason `json:"wait,omitempty"`
 	RetryAfter int64            `json:"retry_after,omitempty"` // whole seconds, at least one
 	Resource   string           `json:"resource,omitempty"`    // locked, lease_lost
@@ -190,6 +191,13 @@ type ErrorBody struct {
 	// Promotion: the pass's commit is not live yet in an environment this one requires (which
 	// environment, which commit waits, what is live there instead).
 	Promotion *authority.PromotionWait `json:"promotion,omitempty"`
+	// Soak, Approval and Window: the pass's commit soaks in a required environment, waits for
+	// approvals, or waits for the change window to open; Until is when the hold ends by itself
+	// (zero for approvals). A pass ends held when Until is past its wait (authority.HeldError.Outlasts).
+	Soak     *authority.SoakWait     `json:"soak,omitempty"`
+	Approval *authority.ApprovalWait `json:"approval,omitempty"`
+	Window   *authority.WindowWait   `json:"window,omitempty"`
+	Until    time.Time               `json:"until,omitzero"`
 
 	// queue_full (Scope too)
 	Pending int `json:"pending,omitempty"` // intents the scope holds

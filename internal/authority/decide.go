@@ -375,8 +375,9 @@ func hold(v View, gen int64, ref *Ref, now time.Time, skew time.Duration) Verdic
 		return gated
 	}
 	if w := windowWait(v, ref, now); w != nil {
-		d := w.retryAfter(now)
-		gated.Reason, gated.Window, gated.RetryAfter, gated.Until = ReasonWindow, w, d, now.Add(d)
+		// It ends by itself when the window opens; one that does not open within the search is not
+		// said to end (Until zero).
+		gated.Reason, gated.Window, gated.RetryAfter, gated.Until = ReasonWindow, w, w.retryAfter(now), w.Opens
 		return gated
 	}
 	return Verdict{Reason: ReasonGo, Environment: v.Environment, Scope: v.Scope, Generation: gen}

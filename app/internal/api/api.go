@@ -710,7 +710,7 @@ func apiError(err error) (int, apiclient.ErrorBody) {
 			RetryAfter: max(int64(held.RetryAfter/time.Second), 1), Resource: held.Resource, Holder: held.Holder,
 			Purpose: held.Purpose, Generation: held.Generation, ExpiresAt: held.ExpiresAt,
 			Ahead: held.Ahead, HeadSha: held.HeadSha, Barrier: held.Barrier, Blocked: held.Blocked, Frozen: held.Frozen,
-			Promotion: held.Promotion}
+			Promotion: held.Promotion, Soak: held.Soak, Approval: held.Approval, Window: held.Window, Until: held.Until}
 	case errors.Is(err, authority.ErrNotFrozen):
 		return http.StatusConflict, apiclient.ErrorBody{Error: apiclient.CodeNotFrozen, Message: msg}
 	case errors.Is(err, authority.ErrRepeated):

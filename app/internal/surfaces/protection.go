@@ -213,7 +213,7 @@ func judge(env *authority.Env, scopes []string, sha string, required map[string]
 		}
 		if ref := pendingAt(sc, sha); ref != nil {
 			// The deploy gate's own decision for the commit's pass, as if it asked now.
-			if d := authority.Hold(env.View(name, required), ref.Generation, time.Time{}, 0); !d.Go() {
+			if d := authority.Hold(env.View(name, required), ref.Generation, time.Now(), 0); !d.Go() {
 				return verdict{comment: fmt.Sprintf("%s/%s: %s; latestwins dispatches it again once it may go", env.Name, name, d.Text())}
 			}
 			continue

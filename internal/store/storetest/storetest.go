@@ -67,6 +67,7 @@ func RunGroups(t *testing.T, newStore func(t *testing.T) authority.Store, only .
 		{"InputErrors", inputCases()},
 		{"Property", propertyCases()},
 		{"Deliveries", deliveryCases()},
+		{"Windows", windowCases()},
 	}
 	for _, g := range groups {
 		if len(only) > 0 && !slices.Contains(only, g.name) {
