@@ -15,8 +15,12 @@ func TestSoakFromTheCommandLine(t *testing.T) {
 
 	held := h.must(ExitHeld, "run", "--environment", "prod", "--scopes", "api", "--sha", x, "--intent-id", "p-a",
 		"--requires", "staging", "--soak", "1h", "--wait", "0s", "--", "true")
-	if !strings.Contains(held.stderr, "soaking in staging: 0s of 1h; ends ") {
+	if !strings.Contains(held.stderr, "soaking in staging: ") || !strings.Contains(held.stderr, " of 1h; ends ") {
 		t.Fatalf("a run of a commit live in staging just now said:\n%s", held.stderr)
+	}
+	// The status rows say what holds the head.
+	if st := h.must(ExitOK, "status"); !strings.Contains(st.stdout, "soaking in staging: ") || !strings.Contains(st.stdout, " of 1h; ends ") {
+		t.Errorf("status does not say prod's commit soaks:\n%s", st.stdout)
 	}
 	if hist := h.must(ExitOK, "history", "prod"); !strings.Contains(hist.stdout, "Gates changed from none to soak 1h") {
 		t.Errorf("history does not record the soak:\n%s", hist.stdout)
