@@ -91,11 +91,36 @@ type storedFreeze struct {
 }
 
 func encodeLive(l *Live) *storedLive {
-	return &storedLive{S: l.Sha, R: l.Ref, G: l.Generation, U: l.Run, K: l.Token, B: l.Before, Or: encodeOrder(l.Order), T: nanos(l.At)}
+	return &storedLive{S: l.Sha, R: l.Ref, G: l.Generation, U: l.Run, K: l.Token, B: l.Before, Or: encodeOrder(l.Order), T: nanos(l.At),
+		Sn: nanos(l.Since)}
 }
 
 func decodeLive(l *storedLive) *Live {
-	return &Live{Sha: l.S, Ref: l.R, Generation: l.G, Run: l.U, Token: l.K, Before: l.B, Order: decodeOrder(l.Or), At: fromNanos(l.T)}
+	return &Live{Sha: l.S, Ref: l.R, Generation: l.G, Run: l.U, Token: l.K, Before: l.B, Order: decodeOrder(l.Or), At: fromNanos(l.T),
+		Since: fromNanos(l.Sn)}
+}
+
+// encodeSoakFrom and decodeSoakFrom store a Ref's SoakFrom as Unix nanoseconds.
+func encodeSoakFrom(m map[string]time.Time) map[string]int64 {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(m))
+	for env, t := range m {
+		out[env] = nanos(t)
+	}
+	return out
+}
+
+func decodeSoakFrom(m map[string]int64) map[string]time.Time {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]time.Time, len(m))
+	for env, n := range m {
+		out[env] = fromNanos(n)
+	}
+	return out
 }
 
 type storedOrder struct {
@@ -122,7 +147,11 @@ type storedRef struct {
 	Rb bool         `json:"rb,omitempty"` // version 3
 	Sn int64        `json:"sn,omitempty"` // waiting since; a build that drops it counts the scope behind from its newest intent
 	Bg *Override    `json:"bg,omitempty"` // break-glass: only where gates are, so version 6
-	Ap []storedAppr `json:"ap,omitempty"` // approvals by people; only an environment with an approvals gate (version 6) counts them
+	// Sf is where the soak counts from in each required environment (Ref.SoakFrom). It is
+	// written only while the environment has a soak, so in a document of version 6; a build that
+	// drops it (the soak removed meanwhile) loses nothing it would use.
+	Sf map[string]int64 `json:"sf,omitempty"`
+	Ap []storedAppr     `json:"ap,omitempty"` // approvals by people; only an environment with an approvals gate (version 6) counts them
 }
 
 type storedAppr struct {
@@ -150,13 +179,15 @@ func decodeApprovals(as []storedAppr) []CommitApproval {
 func encodeRef(m *Ref) *storedRef {
 	return &storedRef{G: m.Generation, S: m.Sha, R: m.Ref, B: m.Before, Or: encodeOrder(m.Order), Sr: m.Source, Ac: m.Actor,
 		I: m.IntentID, Og: m.Origin, N: m.Attempt, T: nanos(m.At), Br: m.Barrier, Cl: m.Claimed, X: m.Failed, Rb: m.Rollback, Sn: nanos(m.Since), Bg: m.BreakGlass,
-		Ap: encodeApprovals(m.Approvals)}
+		Ap: encodeApprovals(m.Approvals),
+		Sf: encodeSoakFrom(m.SoakFrom)}
 }
 
 func decodeRef(m *storedRef) *Ref {
 	return &Ref{Generation: m.G, Sha: m.S, Ref: m.R, Before: m.B, Order: decodeOrder(m.Or), Source: m.Sr, Actor: m.Ac,
 		IntentID: m.I, Origin: m.Og, Attempt: m.N, At: fromNanos(m.T), Barrier: m.Br, Claimed: m.Cl, Failed: m.X, Rollback: m.Rb, Since: fromNanos(m.Sn), BreakGlass: m.Bg,
-		Approvals: decodeApprovals(m.Ap)}
+		Approvals: decodeApprovals(m.Ap),
+		SoakFrom:  decodeSoakFrom(m.Sf)}
 }
 
 // usesV3 reports whether a document needs version 3 of the stored form.
@@ -184,6 +215,10 @@ type storedLive struct {
 	B  string       `json:"b,omitempty"`
 	Or *storedOrder `json:"or,omitempty"`
 	T  int64        `json:"t,omitempty"`
+	// Sn is when the commit became live (Live.Since), set only once the same commit was deployed
+	// again. A document without it (older, or never redeployed) reads it as T; a build that drops
+	// it counts a soak from the newest deploy, later than it should, never earlier.
+	Sn int64 `json:"sn,omitempty"`
 }
 
 type storedLease struct {

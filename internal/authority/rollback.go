@@ -304,8 +304,14 @@ func frozenFor(sc *Scope, gen int64) bool {
 	return sc.Freeze != nil && sc.Freeze.Generation != gen
 }
 
-// setLive makes l what is live, keeping what was live before when it was another commit.
+// setLive makes l what is live, keeping what was live before when it was another commit. A deploy
+// of the commit already live keeps when it became live (Since), so that a soak counted from then
+// does not start again; another commit is live since l.At.
 func (s *Scope) setLive(l *Live) {
+	l.Since = time.Time{}
+	if s.Live != nil && s.Live.Sha == l.Sha {
+		l.Since = s.Live.since()
+	}
 	if s.Live != nil && s.Live.Sha != l.Sha {
 		s.Prev = &Live{Sha: s.Live.Sha, Ref: s.Live.Ref}
 	}

@@ -98,9 +98,10 @@ func (a *Authority) claimStalled(ctx context.Context, env string, stall time.Dur
 		if d.Env == nil {
 			return false, nil
 		}
+		noted := d.Env.noteHeadSoakStarts(req) // where a head's soak counts from, kept by this write
 		work, exhausted = d.Env.stalled(now, stall, a.skew, maxAttempts, req)
 		if len(work) == 0 && len(exhausted) == 0 {
-			return false, nil
+			return noted, nil
 		}
 		for _, w := range exhausted {
 			d.Env.exhaust(w.Scopes[0], w.Generation, maxAttempts, now)

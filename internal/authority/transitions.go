@@ -635,6 +635,11 @@ func (e *Env) gate(gen int64, scopes []string, phase, holder string, ttl time.Du
 	if ttl <= 0 {
 		return g, nil
 	}
+	if e.noteSoakStarts(gen, scopes, req) {
+		// Where a soak counts from is kept by this write: the refusal that follows is recorded anew
+		// (and so written), though it says what the pass was told before.
+		e.forgetRefusals(gen, scopes)
+	}
 	for _, name := range scopes {
 		v := Evaluate(e.view(name, req, true), Question{Generation: gen, Lease: true, Holder: holder, Now: now, Skew: skew})
 		switch v.Reason {
@@ -724,6 +729,26 @@ func (e *Env) recordRefusal(now time.Time, v Verdict, ev Event) {
 		others++
 		return others > maxOtherRefusals
 	})
+}
+
+// forgetRefusals forgets the refusals remembered for the pass at gen in scopes, so that its next
+// one is recorded.
+func (e *Env) forgetRefusals(gen int64, scopes []string) {
+	prefix := strconv.FormatInt(gen, 10) + " "
+	for _, name := range scopes {
+		sc := e.Scopes[name]
+		if sc == nil {
+			continue
+		}
+		// A new slice: the document this write started from shares the old one.
+		var kept []string
+		for _, m := range sc.Refused {
+			if !strings.HasPrefix(m, prefix) {
+				kept = append(kept, m)
+			}
+		}
+		sc.Refused = kept
+	}
 }
 
 // refusalGeneration is the generation a remembered refusal is of.

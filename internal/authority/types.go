@@ -183,6 +183,12 @@ type Ref struct {
 	Failed bool `json:"failed,omitempty"`
 	// Rollback: an explicit rollback (Authority.Rollback) asked for this older commit.
 	Rollback bool `json:"rollback,omitempty"`
+	// SoakFrom is, with a soak and requires-ancestor, when the soak of this commit counts from in
+	// each required environment (Soak): the first time its deploy gate saw it or a descendant live
+	// there, the Since of the commit that was. It never moves later, so that a busy required
+	// environment, where descendants follow each other, does not restart the soak. Written by the
+	// deploy gate (or the sweep) as a new map, never changed in place: copies of the entry share it.
+	SoakFrom map[string]time.Time `json:"soak_from,omitempty"`
 	// BreakGlass, when set, waives the soak time, approvals and change windows of this commit
 	// (Authority.BreakGlass); never replaced in place, so a copy of the Ref may share it.
 	BreakGlass *Override `json:"break_glass,omitempty"`
@@ -216,7 +222,19 @@ type Live struct {
 	Token      int64     `json:"token"`
 	Before     string    `json:"before,omitempty"`
 	Order      Order     `json:"order,omitzero"`
-	At         time.Time `json:"at"`
+	At         time.Time `json:"at"` // when this commit was last deployed
+	// Since is when this commit became live in the scope, when it was deployed again since (zero:
+	// At): a deploy of the same commit keeps it, another commit going live starts anew. A soak
+	// counts from it (Soak).
+	Since time.Time `json:"since,omitzero"`
+}
+
+// since is when the live commit became live in the scope.
+func (l *Live) since() time.Time {
+	if l.Since.IsZero() {
+		return l.At
+	}
+	return l.Since
 }
 
 // Lease is a short, renewable, fenced lock. The record is never deleted: a released lease keeps its

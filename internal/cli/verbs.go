@@ -32,6 +32,7 @@ func (c *cmdEnv) intentFlags() {
 	c.str(&c.s.policy, "policy", "", "the environment's policy, latest or queue; a change is recorded (default: keep the stored one, latest for a new environment)")
 	c.str(&c.s.requires, "requires", "", "comma-separated environments a commit must be live in (same scope, deployed with success) before it deploys in this one; none: no longer any; a change is recorded (default: keep the stored requirement)")
 	c.boolean(&c.s.requiresAncestor, "requires-ancestor", false, "with --requires: a descendant of the commit live there counts too (only through the App, which asks GitHub; here only the same commit counts)")
+	c.soakVar()
 	c.windowsVar()
 	c.str(&c.s.alertAfter, "alert-after", "", "how long a scope may wait for its newest commit before status calls it behind or stuck, e.g. 30m; 0: no alarm (default: keep the stored one)")
 	c.str(&c.s.barrier, "barrier", "", "comma-separated scopes in which this commit is a barrier: newer commits wait behind it instead of superseding it")

@@ -556,6 +556,7 @@ func (p *parser) environment(key, val *yaml.Node) (Environment, bool) {
 		}
 	})
 	p.checkApprovals(&e, key)
+	p.checkSoak(&e, val)
 	if e.AlertAfter == 0 && (e.AlertWebhook != "" || e.AlertIssue != "") {
 		p.addf(key, "environment %q: alert-webhook and alert-issue need alert-after (e.g. alert-after: 30m): without it nothing is ever late, so nothing would be sent", e.Name)
 	}

@@ -173,7 +173,7 @@ func fullEnvDoc(key, name string, now time.Time) *authority.Doc {
 					Source: "example/api", Actor: "octocat", IntentID: "3f6a1c2e-delivery-9", Origin: "github:1/example/api#main", Attempt: 2, At: now},
 				Owner: 8,
 				Live: &authority.Live{Sha: sha("a", 6), Ref: "refs/heads/main", Generation: 6, Run: "1234567/2", Token: 41,
-					Before: sha("a", 5), Order: authority.Order{PushedAt: now.Add(-time.Hour).Truncate(time.Second)}, At: now.Add(-time.Minute)},
+					Before: sha("a", 5), Order: authority.Order{PushedAt: now.Add(-time.Hour).Truncate(time.Second)}, At: now.Add(-time.Minute), Since: now.Add(-time.Hour)},
 				Lease: authority.Lease{Holder: "1234568/1", Purpose: "deploy", Generation: 8, Token: 42,
 					AcquiredAt: now.Add(-time.Second), ExpiresAt: now.Add(testTTL), Sha: sha("a", 8), Ref: "refs/heads/main"},
 				Failure: &authority.Failure{Generation: 7, Sha: sha("a", 7), Message: "exit status 1: «déploiement» échoué ✗ \"quoted\" <b>&amp;</b>\nsecond line\ttab",

@@ -63,6 +63,7 @@ func RunGroups(t *testing.T, newStore func(t *testing.T) authority.Store, only .
 		{"Policy", policyCases()},
 		{"Rollback", rollbackCases()},
 		{"Promotion", promotionCases()},
+		{"Soak", soakCases()},
 		{"InputErrors", inputCases()},
 		{"Property", propertyCases()},
 		{"Deliveries", deliveryCases()},
