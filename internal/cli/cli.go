@@ -70,6 +70,7 @@ func commands() []command {
 		{"policy", "set an environment's policy, recorded: policy ENV latest|queue", runPolicy},
 		{"rollback", "deploy an older commit ahead of everything pending, and freeze the scope: rollback ENV/SCOPE [--to SHA] --reason TEXT", runRollback},
 		{"unfreeze", "let the newest intent held by a rollback's freeze go: unfreeze ENV/SCOPE --freeze G --reason TEXT", runUnfreeze},
+		{"gates", "set an environment's soak time, approvals and change windows on a store, recorded: gates ENV [--soak 30m] [--approvals 1] [--windows ...]", runGates},
 		{"break-glass", "waive a pending commit's soak time, approvals and change windows, audited: break-glass ENV --sha SHA --reason TEXT", runBreakGlass},
 		{"approve", "approve a commit waiting for approvals, as a person, with the store's credentials: approve ENV --sha SHA --actor LOGIN", runApprove},
 		{"migrate", "create or upgrade the store (DynamoDB table, bolt file); idempotent", runMigrate},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,7 +21,8 @@ func runDemo(ctx context.Context, c *cmdEnv, args []string) error {
 	c.durVar(&o.Deploy, "deploy", o.Deploy, "how long the simulated deploy takes")
 	c.str(&c.s.policy, "policy", "latest", "latest: the A -> B -> C race where C wins; queue: A, B and C deploy in order")
 	scenario := "race"
-	c.str(&scenario, "scenario", scenario, "race: the A -> B -> C race (under --policy); rollback: A live, B building, a rollback to A jumps ahead and freezes, C waits until unfreeze")
+	c.str(&scenario, "scenario", scenario, "race: the A -> B -> C race (under --policy); rollback: A live, B building, a rollback to A jumps ahead and freezes, C waits until unfreeze; "+
+		"gates: production soaks, waits for an approval and for its change window, on a simulated clock, and only the newest of three commits deploys")
 	if err := c.parse(args); err != nil {
 		return err
 	}
@@ -31,8 +33,14 @@ func runDemo(ctx context.Context, c *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if scenario != "race" && scenario != "rollback" {
-		return c.badSetting("scenario", scenario, "use race (the default) or rollback")
+	if scenario != "race" && scenario != "rollback" && scenario != "gates" {
+		return c.badSetting("scenario", scenario, "use race (the default), rollback or gates")
+	}
+	var clk *demo.Clock
+	if scenario == "gates" {
+		// Soak times and change windows pass in an instant on a simulated clock.
+		clk = demo.NewClock(demo.GatesStart)
+		c.clock = clk
 	}
 	given := false
 	c.fs.Visit(func(f *flag.Flag) { given = given || f.Name == "store" })
@@ -60,6 +68,11 @@ func runDemo(ctx context.Context, c *cmdEnv, args []string) error {
 	fmt.Fprintf(c.io.Stdout, "latestwins demo on %s\n", c.s.store)
 	run, won := demo.Run, "C, the newest commit, is live; A and B deployed nothing."
 	switch {
+	case scenario == "gates":
+		run = func(ctx context.Context, a *authority.Authority, w io.Writer, o demo.Options) (*demo.Result, error) {
+			return demo.RunGates(ctx, a, clk, w, o)
+		}
+		won = "production soaked, waited for an approval and its window, and deployed only C; A and B never deployed there."
 	case scenario == "rollback":
 		run, won = demo.RunRollback, "the rollback to A jumped ahead of B, B deployed nothing, and C waited for the unfreeze."
 	case policy == authority.PolicyQueue:

@@ -29,3 +29,24 @@ func TestHeldRunEndsAndBreakGlassLetsItThrough(t *testing.T) {
 		t.Fatalf("history does not show the break-glass:\n%s", hist.stdout)
 	}
 }
+
+// TestGatesVerbSetsAndRemovesGates: latestwins gates sets the gates the flags give, keeps the
+// others, removes one given none, and refuses bad input with what to fix.
+func TestGatesVerbSetsAndRemovesGates(t *testing.T) {
+	h := newHarness(t)
+	if o := h.must(ExitOK, "gates", "prod", "--approvals", "1", "--windows", "tz=Europe/Berlin; allow=0 9 * * 1-4 for 8h"); !strings.Contains(o.stdout, "prod: approvals 1") || !strings.Contains(o.stdout, "windows tz=Europe/Berlin") {
+		t.Fatalf("gates said:\n%s", o.stdout)
+	}
+	if o := h.must(ExitOK, "gates", "prod", "--windows", "none"); strings.Contains(o.stdout, "windows") || !strings.Contains(o.stdout, "approvals 1") {
+		t.Fatalf("after removing the windows, gates said:\n%s", o.stdout)
+	}
+	h.must(ExitUsage, "gates", "prod", "--windows", "tz=Nowhere/Else; allow=0 9 * * * for 8h")
+	h.must(ExitUsage, "gates", "prod", "--approvals", "11")
+	h.must(ExitUsage, "gates")
+	if o := h.must(ExitOK, "gates", "prod"); !strings.Contains(o.stdout, "prod: approvals 1") {
+		t.Fatalf("gates without flags said:\n%s", o.stdout)
+	}
+	if hist := h.must(ExitOK, "history", "prod"); !strings.Contains(hist.stdout, "Gates changed") {
+		t.Fatalf("history does not show the change:\n%s", hist.stdout)
+	}
+}

@@ -46,6 +46,8 @@ type cmdEnv struct {
 	// mode is how the command opens a store: creating it, or only one that exists.
 	mode  storeMode
 	auth  *authority.Authority
+	// clock, when set, is the clock the Authority runs on (the demo's simulated one).
+	clock authority.Clock
 	close func() error
 	// where names the store (or the App) the command works on, for messages; set by connect.
 	where string
@@ -313,6 +315,9 @@ func (c *cmdEnv) open(ctx context.Context) error {
 		return err
 	}
 	opts = append(opts, authority.WithLogger(c.log))
+	if c.clock != nil {
+		opts = append(opts, authority.WithClock(c.clock))
+	}
 	st, closeFn, err := openStore(ctx, c.s.store, c.mode, c.io.Getenv)
 	if err != nil {
 		return err

@@ -100,3 +100,29 @@ func TestRollbackDemo(t *testing.T) {
 		t.Fatalf("the demo never showed C held by the freeze:\n%s", strings.Join(res.Log, "\n"))
 	}
 }
+
+// TestGatesDemoDeploysOnlyTheNewestOnceEveryGateLetsItGo: the gates scenario holds each commit
+// while it soaks, the newest for its approval and then for the window, and deploys only C once the
+// window opens; each hold is said in the gate's words.
+func TestGatesDemoDeploysOnlyTheNewestOnceEveryGateLetsItGo(t *testing.T) {
+	clk := demo.NewClock(demo.GatesStart)
+	res, err := demo.RunGates(context.Background(), authority.New(memory.New(), authority.WithClock(clk)), clk, io.Discard, quick())
+	if err != nil || len(res.Violations) > 0 {
+		t.Fatalf("gates demo: %v, violations %v", err, res.Violations)
+	}
+	log := strings.Join(res.Log, "\n")
+	for _, want := range []string{"soaking in demo-staging", "waiting for approval: 0 of 1", "outside the change window; opens Mon 09:00 Europe/Berlin", "C deploys to production"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the demo never said %q:\n%s", want, log)
+		}
+	}
+	var deployed []string
+	for _, ev := range res.Env.Events {
+		if ev.Kind == authority.EventDeployed {
+			deployed = append(deployed, ev.Sha[:1])
+		}
+	}
+	if len(deployed) != 1 || deployed[0] != "c" {
+		t.Fatalf("production deployed %v; want only C", deployed)
+	}
+}
