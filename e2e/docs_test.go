@@ -171,7 +171,7 @@ type cliFlags struct {
 }
 
 var (
-	verbLineRE = regexp.MustCompile(`^  ([a-z]+)\s{2,}`)
+	verbLineRE = regexp.MustCompile(`^  ([a-z][a-z-]*)\s{2,}`)
 	flagLineRE = regexp.MustCompile(`^\s+-([a-z0-9][a-z0-9-]*)`)
 )
 
@@ -220,7 +220,7 @@ func (c *cliFlags) of(tb testing.TB, command string) map[string]bool {
 
 // A use of the command line in the docs: latestwins, a verb, then words. It must not be part of a
 // longer word or path (ghcr.io/latestwins/latestwins, /latestwins deploy, latestwins-lambda).
-var useRE = regexp.MustCompile(`(?:^|[\s(\x60"'$=])latestwins +([a-z]+)((?:[ \t]+[^\s]+)*)`)
+var useRE = regexp.MustCompile(`(?:^|[\s(\x60"'$=])latestwins +([a-z][a-z-]*)((?:[ \t]+[^\s]+)*)`)
 
 // checkUses checks every `latestwins VERB ...` in text: the verb is one of the binary's and every
 // --flag after it is one of the verb's, up to the end of the command (--, a pipe, ;, &&, #, a

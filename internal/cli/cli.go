@@ -115,15 +115,19 @@ func Main(ctx context.Context, args []string, pio IO) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "latestwins: latest-wins coordination for deployments")
 	fmt.Fprintln(w, "\nUsage: latestwins COMMAND [flags]\n\nCommands:")
+	width := 0
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		width = max(width, len(c.name))
+	}
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nStore: --store or LATESTWINS_STORE: bolt://PATH (default bolt://./latestwins.db), memory://,")
 	fmt.Fprintln(w, "       dynamodb://TABLE?region=R&endpoint=URL")
 	fmt.Fprintln(w, "       Or --api URL (LATESTWINS_API): claim, gate, run, complete, status, history and report through the App's HTTP API")
 	fmt.Fprintln(w, "\nExit codes: 0 done, 1 error (retryable), 2 bad input, 3 superseded, 4 locked (gave up waiting),")
 	fmt.Fprintln(w, "            5 lease lost (retryable), 6 failed (will retry), 7 failed (final), 8 interrupted,")
-	fmt.Fprintln(w, "            9 queue full (refused, retryable)")
+	fmt.Fprintln(w, "            9 queue full (refused, retryable), 10 held (a soak, approvals or a change window; the sweep starts it again)")
 	fmt.Fprintln(w, "\nRun `latestwins COMMAND -h` for a command's flags.")
 }
 
