@@ -44,8 +44,8 @@ type cmdEnv struct {
 	// cmdline are the flags given on the command line (not by their variables).
 	cmdline map[string]bool
 	// mode is how the command opens a store: creating it, or only one that exists.
-	mode  storeMode
-	auth  *authority.Authority
+	mode storeMode
+	auth *authority.Authority
 	// clock, when set, is the clock the Authority runs on (the demo's simulated one).
 	clock authority.Clock
 	close func() error

@@ -64,7 +64,9 @@ func RunGates(ctx context.Context, a *authority.Authority, clk *Clock, w io.Writ
 		res.Log = append(res.Log, line)
 		fmt.Fprintf(w, "  %s %s\n", clk.Now().In(berlin()).Format("Mon 15:04"), line)
 	}
-	violate := func(format string, args ...any) { res.Violations = append(res.Violations, fmt.Sprintf(format, args...)) }
+	violate := func(format string, args ...any) {
+		res.Violations = append(res.Violations, fmt.Sprintf(format, args...))
+	}
 	staging, prod := o.Environment+"-staging", o.Environment+"-production"
 	req := &authority.Requirements{Environments: []string{staging}}
 	commits := []*pass{
