@@ -24,3 +24,9 @@ mutant "the command line says locked for a lasting hold" internal/cli/verbs.go \
 mutant "the Action fails the job on a lasting hold" internal/action/action.go \
   's/case errors\.As\(err, &held\) && held\.Why\(\)\.Lasting\(\):/case errors.As(err, \&held) \&\& false:/' \
   TestHeldEndsTheStepWithoutFailing ./internal/action/
+mutant "the deploy gate lets a commit through without its approvals" internal/authority/decide.go \
+  's/if w := approvalWait\(v, ref\); w != nil \{/if w := approvalWait(v, ref); false \&\& w != nil {/' \
+  'TestConformance/Property/Coordination'
+mutant "the gate ignores a break-glass, in every join of the property test" internal/authority/decide.go \
+  's/if ref\.BreakGlass != nil \{/if ref.BreakGlass != nil \&\& false {/' \
+  'TestConformance/Property/Coordination'

@@ -232,6 +232,7 @@ func (c *coRun) run(steps int) {
 	c.steps = steps
 	c.phase = "setup"
 	c.opSetRequires(c.prod, []string{c.staging, c.qa})
+	c.opSetGates(c.prod, authority.Gates{Approvals: c.coApprovalRule()})
 	for _, env := range c.envs {
 		c.opSetPolicy(env, c.randomPolicy())
 	}
@@ -289,6 +290,10 @@ func (c *coRun) randomStep() {
 	c.t.Helper()
 	env := c.randomEnv()
 	s := c.randomScope(env)
+	if env == c.prod && s != "" && c.r.IntN(10) == 0 {
+		c.randomGateStep()
+		return
+	}
 	if s == "" {
 		c.randomAccept(env)
 		return
@@ -823,6 +828,9 @@ func (c *coRun) drainOnce() bool {
 				if waiting {
 					continue // the required environments deploy it first
 				}
+			}
+			if c.drainApproval(env, s, head) {
+				return true
 			}
 			for _, gen := range []int64{head.Generation, sc.Owner} {
 				if c.drainDeploy(env, s, gen) {

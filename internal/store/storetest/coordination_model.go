@@ -153,10 +153,11 @@ const (
 	gateFrozen               // a rollback's freeze holds it
 	gatePromotion            // its commit is not live in every required environment
 	gateLeased               // another pass holds the scope's lease
+	gateApproval             // its commit waits for approvals by people
 )
 
 func (v coVerdict) String() string {
-	return [...]string{"may go", "superseded", "queued", "frozen", "waiting for promotion", "leased"}[v]
+	return [...]string{"may go", "superseded", "queued", "frozen", "waiting for promotion", "leased", "waiting for approval"}[v]
 }
 
 // authorityOf is guarantee 4 with the queue: the pass at gen owns the scope, its work there has not
@@ -205,6 +206,9 @@ func (c *coRun) gateVerdict(e *authority.Env, gen int64, holder, s string, now t
 			}
 		}
 	}
+	if approvalsNeeded(e, d) > 0 {
+		return gateApproval, d
+	}
 	l := sc.Lease
 	if l.Holder != "" && (l.Holder != holder || l.Generation != gen) && now.Before(l.ExpiresAt.Add(c.h.skew)) {
 		return gateLeased, d
@@ -226,28 +230,31 @@ func (c *coRun) liveLease(l authority.Lease) bool {
 
 // coEffect is what one step may change; everything else must stay as it was.
 type coEffect struct {
-	granted  map[string]int64           // scope -> the token the step granted
-	freed    map[string]bool            // scopes whose lease the step may free
-	renewed  map[string]bool            // scopes whose lease the step may extend
-	live     map[string]*authority.Live // scope -> what the step makes live (sha, generation, token)
-	ended    map[string]int64           // scope -> the intent the step gives an outcome of its own
-	endedAs  string                     // that outcome: deployed or failed
-	failed   map[string]int64           // scope -> the intent the step marks failed, staying pending
-	retried  map[string]int64           // scope -> the failed intent the step lets try again
-	entered  map[string]int64           // scope -> the intent the step adds
-	stale    map[string]int64           // scope -> the intent the step records as superseded at once
-	froze    map[string]int64           // scope -> the rollback that freezes it
-	unfroze  map[string]bool            // scopes whose freeze the step lifts
-	owner    map[string]int64           // scope -> the owner the step must leave (claims)
-	claimed  map[string]int64           // scope -> a waiting intent the step marks claimed
-	dropped  bool                       // failed intents may leave (they have their outcome)
-	supplant bool                       // intents may leave as superseded, each with an event saying so
+	granted    map[string]int64           // scope -> the token the step granted
+	freed      map[string]bool            // scopes whose lease the step may free
+	renewed    map[string]bool            // scopes whose lease the step may extend
+	live       map[string]*authority.Live // scope -> what the step makes live (sha, generation, token)
+	ended      map[string]int64           // scope -> the intent the step gives an outcome of its own
+	endedAs    string                     // that outcome: deployed or failed
+	failed     map[string]int64           // scope -> the intent the step marks failed, staying pending
+	retried    map[string]int64           // scope -> the failed intent the step lets try again
+	entered    map[string]int64           // scope -> the intent the step adds
+	stale      map[string]int64           // scope -> the intent the step records as superseded at once
+	froze      map[string]int64           // scope -> the rollback that freezes it
+	unfroze    map[string]bool            // scopes whose freeze the step lifts
+	owner      map[string]int64           // scope -> the owner the step must leave (claims)
+	claimed    map[string]int64           // scope -> a waiting intent the step marks claimed
+	approved   map[string]int64           // scope -> the pending intent the step approves
+	brokeGlass map[string]int64           // scope -> the pending intent the step breaks the glass for
+	dropped    bool                       // failed intents may leave (they have their outcome)
+	supplant   bool                       // intents may leave as superseded, each with an event saying so
 }
 
 func newEffect() *coEffect {
 	return &coEffect{granted: map[string]int64{}, freed: map[string]bool{}, renewed: map[string]bool{}, live: map[string]*authority.Live{},
 		ended: map[string]int64{}, stale: map[string]int64{}, failed: map[string]int64{}, retried: map[string]int64{}, entered: map[string]int64{},
-		froze: map[string]int64{}, unfroze: map[string]bool{}, owner: map[string]int64{}, claimed: map[string]int64{}}
+		froze: map[string]int64{}, unfroze: map[string]bool{}, owner: map[string]int64{}, claimed: map[string]int64{},
+		approved: map[string]int64{}, brokeGlass: map[string]int64{}}
 }
 
 // coKey names one accepted intent in one scope.
@@ -446,6 +453,7 @@ func (c *coRun) outcomes(env, s string, before, after *authority.Scope, eff *coE
 			if a.Sha != r.Sha || a.IntentID != r.IntentID || a.Barrier != r.Barrier || a.Rollback != r.Rollback {
 				c.fail("%s changed while pending: %+v -> %+v", k, r, a)
 			}
+			c.gatesChanged(k, r, a, eff)
 		case r.Failed:
 			if !eff.dropped {
 				c.fail("%s (failed) left the pending intents at a step that cannot drop it", k)

@@ -1,0 +1,213 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/latestwins/latestwins/internal/authority"
+)
+
+// The gates in the coordination property test: production needs approvals (one or two people,
+// by seed), which people give to pending commits at random, and break-glass waives them for a
+// commit now and then. What each step must do is worked out here without the Authority's code.
+
+var coApprovers = []string{"alice", "bob", "carol"}
+
+// coApprovalRule is production's approvals gate for the run's seed.
+func (c *coRun) coApprovalRule() *authority.ApprovalRule {
+	return &authority.ApprovalRule{Count: 1 + int(c.seed%2)}
+}
+
+// approvalsNeeded is how many more people must approve d in e before its pass may deploy: 0 when
+// e has no approvals gate, d is a rollback or someone broke the glass for it.
+func approvalsNeeded(e *authority.Env, d *authority.Ref) int {
+	if e == nil || e.Gates == nil || e.Gates.Approvals == nil || d == nil || d.Rollback || d.BreakGlass != nil {
+		return 0
+	}
+	var who []string
+	for _, a := range d.Approvals {
+		if l := strings.ToLower(a.Login); !slices.Contains(who, l) {
+			who = append(who, l)
+		}
+	}
+	return max(0, e.Gates.Approvals.Count-len(who))
+}
+
+// opSetGates sets env's gates.
+func (c *coRun) opSetGates(env string, g authority.Gates) {
+	c.t.Helper()
+	prev := c.begin(env, "set the gates of %s to %s", env, g.String())
+	if _, err := c.proc().SetGates(c.ctx(), env, g, "admin"); err != nil {
+		c.fail("set the gates: %v", err)
+	}
+	next := c.read(env)
+	if next.Gates == nil || next.Gates.Approvals == nil || next.Gates.Approvals.Count != g.Approvals.Count {
+		c.fail("gates %+v after setting %+v", next.Gates, g)
+	}
+	c.finish(env, prev, next, newEffect())
+}
+
+// pendingShas are the commits pending in env, in scope and generation order.
+func pendingShas(e *authority.Env) []string {
+	var out []string
+	if e == nil {
+		return nil
+	}
+	for _, s := range sortedKeys(e.Scopes) {
+		for _, r := range e.Scopes[s].Entries() {
+			if !slices.Contains(out, r.Sha) {
+				out = append(out, r.Sha)
+			}
+		}
+	}
+	return out
+}
+
+// randomGateStep approves a commit pending in production, or one that is not, or breaks the glass
+// for one.
+func (c *coRun) randomGateStep() {
+	c.t.Helper()
+	shas := pendingShas(c.state[c.prod])
+	if len(shas) == 0 || c.r.IntN(8) == 0 {
+		c.opApprove(c.prod, c.newSha(), coApprovers[c.r.IntN(len(coApprovers))])
+		return
+	}
+	sha := shas[c.r.IntN(len(shas))]
+	if c.r.IntN(5) == 0 {
+		c.opBreakGlass(c.prod, sha)
+		return
+	}
+	c.opApprove(c.prod, sha, coApprovers[c.r.IntN(len(coApprovers))])
+}
+
+// opApprove is login's approval of sha in env: every pending entry of sha there but a rollback's
+// gets it, once per person; a commit pending nowhere there is refused as bad input, changing
+// nothing.
+func (c *coRun) opApprove(env, sha, login string) {
+	c.t.Helper()
+	prev := c.begin(env, "%s approves %.7s in %s", login, sha, env)
+	_, err := c.proc().ApproveCommit(c.ctx(), authority.CommitApprovalRequest{Environment: env, Sha: sha, Login: login, Door: authority.ApprovalDoorCLI})
+	next := c.read(env)
+	eff := newEffect()
+	want := map[string]int64{}
+	if prev != nil {
+		for _, s := range sortedKeys(prev.Scopes) {
+			for _, r := range prev.Scopes[s].Entries() {
+				if r.Sha == sha && !r.Rollback {
+					want[s] = r.Generation
+				}
+			}
+		}
+	}
+	switch {
+	case len(want) == 0:
+		if !errors.Is(err, authority.ErrInvalidInput) {
+			c.fail("approving %.7s, which is not pending in %s: %v; want bad input", sha, env, err)
+		}
+		c.seen["approve: not pending, refused"]++
+	case err != nil:
+		c.fail("approving %.7s, pending in %v: %v", sha, want, err)
+	default:
+		c.seen["approve"]++
+		for s, gen := range want {
+			eff.approved[s] = gen
+			r := entryAt(next, s, gen)
+			if r == nil || !slices.ContainsFunc(r.Approvals, func(a authority.CommitApproval) bool { return a.Login == login }) {
+				c.fail("%s/%s generation %d: approvals %+v after %s approved it", env, s, gen, r, login)
+			}
+		}
+	}
+	c.finish(env, prev, next, eff)
+}
+
+// opBreakGlass waives the gates of sha in env: the first pending entry of it that has not failed,
+// in each scope; refused as bad input, changing nothing, when there is none.
+func (c *coRun) opBreakGlass(env, sha string) {
+	c.t.Helper()
+	prev := c.begin(env, "break the glass for %.7s in %s", sha, env)
+	_, err := c.proc().BreakGlass(c.ctx(), authority.BreakGlassRequest{Environment: env, Sha: sha, Actor: "oncall", Reason: "incident"})
+	next := c.read(env)
+	eff := newEffect()
+	want := map[string]int64{}
+	if prev != nil {
+		for _, s := range sortedKeys(prev.Scopes) {
+			for _, r := range prev.Scopes[s].Entries() {
+				if r.Sha == sha && !r.Failed {
+					want[s] = r.Generation
+					break
+				}
+			}
+		}
+	}
+	switch {
+	case len(want) == 0:
+		if !errors.Is(err, authority.ErrInvalidInput) {
+			c.fail("break-glass for %.7s, which is not pending in %s: %v; want bad input", sha, env, err)
+		}
+	case err != nil:
+		c.fail("break-glass for %.7s, pending in %v: %v", sha, want, err)
+	default:
+		c.seen["break-glass"]++
+		for s, gen := range want {
+			eff.brokeGlass[s] = gen
+			if r := entryAt(next, s, gen); r == nil || r.BreakGlass == nil {
+				c.fail("%s/%s generation %d: %+v after break-glass", env, s, gen, r)
+			}
+		}
+	}
+	c.finish(env, prev, next, eff)
+}
+
+// entryAt is the pending entry at gen of scope s in e, or nil.
+func entryAt(e *authority.Env, s string, gen int64) *authority.Ref {
+	if e == nil || e.Scopes[s] == nil {
+		return nil
+	}
+	for _, r := range e.Scopes[s].Entries() {
+		if r.Generation == gen {
+			return r
+		}
+	}
+	return nil
+}
+
+// gatesChanged checks what became of an entry's approvals and break-glass through a step: they
+// change only by a step that approves or breaks the glass for that entry, and approvals are never
+// taken back while it is pending.
+func (c *coRun) gatesChanged(k coKey, was, now *authority.Ref, eff *coEffect) {
+	c.t.Helper()
+	if len(now.Approvals) < len(was.Approvals) || !slices.EqualFunc(was.Approvals, now.Approvals[:len(was.Approvals)], func(a, b authority.CommitApproval) bool { return a.Login == b.Login }) {
+		c.fail("%s: approvals went from %+v to %+v: an approval is never taken back", k, was.Approvals, now.Approvals)
+	}
+	if len(now.Approvals) != len(was.Approvals) && eff.approved[k.scope] != k.gen {
+		c.fail("%s: approvals changed from %+v to %+v at a step that did not approve it", k, was.Approvals, now.Approvals)
+	}
+	switch {
+	case was.BreakGlass != nil && now.BreakGlass == nil:
+		c.fail("%s: its break-glass is gone while it is pending", k)
+	case was.BreakGlass == nil && now.BreakGlass != nil && eff.brokeGlass[k.scope] != k.gen:
+		c.fail("%s: break-glass %+v at a step that did not break the glass for it", k, now.BreakGlass)
+	}
+}
+
+// drainApproval gets the head of s in env the approvals it lacks, one person at a time, or breaks
+// the glass for it; it reports whether it took a step.
+func (c *coRun) drainApproval(env, s string, head *authority.Ref) bool {
+	need := approvalsNeeded(c.state[env], head)
+	if need == 0 {
+		return false
+	}
+	if c.r.IntN(4) == 0 {
+		c.opBreakGlass(env, head.Sha)
+		return true
+	}
+	for _, who := range coApprovers {
+		if !slices.ContainsFunc(head.Approvals, func(a authority.CommitApproval) bool { return strings.EqualFold(a.Login, who) }) {
+			c.opApprove(env, head.Sha, who)
+			return true
+		}
+	}
+	panic(fmt.Sprintf("%s/%s: %d approvals needed and every approver approved", env, s, need))
+}
