@@ -30,3 +30,6 @@ mutant "the deploy gate lets a commit through without its approvals" internal/au
 mutant "the gate ignores a break-glass, in every join of the property test" internal/authority/decide.go \
   's/if ref\.BreakGlass != nil \{/if ref.BreakGlass != nil \&\& false {/' \
   'TestConformance/Property/Coordination'
+mutant "the deploy gate lets a commit through outside its change window" internal/authority/decide.go \
+  's/if w := windowWait\(v, ref, now\); w != nil \{/if w := windowWait(v, ref, now); false \&\& w != nil {/' \
+  'TestConformance/Property/Coordination'

@@ -232,7 +232,7 @@ func (c *coRun) run(steps int) {
 	c.steps = steps
 	c.phase = "setup"
 	c.opSetRequires(c.prod, []string{c.staging, c.qa})
-	c.opSetGates(c.prod, authority.Gates{Approvals: c.coApprovalRule()})
+	c.opSetGates(c.prod, authority.Gates{Approvals: c.coApprovalRule(), Windows: c.coWindows()})
 	for _, env := range c.envs {
 		c.opSetPolicy(env, c.randomPolicy())
 	}
@@ -241,6 +241,12 @@ func (c *coRun) run(steps int) {
 		c.randomStep()
 	}
 	c.phase = "drain"
+	if c.coWindows() != nil {
+		// The drain starts outside production's change window: what is pending there waits for it.
+		now := c.h.clock.Now()
+		c.begin("", "advance the clock to half past, outside production's change window")
+		c.h.clock.Advance(now.Truncate(time.Hour).Add(90 * time.Minute).Sub(now))
+	}
 	c.drain()
 	c.phase = "end"
 	c.unchangedElsewhere()
@@ -290,7 +296,7 @@ func (c *coRun) randomStep() {
 	c.t.Helper()
 	env := c.randomEnv()
 	s := c.randomScope(env)
-	if env == c.prod && s != "" && c.r.IntN(10) == 0 {
+	if env == c.prod && s != "" && c.r.IntN(6) == 0 {
 		c.randomGateStep()
 		return
 	}
@@ -829,7 +835,7 @@ func (c *coRun) drainOnce() bool {
 					continue // the required environments deploy it first
 				}
 			}
-			if c.drainApproval(env, s, head) {
+			if c.drainApproval(env, s, head) || c.drainWindow(env, s, head) {
 				return true
 			}
 			for _, gen := range []int64{head.Generation, sc.Owner} {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/latestwins/latestwins/internal/authority"
 )
@@ -14,6 +15,21 @@ import (
 // commit now and then. What each step must do is worked out here without the Authority's code.
 
 var coApprovers = []string{"alice", "bob", "carol"}
+
+// coWindows is production's change windows for the run's seed: every odd seed's production
+// deploys only in the first 20 minutes of each hour (UTC); nil for the others.
+func (c *coRun) coWindows() *authority.Windows {
+	if c.seed%2 == 0 {
+		return nil
+	}
+	return &authority.Windows{Allow: []authority.WindowPeriod{{Start: "0 * * * *", Duration: 20 * time.Minute}}}
+}
+
+// windowClosed reports whether e's change window (the first 20 minutes of each hour, coWindows) is
+// closed at now.
+func windowClosed(e *authority.Env, now time.Time) bool {
+	return e != nil && e.Gates != nil && e.Gates.Windows != nil && now.UTC().Minute() >= 20
+}
 
 // coApprovalRule is production's approvals gate for the run's seed.
 func (c *coRun) coApprovalRule() *authority.ApprovalRule {
@@ -43,7 +59,7 @@ func (c *coRun) opSetGates(env string, g authority.Gates) {
 		c.fail("set the gates: %v", err)
 	}
 	next := c.read(env)
-	if next.Gates == nil || next.Gates.Approvals == nil || next.Gates.Approvals.Count != g.Approvals.Count {
+	if next.Gates == nil || next.Gates.Approvals == nil || next.Gates.Approvals.Count != g.Approvals.Count || (next.Gates.Windows == nil) != (g.Windows == nil) {
 		c.fail("gates %+v after setting %+v", next.Gates, g)
 	}
 	c.finish(env, prev, next, newEffect())
@@ -66,9 +82,17 @@ func pendingShas(e *authority.Env) []string {
 }
 
 // randomGateStep approves a commit pending in production, or one that is not, or breaks the glass
-// for one.
+// for one, or lets a quiet spell of minutes pass.
 func (c *coRun) randomGateStep() {
 	c.t.Helper()
+	if c.r.IntN(4) == 0 {
+		// A quiet spell, long enough for a change window to close or open.
+		d := time.Duration(5+c.r.IntN(41)) * time.Minute
+		c.seen["a quiet spell"]++
+		c.begin("", "advance the clock %s", d)
+		c.h.clock.Advance(d)
+		return
+	}
 	shas := pendingShas(c.state[c.prod])
 	if len(shas) == 0 || c.r.IntN(8) == 0 {
 		c.opApprove(c.prod, c.newSha(), coApprovers[c.r.IntN(len(coApprovers))])
@@ -190,6 +214,26 @@ func (c *coRun) gatesChanged(k coKey, was, now *authority.Ref, eff *coEffect) {
 	case was.BreakGlass == nil && now.BreakGlass != nil && eff.brokeGlass[k.scope] != k.gen:
 		c.fail("%s: break-glass %+v at a step that did not break the glass for it", k, now.BreakGlass)
 	}
+}
+
+// drainWindow moves the clock to the next opening of env's change window when it is closed and the
+// head of s waits for nothing else; it reports whether it took a step.
+func (c *coRun) drainWindow(env, s string, head *authority.Ref) bool {
+	now := c.h.clock.Now()
+	if head.Rollback || head.BreakGlass != nil || !windowClosed(c.state[env], now) {
+		return false
+	}
+	if k := fmt.Sprintf("window %s/%s %d %d", env, s, head.Generation, now.Unix()/3600); !c.asked[k] {
+		// Its pass asks first (as a waiting pass polls): the gate must hold it for the window.
+		c.asked[k] = true
+		if c.drainDeploy(env, s, max(c.state[env].Scopes[s].Owner, head.Generation)) {
+			return true
+		}
+	}
+	c.seen["drain: the clock to the change window's opening"]++
+	c.begin("", "advance the clock to the opening of %s's change window for %s", env, s)
+	c.h.clock.Advance(now.Truncate(time.Hour).Add(time.Hour).Sub(now))
+	return true
 }
 
 // drainApproval gets the head of s in env the approvals it lacks, one person at a time, or breaks

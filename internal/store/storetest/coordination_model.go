@@ -154,10 +154,11 @@ const (
 	gatePromotion            // its commit is not live in every required environment
 	gateLeased               // another pass holds the scope's lease
 	gateApproval             // its commit waits for approvals by people
+	gateWindow               // the environment's change window is closed
 )
 
 func (v coVerdict) String() string {
-	return [...]string{"may go", "superseded", "queued", "frozen", "waiting for promotion", "leased", "waiting for approval"}[v]
+	return [...]string{"may go", "superseded", "queued", "frozen", "waiting for promotion", "leased", "waiting for approval", "outside the change window"}[v]
 }
 
 // authorityOf is guarantee 4 with the queue: the pass at gen owns the scope, its work there has not
@@ -208,6 +209,9 @@ func (c *coRun) gateVerdict(e *authority.Env, gen int64, holder, s string, now t
 	}
 	if approvalsNeeded(e, d) > 0 {
 		return gateApproval, d
+	}
+	if !d.Rollback && d.BreakGlass == nil && windowClosed(e, now) {
+		return gateWindow, d
 	}
 	l := sc.Lease
 	if l.Holder != "" && (l.Holder != holder || l.Generation != gen) && now.Before(l.ExpiresAt.Add(c.h.skew)) {
