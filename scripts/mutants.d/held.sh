@@ -33,3 +33,6 @@ mutant "the gate ignores a break-glass, in every join of the property test" inte
 mutant "the deploy gate lets a commit through outside its change window" internal/authority/decide.go \
   's/if w := windowWait\(v, ref, now\); w != nil \{/if w := windowWait(v, ref, now); false \&\& w != nil {/' \
   'TestConformance/Property/Coordination'
+mutant "the deploy gate lets a commit through before its soak ends" internal/authority/decide.go \
+  's/if w := soakWait\(v, ref, now\); w != nil \{/if w := soakWait(v, ref, now); false \&\& w != nil {/' \
+  'TestConformance/Property/Coordination'

@@ -109,8 +109,9 @@ type coRun struct {
 	outcome   map[coKey]string
 	accepted  []coKey
 	shas      []string
-	wasLive   map[string][]string // env/scope -> commits that were live there
-	rollbacks map[string]int64    // env/scope -> the newest rollback
+	wasLive   map[string][]string  // env/scope -> commits that were live there
+	liveSince map[string]time.Time // env/scope -> when the commit live there first went live
+	rollbacks map[string]int64     // env/scope -> the newest rollback
 	requests  int
 	asked     map[string]bool // what the drain asked already
 }
@@ -139,7 +140,7 @@ func newCoRun(t *testing.T, store *countingStore, seed uint64) *coRun {
 		h:     &harness{t: t, ctx: t.Context(), store: store, clock: clock, skew: testSkew},
 		state: map[string]*authority.Env{}, seen: map[string]int{},
 		gens: map[string]map[int64]string{}, maxToken: map[string]int64{}, outcome: map[coKey]string{},
-		wasLive: map[string][]string{}, rollbacks: map[string]int64{}, asked: map[string]bool{},
+		wasLive: map[string][]string{}, liveSince: map[string]time.Time{}, rollbacks: map[string]int64{}, asked: map[string]bool{},
 	}
 	for range 3 {
 		c.procs = append(c.procs, authority.New(store, authority.WithClock(clock), authority.WithSkew(testSkew), authority.WithQueueLimit(c.limit)))
@@ -179,6 +180,10 @@ func (c *coRun) finish(env string, prev, next *authority.Env, eff *coEffect) {
 			k := env + "/" + s
 			if !slices.Contains(c.wasLive[k], l.Sha) {
 				c.wasLive[k] = append(c.wasLive[k], l.Sha)
+			}
+			// When the commit live there first went live: a deploy of the same commit again keeps it.
+			if prev == nil || prev.Scopes[s] == nil || prev.Scopes[s].Live == nil || prev.Scopes[s].Live.Sha != l.Sha {
+				c.liveSince[k] = c.h.clock.Now()
 			}
 		}
 	}
@@ -232,7 +237,7 @@ func (c *coRun) run(steps int) {
 	c.steps = steps
 	c.phase = "setup"
 	c.opSetRequires(c.prod, []string{c.staging, c.qa})
-	c.opSetGates(c.prod, authority.Gates{Approvals: c.coApprovalRule(), Windows: c.coWindows()})
+	c.opSetGates(c.prod, authority.Gates{Approvals: c.coApprovalRule(), Windows: c.coWindows(), Soak: c.coSoak()})
 	for _, env := range c.envs {
 		c.opSetPolicy(env, c.randomPolicy())
 	}
@@ -835,7 +840,7 @@ func (c *coRun) drainOnce() bool {
 					continue // the required environments deploy it first
 				}
 			}
-			if c.drainApproval(env, s, head) || c.drainWindow(env, s, head) {
+			if c.drainSoak(env, s, head) || c.drainApproval(env, s, head) || c.drainWindow(env, s, head) {
 				return true
 			}
 			for _, gen := range []int64{head.Generation, sc.Owner} {

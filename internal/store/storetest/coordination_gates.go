@@ -31,6 +31,52 @@ func windowClosed(e *authority.Env, now time.Time) bool {
 	return e != nil && e.Gates != nil && e.Gates.Windows != nil && now.UTC().Minute() >= 20
 }
 
+// coSoak is production's soak for the run's seed: every third seed's production deploys a commit
+// only once it has been live in qa and staging for ten minutes; an empty soak for the others.
+func (c *coRun) coSoak() *authority.Soak {
+	if c.seed%3 != 0 {
+		return &authority.Soak{}
+	}
+	return &authority.Soak{For: 10 * time.Minute}
+}
+
+// soakEnds is when the soak of d in the scope s of e ends (zero: it is not soaking): its commit
+// must have been live for the soak in each environment e requires, counted from when it first went
+// live there. Only for a commit live in every one of them (promotion comes first).
+func (c *coRun) soakEnds(e *authority.Env, s string, d *authority.Ref, now time.Time) time.Time {
+	if e == nil || e.Gates == nil || e.Gates.Soak == nil || e.Gates.Soak.For <= 0 || d == nil || d.Rollback || d.BreakGlass != nil || e.Requires == nil {
+		return time.Time{}
+	}
+	var ends time.Time
+	for _, r := range e.Requires.Environments {
+		if at := c.liveSince[r+"/"+s].Add(e.Gates.Soak.For); now.Before(at) && at.After(ends) {
+			ends = at
+		}
+	}
+	return ends
+}
+
+// drainSoak moves the clock to the end of the soak of the head of s in env when it soaks; it
+// reports whether it took a step.
+func (c *coRun) drainSoak(env, s string, head *authority.Ref) bool {
+	now := c.h.clock.Now()
+	ends := c.soakEnds(c.state[env], s, head, now)
+	if ends.IsZero() {
+		return false
+	}
+	if k := fmt.Sprintf("soak %s/%s %d", env, s, head.Generation); !c.asked[k] {
+		// Its pass asks first (as a waiting pass polls): the gate must hold it while it soaks.
+		c.asked[k] = true
+		if c.drainDeploy(env, s, max(c.state[env].Scopes[s].Owner, head.Generation)) {
+			return true
+		}
+	}
+	c.seen["drain: the clock to the end of a soak"]++
+	c.begin("", "advance the clock to the end of the soak of %s/%s generation %d", env, s, head.Generation)
+	c.h.clock.Advance(ends.Sub(now))
+	return true
+}
+
 // coApprovalRule is production's approvals gate for the run's seed.
 func (c *coRun) coApprovalRule() *authority.ApprovalRule {
 	return &authority.ApprovalRule{Count: 1 + int(c.seed%2)}
@@ -59,7 +105,7 @@ func (c *coRun) opSetGates(env string, g authority.Gates) {
 		c.fail("set the gates: %v", err)
 	}
 	next := c.read(env)
-	if next.Gates == nil || next.Gates.Approvals == nil || next.Gates.Approvals.Count != g.Approvals.Count || (next.Gates.Windows == nil) != (g.Windows == nil) {
+	if next.Gates == nil || next.Gates.Approvals == nil || (next.Gates.Soak == nil) != (g.Soak.For == 0) || next.Gates.Approvals.Count != g.Approvals.Count || (next.Gates.Windows == nil) != (g.Windows == nil) {
 		c.fail("gates %+v after setting %+v", next.Gates, g)
 	}
 	c.finish(env, prev, next, newEffect())

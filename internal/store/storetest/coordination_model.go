@@ -155,10 +155,11 @@ const (
 	gateLeased               // another pass holds the scope's lease
 	gateApproval             // its commit waits for approvals by people
 	gateWindow               // the environment's change window is closed
+	gateSoaking              // its commit has not been live long enough in a required environment
 )
 
 func (v coVerdict) String() string {
-	return [...]string{"may go", "superseded", "queued", "frozen", "waiting for promotion", "leased", "waiting for approval", "outside the change window"}[v]
+	return [...]string{"may go", "superseded", "queued", "frozen", "waiting for promotion", "leased", "waiting for approval", "outside the change window", "soaking"}[v]
 }
 
 // authorityOf is guarantee 4 with the queue: the pass at gen owns the scope, its work there has not
@@ -206,6 +207,9 @@ func (c *coRun) gateVerdict(e *authority.Env, gen int64, holder, s string, now t
 				return gatePromotion, d
 			}
 		}
+	}
+	if !c.soakEnds(e, s, d, now).IsZero() {
+		return gateSoaking, d
 	}
 	if approvalsNeeded(e, d) > 0 {
 		return gateApproval, d

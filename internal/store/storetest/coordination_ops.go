@@ -390,6 +390,10 @@ func (c *coRun) opGate(env string, gen int64, holder string, scopes []string, le
 		if held.Why() != authority.ReasonApproval || held.Approval == nil || held.Approval.Sha != deploys[first].Sha || held.Approval.Need != approvalsNeeded(prev, deploys[first]) {
 			c.fail("%s: deploy gate at %d refused with %v (approval %+v); want it waiting for %d approvals of %.7s", first, gen, err, held.Approval, approvalsNeeded(prev, deploys[first]), deploys[first].Sha)
 		}
+	case want == gateSoaking:
+		if ends := c.soakEnds(prev, first, deploys[first], now); held.Why() != authority.ReasonSoaking || held.Soak == nil || !held.Until.Equal(ends) {
+			c.fail("%s: deploy gate at %d refused with %v (soak %+v, until %v); want it soaking until %v", first, gen, err, held.Soak, held.Until, ends)
+		}
 	case want == gateWindow:
 		if held.Why() != authority.ReasonWindow || held.Window == nil || held.Until.IsZero() || held.Until.UTC().Minute() != 0 || !held.Until.After(now) {
 			c.fail("%s: deploy gate at %d refused with %v (window %+v, until %v); want it waiting for the window to open on the hour", first, gen, err, held.Window, held.Until)
