@@ -47,6 +47,7 @@ var Permissions = map[string]string{
 	"pull_requests": "write", // the same on pull requests; pull_request events (previews)
 	"checks":        "read",  // check_run events (a re-run of a latestwins check run redeploys)
 	"deployments":   "write", // deployment protection rule answers; deployment_protection_rule events
+	"members":       "read",  // an organization's team membership, for approvers named as teams (approvals:)
 }
 
 // Events are the webhook events the App subscribes to: those app.Handle acts on, except installation,

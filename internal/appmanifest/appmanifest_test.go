@@ -157,7 +157,7 @@ func TestFlowRegistersTheApp(t *testing.T) {
 		RedirectURL:    page + "callback",
 		DefaultEvents:  []string{"check_run", "deployment_protection_rule", "deployment_status", "issue_comment", "pull_request", "push"},
 		DefaultPermissions: map[string]string{"actions": "write", "checks": "read", "contents": "read", "deployments": "write",
-			"issues": "write", "metadata": "read", "pull_requests": "write"},
+			"issues": "write", "members": "read", "metadata": "read", "pull_requests": "write"},
 	}
 	if d := cmp.Diff(want, b.form); d != "" {
 		t.Errorf("the manifest (-want +got):\n%s", d)
@@ -346,7 +346,8 @@ var clientCalls = map[string]needs{
 	"CreateDeploymentStatus": {"deployments:write"},
 	"Permission":             {"metadata:read"},
 	"ReviewProtectionRule":   {"deployments:write"},
-	"ConvertManifest":        nil, // unauthenticated
+	"TeamMember":             {"members:read"}, // approvers named as teams
+	"ConvertManifest":        nil,              // unauthenticated
 }
 
 // eventNeeds is what receiving each webhook event needs.
