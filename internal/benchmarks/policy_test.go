@@ -17,33 +17,65 @@ type policyModel struct {
 	name    string
 	policy  authority.Policy
 	barrier string // the pass whose commit is a barrier
+	// window: the environment's change window is closed when A arrives and opens windowOpens
+	// later, while all three wait at their deploy gates.
+	window bool
 	// deployed is what must deploy, in order.
 	deployed []string
 }
 
 var policyModels = []policyModel{
-	{"latest", authority.PolicyLatest, "", []string{"C"}},
-	{"latest-B-barrier", authority.PolicyLatest, "B", []string{"B", "C"}},
-	{"queue", authority.PolicyQueue, "", []string{"A", "B", "C"}},
+	{"latest", authority.PolicyLatest, "", false, []string{"C"}},
+	{"latest-B-barrier", authority.PolicyLatest, "B", false, []string{"B", "C"}},
+	{"queue", authority.PolicyQueue, "", false, []string{"A", "B", "C"}},
+	{"window-latest", authority.PolicyLatest, "", true, []string{"C"}},
+	{"window-queue", authority.PolicyQueue, "", true, []string{"A", "B", "C"}},
 }
 
-// policyTiming is C's time from its arrival to live, and the time from A's arrival until every
-// pass has ended.
+// windowOpens is how long after A's arrival a closed change window opens in the window models:
+// after every build has ended, so all three wait for it.
+const windowOpens = 400 * time.Millisecond
+
+// raceWindows opens for the first minute of every even minute; the window models run on a clock
+// set so that an even minute begins windowOpens after A arrives.
+var raceWindows = &authority.Windows{Allow: []authority.WindowPeriod{{Start: "*/2 * * * *", Duration: time.Minute}}}
+
+// offsetClock is the real clock moved by a fixed offset: real time passes, at another hour.
+type offsetClock struct{ d time.Duration }
+
+func (c offsetClock) Now() time.Time { return time.Now().Add(c.d) }
+
+// windowClock is a clock on which an even minute, when raceWindows opens, begins in wait.
+func windowClock(wait time.Duration) offsetClock {
+	now := time.Now()
+	opens := now.Truncate(2 * time.Minute).Add(2 * time.Minute)
+	return offsetClock{d: opens.Sub(now) - wait + time.Hour*24}
+}
+
+// policyTiming is C's time from its arrival to live, the time from A's arrival until every pass
+// has ended, and, in the window models, C's time to live from when the window opened.
 type policyTiming struct {
-	cToLive, total time.Duration
+	cToLive, total, fromOpen time.Duration
 }
 
 // policyRace stages A, B and C arriving gap apart (each accepted before the next arrives), each a process of its own that accepts and
 // claims, builds for build, waits at its deploy gate as long as the protocol says (asking again
 // every poll), deploys for deploy and completes; a superseded pass stops. It checks that exactly
 // the model's passes deployed, in order.
-func policyRace(ctx context.Context, newAuth func() *authority.Authority, env string, m policyModel, gap, build, deploy, poll time.Duration) (policyTiming, error) {
+func policyRace(ctx context.Context, newStore func() authority.Store, env string, m policyModel, gap, build, deploy, poll time.Duration) (policyTiming, error) {
 	names := []string{"A", "B", "C"}
 	var mu sync.Mutex
 	var deployed []string
 	var cLive time.Duration
+	var cLiveAt time.Time
 	errs := make([]error, len(names))
 	start := time.Now()
+	opensAt := start.Add(windowOpens)
+	var opts []authority.Option
+	if m.window {
+		opts = append(opts, authority.WithClock(windowClock(windowOpens)))
+	}
+	newAuth := func() *authority.Authority { return authority.New(newStore(), opts...) }
 	var wg sync.WaitGroup
 	// A build ends only once all three are accepted: the race is about passes still building when
 	// a newer commit arrives, which a loaded machine must not turn into another race by stretching
@@ -70,6 +102,9 @@ func policyRace(ctx context.Context, newAuth func() *authority.Authority, env st
 			Ref: "refs/heads/main", Source: "bench", Policy: m.policy}
 		if m.barrier == name {
 			in.Barrier = []string{"api"}
+		}
+		if m.window {
+			in.Gates = &authority.Gates{Windows: raceWindows}
 		}
 		res, err := a.Accept(ctx, in, true)
 		if err != nil {
@@ -121,7 +156,7 @@ func policyRace(ctx context.Context, newAuth func() *authority.Authority, env st
 			mu.Lock()
 			deployed = append(deployed, name)
 			if name == "C" {
-				cLive = time.Since(arrived)
+				cLive, cLiveAt = time.Since(arrived), time.Now()
 			}
 			mu.Unlock()
 		}()
@@ -135,7 +170,14 @@ func policyRace(ctx context.Context, newAuth func() *authority.Authority, env st
 	if !slices.Equal(deployed, m.deployed) {
 		return policyTiming{}, fmt.Errorf("%s race: deployed %v, want %v", m.name, deployed, m.deployed)
 	}
-	return policyTiming{cToLive: cLive, total: total}, nil
+	tm := policyTiming{cToLive: cLive, total: total}
+	if m.window {
+		if cLiveAt.Before(opensAt) {
+			return policyTiming{}, fmt.Errorf("%s race: C went live %s before the window opened", m.name, opensAt.Sub(cLiveAt))
+		}
+		tm.fromOpen = cLiveAt.Sub(opensAt)
+	}
+	return tm, nil
 }
 
 // TestPolicyRaces runs the race under each policy once on every store with short steps and checks
@@ -145,8 +187,8 @@ func TestPolicyRaces(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			clients := k.open(t)
 			for _, m := range policyModels {
-				newAuth := func() *authority.Authority { return authority.New(clients(t)) }
-				if _, err := policyRace(t.Context(), newAuth, "policy-"+m.name, m, 5*time.Millisecond, 40*time.Millisecond, 20*time.Millisecond, 2*time.Millisecond); err != nil {
+				newStore := func() authority.Store { return clients(t) }
+				if _, err := policyRace(t.Context(), newStore, "policy-"+m.name, m, 5*time.Millisecond, 40*time.Millisecond, 20*time.Millisecond, 2*time.Millisecond); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -164,22 +206,29 @@ func BenchmarkPolicyRace(b *testing.B) {
 			clients := k.open(b)
 			cMs := map[string][]float64{}
 			totalMs := map[string][]float64{}
+			openMs := map[string][]float64{}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				for _, m := range policyModels {
-					newAuth := func() *authority.Authority { return authority.New(clients(b)) }
-					tm, err := policyRace(b.Context(), newAuth, fmt.Sprintf("policy-%s-%d", m.name, i), m, 10*time.Millisecond, raceBuild, raceDeploy, 10*time.Millisecond)
+					newStore := func() authority.Store { return clients(b) }
+					tm, err := policyRace(b.Context(), newStore, fmt.Sprintf("policy-%s-%d", m.name, i), m, 10*time.Millisecond, raceBuild, raceDeploy, 10*time.Millisecond)
 					if err != nil {
 						b.Fatal(err)
 					}
 					cMs[m.name] = append(cMs[m.name], ms(tm.cToLive))
 					totalMs[m.name] = append(totalMs[m.name], ms(tm.total))
+					if m.window {
+						openMs[m.name] = append(openMs[m.name], ms(tm.fromOpen))
+					}
 				}
 			}
 			b.StopTimer()
 			for _, m := range policyModels {
 				b.ReportMetric(median(cMs[m.name]), m.name+"-C-ms")
 				b.ReportMetric(median(totalMs[m.name]), m.name+"-all-ms")
+				if m.window {
+					b.ReportMetric(median(openMs[m.name]), m.name+"-open-to-C-ms")
+				}
 			}
 		})
 	}
