@@ -24,6 +24,7 @@ type BreakGlassRequest struct {
 	Environment string
 	// Scopes the override applies to; none: every scope where the commit is pending.
 	Scopes []string
+	// Sha is the commit: its full sha, or at least MinShaPrefix hex digits of one pending there.
 	Sha    string
 	Actor  string
 	Reason string
@@ -44,7 +45,8 @@ func (a *Authority) BreakGlass(ctx context.Context, r BreakGlassRequest) ([]stri
 	if err := validateScopes(r.Scopes, false); err != nil {
 		return nil, err
 	}
-	if err := ValidateSha(r.Sha); err != nil {
+	r.Sha = CanonicalSha(r.Sha)
+	if err := ValidateShaPrefix(r.Sha); err != nil {
 		return nil, err
 	}
 	r.Reason = strings.TrimSpace(r.Reason)
@@ -67,6 +69,19 @@ func (a *Authority) BreakGlass(ctx context.Context, r BreakGlassRequest) ([]stri
 		if len(names) == 0 {
 			names = sortedKeys(d.Env.Scopes)
 		}
+		var shas []string
+		for _, name := range names {
+			if sc := d.Env.Scopes[name]; sc != nil {
+				for _, ref := range sc.Entries() {
+					if strings.HasPrefix(ref.Sha, r.Sha) && !ref.Failed && !slices.Contains(shas, ref.Sha) {
+						shas = append(shas, ref.Sha)
+					}
+				}
+			}
+		}
+		if len(shas) > 1 {
+			return false, &InputError{Field: "sha", Value: r.Sha, Fix: fmt.Sprintf("%s names %d commits pending in %s: give more of the sha", r.Sha, len(shas), r.Environment)}
+		}
 		changed := false
 		for _, name := range names {
 			sc := d.Env.Scopes[name]
@@ -74,7 +89,7 @@ func (a *Authority) BreakGlass(ctx context.Context, r BreakGlassRequest) ([]stri
 				continue
 			}
 			for _, ref := range sc.Entries() {
-				if ref.Sha != r.Sha || ref.Failed {
+				if !strings.HasPrefix(ref.Sha, r.Sha) || ref.Failed {
 					continue
 				}
 				applied = append(applied, name)

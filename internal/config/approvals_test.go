@@ -68,7 +68,7 @@ func TestApprovalsParseErrors(t *testing.T) {
 		{"pusher without approvals", "    pusher-may-approve: false\n", `line 2: environment "production": approvers and pusher-may-approve need approvals: N`},
 		{"pusher not a bool", "    approvals: 1\n    pusher-may-approve: nope\n", `line 4: environment "production": pusher-may-approve must be true (the default: whoever pushed a commit may approve it) or false (their own approval does not count)`},
 		{"more approvals than approvers", "    approvals: 3\n    approvers: [alice, bob]\n", `line 2: environment "production": approvals: 3 approvals can never come from the 2 approvers named: name more approvers (or a team), or require fewer`},
-		{"misspelt key", "    approval: 1\n", `line 3: unknown key "approval" in environment "production"; allowed: policy, scopes, github-environment, allowed-overrides, requires, requires-ancestor, soak, approvals, approvers, pusher-may-approve, windows, alert-after, alert-webhook, alert-issue`},
+		{"misspelt key", "    approval: 1\n", `line 3: unknown key "approval" in environment "production"; allowed: policy, scopes, github-environment, allowed-overrides, requires, requires-ancestor, soak, approvals, approvers, pusher-may-approve, windows, break-glass, alert-after, alert-webhook, alert-issue`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -76,6 +76,9 @@ type Environment struct {
 	// Gates hold commits at the deploy gate for soak time (soak:), approvals (approvals:,
 	// approvers:) and change windows (windows:); see gates.go.
 	Gates authority.Gates
+	// BreakGlass is the repository permission a commenter needs to waive the gates of a commit
+	// (/latestwins break-glass, break-glass:): admin (the default), maintain or write.
+	BreakGlass string
 	Line  int
 }
 
@@ -544,6 +547,8 @@ func (p *parser) environment(key, val *yaml.Node) (Environment, bool) {
 			p.approvals(&e, k, v)
 		case "windows":
 			e.Gates.Windows = p.windows(e.Name, k, v)
+		case "break-glass":
+			e.BreakGlass = p.breakGlass(e.Name, k, v)
 		case "requires-ancestor":
 			switch {
 			case v.Kind == yaml.ScalarNode && v.Tag == "!!bool":
@@ -552,7 +557,7 @@ func (p *parser) environment(key, val *yaml.Node) (Environment, bool) {
 				p.addf(v, "environment %q: requires-ancestor must be true or false", e.Name)
 			}
 		default:
-			p.addf(k, "unknown key %q in environment %q; allowed: policy, scopes, github-environment, allowed-overrides, requires, requires-ancestor, soak, approvals, approvers, pusher-may-approve, windows, alert-after, alert-webhook, alert-issue", k.Value, e.Name)
+			p.addf(k, "unknown key %q in environment %q; allowed: policy, scopes, github-environment, allowed-overrides, requires, requires-ancestor, soak, approvals, approvers, pusher-may-approve, windows, break-glass, alert-after, alert-webhook, alert-issue", k.Value, e.Name)
 		}
 	})
 	p.checkApprovals(&e, key)

@@ -106,7 +106,7 @@ func TestParseErrors(t *testing.T) {
 		{"environment twice", "environments:\n  staging:\n" + scope + "  staging:\n" + scope, []string{
 			`line 7: environment "staging" is defined twice (first at line 2); merge them`}},
 		{"unknown environment key", "environments:\n  staging:\n    polcy: queue\n" + scope, []string{
-			`line 3: unknown key "polcy" in environment "staging"; allowed: policy, scopes, github-environment, allowed-overrides, requires, requires-ancestor, soak, approvals, approvers, pusher-may-approve, windows, alert-after, alert-webhook, alert-issue`}},
+			`line 3: unknown key "polcy" in environment "staging"; allowed: policy, scopes, github-environment, allowed-overrides, requires, requires-ancestor, soak, approvals, approvers, pusher-may-approve, windows, break-glass, alert-after, alert-webhook, alert-issue`}},
 		{"bad policy", "environments:\n  staging:\n    policy: fifo\n" + scope, []string{
 			`line 3: environment "staging": policy "fifo" is not known; use latest (the default: the newest commit wins) or queue (every commit, in order)`}},
 		{"barrier-paths not a list", "environments:\n  staging:\n    scopes:\n      api:\n        repository: acme/api\n        branch: main\n        barrier-paths: migrations/**\n", []string{

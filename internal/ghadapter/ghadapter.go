@@ -118,6 +118,20 @@ func (g *Conversation) CanWrite(ctx context.Context, at appport.CommentRef, user
 	return p.AtLeast(githubapp.PermissionWrite), nil
 }
 
+// HasPermission asks GitHub whether user has at least level (write, maintain, admin) on the
+// comment's repository.
+func (g *Conversation) HasPermission(ctx context.Context, at appport.CommentRef, user, level string) (bool, error) {
+	c, err := g.Installations.Client(at.Installation)
+	if err != nil {
+		return false, fmt.Errorf("permission of %s on %s: %w", user, at.Repo, err)
+	}
+	p, err := c.Permission(ctx, at.Repo.Owner, at.Repo.Name, user)
+	if err != nil {
+		return false, err
+	}
+	return p.AtLeast(githubapp.Permission(level)), nil
+}
+
 // Commits orders commits with GitHub's compare API, as the installation of each request.
 type Commits struct {
 	Installations Installations

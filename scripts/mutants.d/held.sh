@@ -36,3 +36,6 @@ mutant "the deploy gate lets a commit through outside its change window" interna
 mutant "the deploy gate lets a commit through before its soak ends" internal/authority/decide.go \
   's/if w := soakWait\(v, ref, now\); w != nil \{/if w := soakWait(v, ref, now); false \&\& w != nil {/' \
   'TestConformance/Property/Coordination'
+mutant "a commenter with write permission breaks the glass where admin is needed" internal/config/gates.go \
+  's/return "admin"/return "write"/' \
+  TestCommentBreakGlass ./app/

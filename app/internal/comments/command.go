@@ -25,7 +25,9 @@ const (
 	CommandUnfreeze CommandName = "unfreeze"
 	CommandPromote  CommandName = "promote"
 	CommandApprove  CommandName = "approve"
-	CommandHelp     CommandName = "help"
+	// CommandBreakGlass waives a pending commit's gates: /latestwins break-glass ENV SHA REASON.
+	CommandBreakGlass CommandName = "break-glass"
+	CommandHelp       CommandName = "help"
 )
 
 const commandPrefix = "/latestwins"
@@ -41,6 +43,8 @@ type Command struct {
 	// Sha is the commit a rollback goes back to: 7 to 40 hexadecimal digits; empty: the one live
 	// before the current one. For approve, the commit approved.
 	Sha string
+	// Reason is why break-glass waives the gates: the rest of the command's line.
+	Reason string
 	// Freeze is the freeze an unfreeze lifts, named by its rollback's generation; 0: none named
 	// (the reply then names the current one, and nothing is unfrozen).
 	Freeze int64
@@ -49,7 +53,8 @@ type Command struct {
 	Problem string
 }
 
-// Mutating reports whether the command changes state (and so needs write permission).
+// Mutating reports whether the command changes state (and so needs write permission). Break-glass
+// checks the permission its environment names instead (at least write).
 func (c Command) Mutating() bool {
 	switch c.Name {
 	case CommandDeploy, CommandRedeploy, CommandUnlock, CommandSkip, CommandRetry, CommandRollback, CommandUnfreeze, CommandPromote, CommandApprove:
@@ -71,6 +76,8 @@ const Usage = "Commands: `/latestwins deploy [scope...]` (deploy this pull reque
 	"every environment with `requires` that this repository feeds, or the one named as ENV/SCOPE), " +
 	"`/latestwins approve ENV SHA` (approve a commit waiting for approvals in ENV, e.g. `/latestwins approve production abc1234`; " +
 	"also on an issue), " +
+	"`/latestwins break-glass ENV SHA REASON` (waive a pending commit's soak time, approvals and change windows, for a reason the timeline keeps; " +
+	"admin permission unless the environment's break-glass: says otherwise), " +
 	"`/latestwins help`."
 
 // ParseCommand reads a comment. It reports false when the comment is not addressed to latestwins:
@@ -102,6 +109,8 @@ func ParseCommand(body string) (Command, bool) {
 		return parseTarget(name, args)
 	case CommandApprove:
 		return parseApprove(args)
+	case CommandBreakGlass:
+		return parseBreakGlass(args)
 	case CommandStatus, CommandHelp:
 		problem = checkScopes(args, 0, 0, string(name))
 	default:

@@ -63,8 +63,9 @@ func (a *Commands) HandleIssueComment(ctx context.Context, log *slog.Logger, d c
 	}
 	cmd, addressed := ParseCommand(ev.GetComment().GetBody())
 	switch {
-	case !ev.GetIssue().IsPullRequest() && !(addressed && cmd.Name == CommandApprove):
-		// An approval names its environment and commit, so it may come from an issue too.
+	case !ev.GetIssue().IsPullRequest() && !(addressed && (cmd.Name == CommandApprove || cmd.Name == CommandBreakGlass)):
+		// An approval or a break-glass names its environment and commit, so it may come from an
+		// issue too.
 		return ignore("a comment on an issue: commands other than approve run on pull requests only")
 	case !addressed:
 		return ignore("not a /latestwins command")
@@ -138,6 +139,9 @@ func (a *Commands) runCommand(ctx context.Context, run *commentRun) error {
 	}
 	if cmd.Name == CommandApprove {
 		return a.commandApprove(ctx, run)
+	}
+	if cmd.Name == CommandBreakGlass {
+		return a.commandBreakGlass(ctx, run)
 	}
 	read := a.ConfigFor
 	if cmd.Name == CommandRollback || cmd.Name == CommandUnfreeze {

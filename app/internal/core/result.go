@@ -28,6 +28,7 @@ const (
 	OutcomeUnfrozen   Outcome = "unfrozen"    // /latestwins unfreeze ran (the reply says what it did)
 	OutcomePromoted   Outcome = "promoted"    // /latestwins promote ran (the reply says what it did)
 	OutcomeApproved   Outcome = "approved"    // /latestwins approve ran (the reply says what it recorded)
+	OutcomeBrokeGlass Outcome = "broke-glass" // /latestwins break-glass waived a pending commit's gates
 )
 
 // Result is what Handle did, for the response body and the logs.
