@@ -79,7 +79,7 @@ type Environment struct {
 	// BreakGlass is the repository permission a commenter needs to waive the gates of a commit
 	// (/latestwins break-glass, break-glass:): admin (the default), maintain or write.
 	BreakGlass string
-	Line  int
+	Line       int
 }
 
 // AlertThreshold is the environment's alert-after as intents carry it (authority.Intent.AlertAfter):
