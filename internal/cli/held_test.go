@@ -50,3 +50,15 @@ func TestGatesVerbSetsAndRemovesGates(t *testing.T) {
 		t.Fatalf("history does not show the change:\n%s", hist.stdout)
 	}
 }
+
+// TestStatusSaysWhatTheGatesHold: status ENV reads the environments ENV requires, so its rows say
+// that a commit soaks there, as the gate does.
+func TestStatusSaysWhatTheGatesHold(t *testing.T) {
+	h := newHarness(t)
+	const c = "cccc333000000000000000000000000000000000"
+	h.must(ExitOK, "run", "--environment", "staging", "--scopes", "api", "--sha", c, "--intent-id", "s", "--", "true")
+	h.must(ExitHeld, "run", "--environment", "prod", "--scopes", "api", "--sha", c, "--intent-id", "p", "--requires", "staging", "--soak", "30m", "--", "true")
+	if o := h.must(ExitOK, "status", "prod"); !strings.Contains(o.stdout, "soaking in staging") {
+		t.Fatalf("status of a commit soaking in staging:\n%s\n%s", o.stdout, o.stderr)
+	}
+}

@@ -603,14 +603,45 @@ func runStatus(ctx context.Context, c *cmdEnv, args []string) error {
 	if len(c.positional) == 0 && c.s.environment == "" {
 		return c.overview(ctx)
 	}
-	e, err := c.readEnv(ctx, nil)
+	if err := c.envArg(); err != nil {
+		return err
+	}
+	c.mode = storeReadOnly
+	if err := c.connect(ctx); err != nil {
+		return err
+	}
+	defer c.done()
+	e, err := c.view.Status(ctx, c.s.environment)
 	if err != nil {
 		return err
 	}
 	if c.s.jsonOut {
 		return c.printJSON(statusJSON(e, c.view.Now()))
 	}
-	return report.StatusTextRows(c.io.Stdout, e, c.view.Now(), rows)
+	return report.StatusTextRowsWith(c.io.Stdout, e, c.view.Now(), rows, c.requiredStates(ctx, e))
+}
+
+// requiredStates reads the environments e requires, so that the rows say what a head waits for
+// there (promotion, soak time); nil when e requires nothing or one of them cannot be read, and
+// then nothing is said of them.
+func (c *cmdEnv) requiredStates(ctx context.Context, e *authority.Env) map[string]*authority.Env {
+	if e.Requires == nil {
+		return nil
+	}
+	out := map[string]*authority.Env{}
+	for _, r := range e.Requires.Environments {
+		st, err := c.view.Status(ctx, r)
+		if errors.Is(err, authority.ErrInvalidInput) {
+			out[r] = nil // nothing accepted there yet: nothing is live
+			continue
+		}
+		if err != nil {
+			c.progress("what %s waits for in %s is not said: %v", e.Name, r, err)
+			return nil
+		}
+		out[r] = st
+	}
+	return out
 }
 
 // readEnv parses the flags of a read-only command about one environment and reads its state. It

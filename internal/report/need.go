@@ -55,7 +55,13 @@ const DefaultStatusRows = 40
 // > 0), it lists them by need (ByNeed), the first rows of them, and says in one line how many more
 // there are in each state, and how to list them all.
 func StatusTextRows(w io.Writer, e *authority.Env, now time.Time, rows int) error {
-	st := NewStatus(e, now)
+	return StatusTextRowsWith(w, e, now, rows, nil)
+}
+
+// StatusTextRowsWith is StatusTextRows with the states of the environments e requires (see
+// NewStatusWith), so that each row says what its head waits for there.
+func StatusTextRowsWith(w io.Writer, e *authority.Env, now time.Time, rows int, required map[string]*authority.Env) error {
+	st := NewStatusWith(e, now, required)
 	if rows <= 0 || len(st.Rows) <= rows {
 		return writeStatusText(w, st)
 	}
