@@ -823,6 +823,9 @@ func (e *Env) clone() *Env {
 	c.Scopes = make(map[string]*Scope, len(e.Scopes))
 	for name, s := range e.Scopes {
 		sc := *s
+		// Refusal marks are edited in place (recordRefusal): a transition's copy must not change
+		// the remembered document's.
+		sc.Refused = slices.Clone(s.Refused)
 		if s.Mailbox != nil {
 			m := *s.Mailbox
 			sc.Mailbox = &m

@@ -295,3 +295,15 @@ func TestParseRetention(t *testing.T) {
 		}
 	}
 }
+
+// TestCloneKeepsRefusalsApart: a transition works on a copy of the remembered document, and
+// recordRefusal edits the scope's refusal marks in place: the copy must not share them, or a
+// write that fails would leave the remembered document with marks it never stored.
+func TestCloneKeepsRefusalsApart(t *testing.T) {
+	e := &Env{Name: "prod", Scopes: map[string]*Scope{"api": {Refused: []string{"1 a", "2 b"}}}}
+	c := e.clone()
+	c.Scopes["api"].Refused[0] = "3 c"
+	if e.Scopes["api"].Refused[0] != "1 a" {
+		t.Fatalf("editing the copy's refusal marks changed the original's: %v", e.Scopes["api"].Refused)
+	}
+}
