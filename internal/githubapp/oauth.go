@@ -137,6 +137,34 @@ func (o *OAuth) Login(ctx context.Context, token string) (string, error) {
 	return u.GetLogin(), nil
 }
 
+// PermissionLevel is the token's user's permission on owner/repo as GitHub tells the user: admin,
+// maintain, write, triage, read, or "" when they cannot see it.
+func (o *OAuth) PermissionLevel(ctx context.Context, token, owner, repo string) (string, error) {
+	op := fmt.Sprintf("permission of the signed-in user on %s/%s", owner, repo)
+	if err := requireNames(op, "owner", owner, "repo", repo); err != nil {
+		return "", err
+	}
+	gh, err := o.userClient(token)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", op, err)
+	}
+	r, _, err := gh.Repositories.Get(ctx, owner, repo)
+	if err != nil {
+		var e *github.ErrorResponse
+		if errors.As(err, &e) && e.Response != nil && (e.Response.StatusCode == http.StatusNotFound || e.Response.StatusCode == http.StatusForbidden) {
+			return "", nil
+		}
+		return "", fmt.Errorf("%s: %w", op, err)
+	}
+	p := r.GetPermissions()
+	for _, l := range []struct{ key, level string }{{"admin", "admin"}, {"maintain", "maintain"}, {"push", "write"}, {"triage", "triage"}, {"pull", "read"}} {
+		if p[l.key] {
+			return l.level, nil
+		}
+	}
+	return "", nil
+}
+
 // RepoAccess reports whether the token's user can read owner/repo and push to it, as GitHub tells
 // the user (GET /repos/{owner}/{repo}, its permissions). A repository the user cannot see (404, or
 // 403 when the App is not installed on it) is neither.

@@ -52,6 +52,10 @@ type Row struct {
 	// says, with who approved so far, and the wait itself (ApprovalWait).
 	Approval     string
 	ApprovalWait *authority.ApprovalWait
+	// Gated: the head waits at its gate for a soak, approvals or a change window, which break-glass
+	// waives (authority.Reason.Lasting). Known for a soak only with the required environments'
+	// states, as Promotion.
+	Gated bool
 	// Warning is set while the scope's newest deployment status came from a deployment latestwins
 	// never approved (authority.Unapproved): it was not counted as live.
 	Warning string
@@ -225,6 +229,9 @@ func newRow(v authority.View, now time.Time) Row {
 	}
 	r.PromotionWait, r.Promotion = promotionWait(v, now)
 	r.ApprovalWait, r.Approval = approvalWait(v, now)
+	if h := s.Mailbox; h != nil && !h.Failed && v.Gates != nil {
+		r.Gated = authority.Hold(v, h.Generation, now, 0).Reason.Lasting()
+	}
 	if u := s.Unapproved; u != nil {
 		r.Warning = u.Text()
 	}

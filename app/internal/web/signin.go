@@ -195,6 +195,7 @@ func Routes(mux *http.ServeMux, app *core.App, mode StatusPage, o *SignInOptions
 	mux.HandleFunc("POST /unfreeze", a.serveUnfreeze)
 	mux.HandleFunc("POST /promote", a.servePromote)
 	mux.HandleFunc("POST /approve", a.serveApprove)
+	mux.HandleFunc("POST /break-glass", a.serveBreakGlass)
 	return nil
 }
 
@@ -396,6 +397,8 @@ type pageAction struct {
 	request string
 	feed    scopeFeed
 	log     *slog.Logger
+	// breakGlass is the permission the environment's break-glass needs (admin by default).
+	breakGlass string
 }
 
 // checkAction checks a button's POST: a signed-in user, a form of their own session's page (its
@@ -470,7 +473,11 @@ func (a *Page) checkAction(w http.ResponseWriter, r *http.Request, verb string) 
 			}
 		}
 	}
-	return &pageAction{sess: sess, env: env, scope: scope, request: request, feed: feed, log: log}
+	breakGlass := "admin"
+	if e, ok := own.Environment(env); ok {
+		breakGlass = e.BreakGlassPermission()
+	}
+	return &pageAction{sess: sess, env: env, scope: scope, request: request, feed: feed, log: log, breakGlass: breakGlass}
 }
 
 // serveRedeploy is the Redeploy button: the same row-level redeploy as `/latestwins redeploy SCOPE`,

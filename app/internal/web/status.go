@@ -63,6 +63,12 @@ type scopeView struct {
 	// one shown.
 	Approve    string
 	ApproveSha string
+	// BreakGlass is set when the head waits for a soak, approvals or a change window and the viewer
+	// may push to the scope's repository: the form's one-time request id. BreakGlassSha is the
+	// commit it lets through, the one shown. The handler checks the environment's break-glass
+	// permission.
+	BreakGlass    string
+	BreakGlassSha string
 }
 
 // overviewRow is one scope of the overview: its placement in each environment of the overview, in
@@ -185,7 +191,12 @@ td ol { margin: .25em 0 0; padding-left: 1.5em; }
 {{- if .Approve}}<form method="post" action="/approve">
 <input type="hidden" name="csrf" value="{{$.Viewer.CSRF}}"><input type="hidden" name="environment" value="{{$env.Name}}">
 <input type="hidden" name="scope" value="{{.Scope}}"><input type="hidden" name="request" value="{{.Approve}}"><input type="hidden" name="sha" value="{{.ApproveSha}}">
-<button type="submit" id="approve-{{$env.Name}}/{{.Scope}}">Approve {{short .ApproveSha}}</button></form>{{end}}</td>{{end}}
+<button type="submit" id="approve-{{$env.Name}}/{{.Scope}}">Approve {{short .ApproveSha}}</button></form>{{end}}
+{{- if .BreakGlass}}<form method="post" action="/break-glass">
+<input type="hidden" name="csrf" value="{{$.Viewer.CSRF}}"><input type="hidden" name="environment" value="{{$env.Name}}">
+<input type="hidden" name="scope" value="{{.Scope}}"><input type="hidden" name="request" value="{{.BreakGlass}}"><input type="hidden" name="sha" value="{{.BreakGlassSha}}">
+<input type="text" name="reason" required maxlength="200" placeholder="why waive the gates" aria-label="why waive the gates of {{.Scope}}" id="glass-reason-{{$env.Name}}/{{.Scope}}">
+<button type="submit" id="break-glass-{{$env.Name}}/{{.Scope}}">Break glass for {{short .BreakGlassSha}}</button></form>{{end}}</td>{{end}}
 </tr>
 {{end}}</tbody>
 </table>
@@ -273,7 +284,7 @@ func (a *Page) statusData(ctx context.Context, v *viewer) (*pageData, error) {
 				show bool
 				id   *string
 			}{{sv.Live != nil, &sv.Redeploy}, {sc.Prev != nil, &sv.Rollback}, {sc.Freeze != nil, &sv.Unfreeze}, {promotable(env, required, sv.Scope), &sv.Promote},
-				{sv.ApprovalWait != nil, &sv.Approve}} {
+				{sv.ApprovalWait != nil, &sv.Approve}, {sv.Gated, &sv.BreakGlass}} {
 				if !b.show {
 					continue
 				}
@@ -293,6 +304,9 @@ func (a *Page) statusData(ctx context.Context, v *viewer) (*pageData, error) {
 			}
 			if sv.Approve != "" {
 				sv.ApproveSha = sv.ApprovalWait.Sha
+			}
+			if sv.BreakGlass != "" {
+				sv.BreakGlassSha = sc.Mailbox.Sha
 			}
 		}
 		data.Environments = append(data.Environments, ev)

@@ -1,0 +1,73 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/latestwins/latestwins/app/internal/core"
+	"github.com/latestwins/latestwins/internal/authority"
+	"github.com/latestwins/latestwins/internal/config"
+)
+
+// PermissionLeveler is what a GitHubSignIn that can tell the signed-in user's permission level on
+// a repository offers (internal/githubapp.OAuth does): admin, maintain, write, triage, read or "".
+// Without it nobody may break the glass on the page.
+type PermissionLeveler interface {
+	PermissionLevel(ctx context.Context, token, owner, repo string) (string, error)
+}
+
+// atLeast reports whether the level GitHub gave is at least the permission wanted (write,
+// maintain, admin).
+func atLeast(level, want string) bool {
+	i, j := slices.Index(config.BreakGlassPermissions, level), slices.Index(config.BreakGlassPermissions, want)
+	return i >= 0 && j >= 0 && i >= j
+}
+
+// serveBreakGlass is the Break glass button of a commit held by a soak, approvals or a change
+// window: it waives those gates for the commit the page showed (the form's sha), in the scope of
+// the row, for the reason typed, as `/latestwins break-glass ENV SHA REASON`. The user needs the
+// environment's break-glass permission (admin unless the file says maintain or write) on the
+// scope's repository, as GitHub tells the user.
+func (a *Page) serveBreakGlass(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	pa := a.checkAction(w, r, "break-glass")
+	if pa == nil {
+		return
+	}
+	sha, reason := strings.ToLower(formValue(r, "sha")), strings.TrimSpace(formValue(r, "reason"))
+	if !core.IsCommitSha(sha) || reason == "" {
+		a.refuse(w, r, http.StatusBadRequest, "break-glass refused: the form names no commit or no reason (say why, and try again)", nil)
+		return
+	}
+	lv, ok := a.signIn.github.(PermissionLeveler)
+	if !ok {
+		a.refuse(w, r, http.StatusForbidden, "break-glass refused: your permission cannot be checked here", nil)
+		return
+	}
+	level, err := lv.PermissionLevel(ctx, pa.sess.Token, pa.feed.repo.Owner, pa.feed.repo.Name)
+	if err != nil {
+		a.refuse(w, r, http.StatusBadGateway, "break-glass failed: GitHub did not say what you may do on "+pa.feed.repo.String(), err)
+		return
+	}
+	if !atLeast(level, pa.breakGlass) {
+		pa.log.InfoContext(ctx, "status page: break-glass refused, permission", "needs", pa.breakGlass)
+		a.refuse(w, r, http.StatusForbidden, fmt.Sprintf("break-glass refused: %s needs %s permission on %s (break-glass: in %s)", pa.sess.Login, pa.breakGlass, pa.feed.repo, config.Path), nil)
+		return
+	}
+	scopes, err := a.Auth.BreakGlass(ctx, authority.BreakGlassRequest{Environment: pa.env, Scopes: []string{pa.scope}, Sha: sha, Actor: pa.sess.Login, Reason: reason, Via: "page"})
+	if errors.Is(err, authority.ErrInvalidInput) {
+		a.refuse(w, r, http.StatusConflict, "break-glass refused: "+err.Error(), nil)
+		return
+	}
+	if err != nil {
+		a.refuse(w, r, http.StatusInternalServerError, "break-glass failed: the store did not answer", err)
+		return
+	}
+	pa.log.WarnContext(ctx, "status page: break-glass", "sha", sha, "scopes", scopes)
+	http.Redirect(w, r, "/#env-"+url.PathEscape(pa.env), http.StatusSeeOther)
+}
