@@ -40,5 +40,5 @@ mutant "a commenter with write permission breaks the glass where admin is needed
   's/return "admin"/return "write"/' \
   TestCommentBreakGlass ./app/
 mutant "the status page's Break glass button lets anyone who may push through" app/internal/web/breakglass.go \
-  's/return i >= 0 && j >= 0 && i >= j/return true/' \
+  's/return i >= 0 && j >= 0 && i >= j/return i == i && j == j/' \
   TestBreakGlassButton ./app/
