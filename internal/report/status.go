@@ -190,8 +190,9 @@ func promotionWait(v authority.View, now time.Time) (*authority.PromotionWait, s
 	switch d := authority.Hold(v, v.State.Mailbox.Generation, now, 0); {
 	case d.Reason == authority.ReasonPromotion:
 		return d.Promotion, d.Text()
-	case d.Reason.Lasting():
-		// A soak, approvals or a change window: said where the promotion wait is, in the gate's words.
+	case d.Reason == authority.ReasonSoaking || d.Reason == authority.ReasonWindow:
+		// A soak or a change window: said where the promotion wait is, in the gate's words (a wait
+		// for approvals has its own, Approval, with who approved).
 		return nil, d.Text()
 	}
 	return nil, ""

@@ -27,7 +27,7 @@ mutant "a stuck row quotes a promotion wait the reader may not see" internal/rep
   's/\t\t\tr\.Late = r\.lateText\(st\.Name\).*\n//' \
   TestStatusRowsSayConvergence ./internal/report/
 mutant "a push through the App drops the trusted file's alert-after" app/internal/core/core.go \
-  's/\t\tin\.AlertAfter = sel\.AlertAfter\n//' \
+  's/\t\tin\.AlertAfter, in\.Gates = sel\.AlertAfter, sel\.Gates\n/\t\tin.Gates = sel.Gates\n/' \
   TestPushCarriesAlertAfterToThePage ./app/
 mutant "latestwins sweep tells no alarm" internal/cli/sweep.go \
   's/\ttold, alarmErr := alarms\.Tell\(ctx\)\n\tif c\.s\.jsonOut \{/\tvar told *alert.Report\n\tvar alarmErr error\n\tif c.s.jsonOut {/' \
