@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -14,21 +13,10 @@ import (
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
 )
 
-var approveInput = regexp.MustCompile(`name="(csrf|environment|scope|request|sha)" value="([^"]*)"`)
-
 // approveForm reads the Approve form of production/api from the page.
 func approveForm(t *testing.T, pg string) url.Values {
 	t.Helper()
-	i := strings.Index(pg, `id="approve-production/api"`)
-	if i < 0 {
-		t.Fatalf("no Approve button for production/api:\n%s", pg)
-	}
-	start := strings.LastIndex(pg[:i], "<form")
-	v := url.Values{}
-	for _, m := range approveInput.FindAllStringSubmatch(pg[start:i], -1) {
-		v.Set(m[1], m[2])
-	}
-	return v
+	return buttonForm(t, pg, "approve-production/api")
 }
 
 // The Approve button: next to a commit waiting for approvals, for users who can push to the

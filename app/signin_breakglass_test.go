@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -12,21 +11,10 @@ import (
 	"github.com/latestwins/latestwins/internal/githubapp/githubtest"
 )
 
-var glassInput = regexp.MustCompile(`name="(csrf|environment|scope|request|sha)" value="([^"]*)"`)
-
 // glassForm reads the Break glass form of production/api from the page.
 func glassForm(t *testing.T, pg string) url.Values {
 	t.Helper()
-	i := strings.Index(pg, `id="break-glass-production/api"`)
-	if i < 0 {
-		t.Fatalf("no Break glass button for production/api:\n%s", pg)
-	}
-	start := strings.LastIndex(pg[:i], "<form")
-	v := url.Values{}
-	for _, m := range glassInput.FindAllStringSubmatch(pg[start:i], -1) {
-		v.Set(m[1], m[2])
-	}
-	return v
+	return buttonForm(t, pg, "break-glass-production/api")
 }
 
 var adminPerm = map[string]bool{"admin": true, "push": true, "pull": true}

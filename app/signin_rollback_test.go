@@ -14,7 +14,7 @@ import (
 	"github.com/latestwins/latestwins/internal/authority"
 )
 
-var formInput = regexp.MustCompile(`name="(csrf|environment|scope|request|to|freeze)" value="([^"]*)"`)
+var formInput = regexp.MustCompile(`name="(csrf|environment|scope|request|to|freeze|sha)" value="([^"]*)"`)
 
 // buttonForm reads the form of the button with the id from the page.
 func buttonForm(t *testing.T, pg, id string) url.Values {
