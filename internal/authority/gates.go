@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -60,20 +61,13 @@ func (g *Gates) String() string {
 	if g == nil {
 		return "none"
 	}
-	s := ""
-	add := func(part string) {
-		if part == "" {
-			return
+	var parts []string
+	for _, p := range []string{g.Soak.String(), g.Approvals.String(), g.Windows.String()} {
+		if p != "" {
+			parts = append(parts, p)
 		}
-		if s != "" {
-			s += "; "
-		}
-		s += part
 	}
-	add(g.Soak.String())
-	add(g.Approvals.String())
-	add(g.Windows.String())
-	return s
+	return strings.Join(parts, "; ")
 }
 
 // clone deep-copies g.

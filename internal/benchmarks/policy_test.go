@@ -40,7 +40,7 @@ const windowOpens = 400 * time.Millisecond
 // set so that an even minute begins windowOpens after A arrives.
 var raceWindows = &authority.Windows{Allow: []authority.WindowPeriod{{Start: "*/2 * * * *", Duration: time.Minute}}}
 
-// offsetClock is the real clock moved by a fixed offset: real time passes, at another hour.
+// offsetClock is the real clock moved by a fixed offset: real time passes, from another instant.
 type offsetClock struct{ d time.Duration }
 
 func (c offsetClock) Now() time.Time { return time.Now().Add(c.d) }
@@ -49,7 +49,7 @@ func (c offsetClock) Now() time.Time { return time.Now().Add(c.d) }
 func windowClock(wait time.Duration) offsetClock {
 	now := time.Now()
 	opens := now.Truncate(2 * time.Minute).Add(2 * time.Minute)
-	return offsetClock{d: opens.Sub(now) - wait + time.Hour*24}
+	return offsetClock{d: opens.Sub(now) - wait}
 }
 
 // policyTiming is C's time from its arrival to live, the time from A's arrival until every pass

@@ -38,9 +38,7 @@ func runBreakGlass(ctx context.Context, c *cmdEnv, args []string) error {
 	if c.s.reason = strings.TrimSpace(c.s.reason); c.s.reason == "" {
 		return c.badSetting("reason", "", "say why, e.g. --reason \"incident 4711: the fix cannot wait for the window\"; it goes in the timeline")
 	}
-	if c.s.actor = strings.TrimSpace(c.s.actor); c.s.actor == "" {
-		c.s.actor = firstNonEmpty(c.io.Getenv("GITHUB_ACTOR"), c.io.Getenv("USER"))
-	}
+	c.defaultActor()
 	if err := c.checkScopes(); err != nil {
 		return err
 	}
@@ -59,57 +57,5 @@ func runBreakGlass(ctx context.Context, c *cmdEnv, args []string) error {
 	}
 	c.printf("broke the glass for %s in %s (%s): soak, approvals and change windows waived; supersession, leases, freezes and promotion still hold\n",
 		report.ShortSha(c.s.sha), env, strings.Join(scopes, ", "))
-	return nil
-}
-
-// runGates sets an environment's gates on a store, where no trusted file is read: the soak time,
-// approvals and change windows the flags give (a flag left out keeps its gate, none removes it),
-// recorded in the timeline. Through the App the trusted file sets them instead.
-func runGates(ctx context.Context, c *cmdEnv, args []string) error {
-	c.newFlags("gates")
-	c.interspersed = true
-	c.soakVar()
-	c.approvalsFlags()
-	c.windowsVar()
-	c.str(&c.s.actor, "actor", "", "who changes them (default $GITHUB_ACTOR or $USER)")
-	if err := c.parse(args); err != nil {
-		return err
-	}
-	if len(c.positional) != 1 {
-		return usageErrorf("name one environment: latestwins gates ENV [--soak 30m] [--approvals 1] [--windows 'tz=...; allow=...']")
-	}
-	env := c.positional[0]
-	if err := authority.ValidateEnvironment(env); err != nil {
-		return err
-	}
-	g, err := c.gates()
-	if err != nil {
-		return err
-	}
-	if c.s.actor = strings.TrimSpace(c.s.actor); c.s.actor == "" {
-		c.s.actor = firstNonEmpty(c.io.Getenv("GITHUB_ACTOR"), c.io.Getenv("USER"))
-	}
-	c.mode = storeCreate
-	if err := c.open(ctx); err != nil {
-		return err
-	}
-	defer c.done()
-	if g != nil {
-		if _, err := c.auth.SetGates(ctx, env, *g, c.s.actor); err != nil {
-			return err
-		}
-	}
-	e, err := c.auth.State(ctx, env)
-	if err != nil {
-		return err
-	}
-	var now *authority.Gates
-	if e != nil {
-		now = e.Gates
-	}
-	if c.s.jsonOut {
-		return c.printJSON(map[string]any{"environment": env, "gates": now})
-	}
-	c.printf("%s: %s\n", env, now.String())
 	return nil
 }

@@ -49,9 +49,7 @@ func runPromote(ctx context.Context, c *cmdEnv, args []string) error {
 	if from = strings.TrimSpace(from); from == "" && c.s.api == "" {
 		return c.badSetting("from", "", "name the environment whose live commit goes to "+env+", e.g. --from staging")
 	}
-	if c.s.actor = strings.TrimSpace(c.s.actor); c.s.actor == "" {
-		c.s.actor = firstNonEmpty(c.io.Getenv("GITHUB_ACTOR"), c.io.Getenv("USER"))
-	}
+	c.defaultActor()
 	c.mode = storeMustExist
 	if err := c.connect(ctx); err != nil {
 		return err

@@ -222,9 +222,7 @@ func (c *cmdEnv) scopeAndReason(verb, example string) (env, scope string, err er
 	if c.s.reason = strings.TrimSpace(c.s.reason); c.s.reason == "" {
 		return "", "", c.badSetting("reason", "", "say why, e.g. --reason \""+example+"\"; it goes in the timeline")
 	}
-	if c.s.actor = strings.TrimSpace(c.s.actor); c.s.actor == "" {
-		c.s.actor = firstNonEmpty(c.io.Getenv("GITHUB_ACTOR"), c.io.Getenv("USER"))
-	}
+	c.defaultActor()
 	return env, scope, nil
 }
 

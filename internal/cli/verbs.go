@@ -760,9 +760,7 @@ func runUnlock(ctx context.Context, c *cmdEnv, args []string) error {
 	if c.s.reason = strings.TrimSpace(c.s.reason); c.s.reason == "" {
 		return c.badSetting("reason", "", "say why the lease is unlocked, e.g. --reason \"the runner died\"; it goes in the timeline")
 	}
-	if c.s.actor = strings.TrimSpace(c.s.actor); c.s.actor == "" {
-		c.s.actor = firstNonEmpty(c.io.Getenv("GITHUB_ACTOR"), c.io.Getenv("USER"))
-	}
+	c.defaultActor()
 	c.mode = storeMustExist
 	if err := c.open(ctx); err != nil {
 		return err
@@ -860,9 +858,7 @@ func runPolicy(ctx context.Context, c *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.s.actor = strings.TrimSpace(c.s.actor); c.s.actor == "" {
-		c.s.actor = firstNonEmpty(c.io.Getenv("GITHUB_ACTOR"), c.io.Getenv("USER"))
-	}
+	c.defaultActor()
 	// Only an environment something was accepted for has a policy to set: a store that was never
 	// created holds none, and is not made for the refusal.
 	c.mode = storeMustExist

@@ -137,55 +137,55 @@ func (o *OAuth) Login(ctx context.Context, token string) (string, error) {
 	return u.GetLogin(), nil
 }
 
-// PermissionLevel is the token's user's permission on owner/repo as GitHub tells the user: admin,
-// maintain, write, triage, read, or "" when they cannot see it.
-func (o *OAuth) PermissionLevel(ctx context.Context, token, owner, repo string) (string, error) {
-	op := fmt.Sprintf("permission of the signed-in user on %s/%s", owner, repo)
+// repoPermissions is the token's user's permissions on owner/repo as GitHub tells the user (GET
+// /repos/{owner}/{repo}, its permissions: admin, maintain, push, triage, pull); nil for a
+// repository the user cannot see (404, or 403 when the App is not installed on it).
+func (o *OAuth) repoPermissions(ctx context.Context, op, token, owner, repo string) (map[string]bool, error) {
 	if err := requireNames(op, "owner", owner, "repo", repo); err != nil {
-		return "", err
+		return nil, err
 	}
 	gh, err := o.userClient(token)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	r, _, err := gh.Repositories.Get(ctx, owner, repo)
 	if err != nil {
 		var e *github.ErrorResponse
 		if errors.As(err, &e) && e.Response != nil && (e.Response.StatusCode == http.StatusNotFound || e.Response.StatusCode == http.StatusForbidden) {
-			return "", nil
+			return nil, nil
 		}
-		return "", fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	p := r.GetPermissions()
-	for _, l := range []struct{ key, level string }{{"admin", "admin"}, {"maintain", "maintain"}, {"push", "write"}, {"triage", "triage"}, {"pull", "read"}} {
+	return r.GetPermissions(), nil
+}
+
+// HasPermission reports whether the token's user has at least level (write, maintain, admin) on
+// owner/repo, as GitHub tells the user. A repository the user cannot see grants nothing.
+func (o *OAuth) HasPermission(ctx context.Context, token, owner, repo, level string) (bool, error) {
+	p, err := o.repoPermissions(ctx, fmt.Sprintf("permission of the signed-in user on %s/%s", owner, repo), token, owner, repo)
+	if err != nil {
+		return false, err
+	}
+	has := PermissionNone
+	for _, l := range []struct {
+		key  string
+		role Permission
+	}{{"admin", PermissionAdmin}, {"maintain", PermissionMaintain}, {"push", PermissionWrite}, {"triage", PermissionTriage}, {"pull", PermissionRead}} {
 		if p[l.key] {
-			return l.level, nil
+			has = l.role
+			break
 		}
 	}
-	return "", nil
+	return has.AtLeast(Permission(level)), nil
 }
 
 // RepoAccess reports whether the token's user can read owner/repo and push to it, as GitHub tells
-// the user (GET /repos/{owner}/{repo}, its permissions). A repository the user cannot see (404, or
-// 403 when the App is not installed on it) is neither.
+// the user. A repository the user cannot see is neither.
 func (o *OAuth) RepoAccess(ctx context.Context, token, owner, repo string) (read, write bool, err error) {
-	op := fmt.Sprintf("access of the signed-in user to %s/%s", owner, repo)
-	if err := requireNames(op, "owner", owner, "repo", repo); err != nil {
+	p, err := o.repoPermissions(ctx, fmt.Sprintf("access of the signed-in user to %s/%s", owner, repo), token, owner, repo)
+	if err != nil {
 		return false, false, err
 	}
-	gh, err := o.userClient(token)
-	if err != nil {
-		return false, false, fmt.Errorf("%s: %w", op, err)
-	}
-	r, _, err := gh.Repositories.Get(ctx, owner, repo)
-	if err != nil {
-		var e *github.ErrorResponse
-		if errors.As(err, &e) && e.Response != nil && (e.Response.StatusCode == http.StatusNotFound || e.Response.StatusCode == http.StatusForbidden) {
-			return false, false, nil
-		}
-		return false, false, fmt.Errorf("%s: %w", op, err)
-	}
-	p := r.GetPermissions()
 	write = p["push"] || p["maintain"] || p["admin"]
 	return write || p["pull"] || p["triage"], write, nil
 }

@@ -39,6 +39,6 @@ mutant "the deploy gate lets a commit through before its soak ends" internal/aut
 mutant "a commenter with write permission breaks the glass where admin is needed" internal/config/gates.go \
   's/return "admin"/return "write"/' \
   TestCommentBreakGlass ./app/
-mutant "the status page's Break glass button lets anyone who may push through" app/internal/web/breakglass.go \
-  's/return i >= 0 && j >= 0 && i >= j/return i == i && j == j/' \
+mutant "the status page's Break glass button lets anyone who may push through" internal/githubapp/oauth.go \
+  's/return has\.AtLeast\(Permission\(level\)\), nil/return has != PermissionNone, nil/' \
   TestBreakGlassButton ./app/

@@ -18,14 +18,23 @@ func parseApprove(args []string) (Command, bool) {
 	if len(args) != 2 {
 		return Command{Problem: "`/latestwins approve ENV SHA` takes the environment and the commit to approve, e.g. `/latestwins approve production abc1234`"}, true
 	}
-	var ie *authority.InputError
-	if err := authority.ValidateEnvironment(args[0]); errors.As(err, &ie) {
-		return Command{Problem: fmt.Sprintf("%s is not an environment name: %s", core.Quote(args[0]), ie.Fix)}, true
-	}
-	if !core.IsCommitSha(args[1]) {
-		return Command{Problem: fmt.Sprintf("%s is not a commit: give 7 to 40 hexadecimal digits of its sha", core.Quote(args[1]))}, true
+	if problem := checkEnvAndCommit(args[0], args[1]); problem != "" {
+		return Command{Problem: problem}, true
 	}
 	return Command{Name: CommandApprove, Environment: args[0], Sha: strings.ToLower(args[1])}, true
+}
+
+// checkEnvAndCommit checks the environment and the commit a command names (approve, break-glass):
+// what to fix, or "".
+func checkEnvAndCommit(env, sha string) string {
+	var ie *authority.InputError
+	if err := authority.ValidateEnvironment(env); errors.As(err, &ie) {
+		return fmt.Sprintf("%s is not an environment name: %s", core.Quote(env), ie.Fix)
+	}
+	if !core.IsCommitSha(sha) {
+		return fmt.Sprintf("%s is not a commit: give 7 to 40 hexadecimal digits of its sha", core.Quote(sha))
+	}
+	return ""
 }
 
 // commandApprove records the commenter's approval of a commit waiting in the environment named,

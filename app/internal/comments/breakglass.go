@@ -25,12 +25,8 @@ func parseBreakGlass(args []string) (Command, bool) {
 	if len(args) < 3 {
 		return Command{Problem: "`/latestwins break-glass ENV SHA REASON` takes the environment, the pending commit and why its gates are waived, e.g. `/latestwins break-glass production abc1234 incident 4711`"}, true
 	}
-	var ie *authority.InputError
-	if err := authority.ValidateEnvironment(args[0]); errors.As(err, &ie) {
-		return Command{Problem: fmt.Sprintf("%s is not an environment name: %s", core.Quote(args[0]), ie.Fix)}, true
-	}
-	if !core.IsCommitSha(args[1]) {
-		return Command{Problem: fmt.Sprintf("%s is not a commit: give 7 to 40 hexadecimal digits of its sha", core.Quote(args[1]))}, true
+	if problem := checkEnvAndCommit(args[0], args[1]); problem != "" {
+		return Command{Problem: problem}, true
 	}
 	return Command{Name: CommandBreakGlass, Environment: args[0], Sha: strings.ToLower(args[1]), Reason: strings.Join(args[2:], " ")}, true
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 
 	"github.com/latestwins/latestwins/app/internal/core"
@@ -14,18 +13,11 @@ import (
 	"github.com/latestwins/latestwins/internal/config"
 )
 
-// PermissionLeveler is what a GitHubSignIn that can tell the signed-in user's permission level on
-// a repository offers (internal/githubapp.OAuth does): admin, maintain, write, triage, read or "".
-// Without it nobody may break the glass on the page.
-type PermissionLeveler interface {
-	PermissionLevel(ctx context.Context, token, owner, repo string) (string, error)
-}
-
-// atLeast reports whether the level GitHub gave is at least the permission wanted (write,
-// maintain, admin).
-func atLeast(level, want string) bool {
-	i, j := slices.Index(config.BreakGlassPermissions, level), slices.Index(config.BreakGlassPermissions, want)
-	return i >= 0 && j >= 0 && i >= j
+// PermissionChecker is what a GitHubSignIn that can tell the signed-in user's permission level on
+// a repository offers (internal/githubapp.OAuth does): whether it is at least level (write,
+// maintain, admin). Without it nobody may break the glass on the page.
+type PermissionChecker interface {
+	HasPermission(ctx context.Context, token, owner, repo, level string) (bool, error)
 }
 
 // serveBreakGlass is the Break glass button of a commit held by a soak, approvals or a change
@@ -44,17 +36,17 @@ func (a *Page) serveBreakGlass(w http.ResponseWriter, r *http.Request) {
 		a.refuse(w, r, http.StatusBadRequest, "break-glass refused: the form names no commit or no reason (say why, and try again)", nil)
 		return
 	}
-	lv, ok := a.signIn.github.(PermissionLeveler)
+	pc, ok := a.signIn.github.(PermissionChecker)
 	if !ok {
 		a.refuse(w, r, http.StatusForbidden, "break-glass refused: your permission cannot be checked here", nil)
 		return
 	}
-	level, err := lv.PermissionLevel(ctx, pa.sess.Token, pa.feed.repo.Owner, pa.feed.repo.Name)
+	allowed, err := pc.HasPermission(ctx, pa.sess.Token, pa.feed.repo.Owner, pa.feed.repo.Name, pa.breakGlass)
 	if err != nil {
 		a.refuse(w, r, http.StatusBadGateway, "break-glass failed: GitHub did not say what you may do on "+pa.feed.repo.String(), err)
 		return
 	}
-	if !atLeast(level, pa.breakGlass) {
+	if !allowed {
 		pa.log.InfoContext(ctx, "status page: break-glass refused, permission", "needs", pa.breakGlass)
 		a.refuse(w, r, http.StatusForbidden, fmt.Sprintf("break-glass refused: %s needs %s permission on %s (break-glass: in %s)", pa.sess.Login, pa.breakGlass, pa.feed.repo, config.Path), nil)
 		return
