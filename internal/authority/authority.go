@@ -53,6 +53,7 @@ type Authority struct {
 	stored     map[string]*storedMark
 	retention  time.Duration
 	queueLimit int                      // pending intents one scope may hold
+	scoped     bool                     // new environments use the per-scope layout (WithScopeDocuments)
 	promoter   Comparer                 // asked whether a commit live in a required environment descends from one waiting
 	wake       map[string]chan struct{} // key -> closed at the next write of the document (Changed)
 	observer   Observer                 // told every gate's answer; nil: nobody
@@ -156,9 +157,17 @@ func (a *Authority) Accept(ctx context.Context, in Intent, claim bool, opts ...A
 		}
 		return nil
 	}
-	_, err := a.updatePrepared(ctx, EnvKey(in.Environment), prepare, func(d *Doc, now time.Time) (bool, error) {
+	// An intent that switches the policy to latest supersedes what waits in every scope.
+	names := func(h *Env) []string {
+		if in.Policy != "" && in.Policy != h.policy() {
+			return nil
+		}
+		return in.Scopes
+	}
+	_, err := a.updateIn(ctx, in.Environment, names, prepare, false, func(d *Doc, now time.Time) (bool, error) {
 		if d.Env == nil {
 			d.Env = newEnv(in.Environment)
+			d.Env.Split = a.scoped // a new environment is written in the per-scope layout when so told
 		}
 		if prior == nil {
 			if err := d.Env.checkCapacity(in.Scopes); err != nil {
@@ -175,6 +184,9 @@ func (a *Authority) Accept(ctx context.Context, in Intent, claim bool, opts ...A
 		}
 		if claim && len(res.Accepted) > 0 {
 			res.Claim = d.Env.claim(res.Generation, res.Accepted, now)
+		}
+		if !res.Duplicate && !res.Joined {
+			d.Env.logIntent(&in, res.Generation, answers, claim, now)
 		}
 		// A repeat of an accepted intent, re-claimed by its own pass, records nothing and writes nothing.
 		return d.Env.EventSeq != before, nil
@@ -195,7 +207,7 @@ func (a *Authority) Claim(ctx context.Context, env string, gen int64, scopes []s
 		return nil, err
 	}
 	var res *ClaimResult
-	_, err := a.update(ctx, EnvKey(env), func(d *Doc, now time.Time) (bool, error) {
+	_, err := a.updateIn(ctx, env, scopesOf(scopes), nil, false, func(d *Doc, now time.Time) (bool, error) {
 		if err := checkGeneration(d, env, gen); err != nil {
 			return false, err
 		}
@@ -267,7 +279,7 @@ func (a *Authority) Gate(ctx context.Context, r GateRequest) (*Grant, error) {
 		}
 		return a.readRequired(ctx, d.Env, refs, req)
 	}
-	_, err := a.updatePrepared(ctx, EnvKey(r.Environment), prepare, func(d *Doc, now time.Time) (bool, error) {
+	_, err := a.updateIn(ctx, r.Environment, scopesOf(r.Scopes), prepare, false, func(d *Doc, now time.Time) (bool, error) {
 		if err := checkGeneration(d, r.Environment, r.Generation); err != nil {
 			return false, err
 		}
@@ -292,7 +304,7 @@ func (a *Authority) Renew(ctx context.Context, g *Grant, ttl time.Duration) erro
 	if len(g.Tokens) == 0 {
 		return &InputError{Field: "grant", Fix: "renew a grant that holds leases (gate with a lease TTL)"}
 	}
-	_, err := a.update(ctx, EnvKey(g.Environment), func(d *Doc, now time.Time) (bool, error) {
+	_, err := a.updateIn(ctx, g.Environment, scopesOf(sortedKeys(g.Tokens)), nil, false, func(d *Doc, now time.Time) (bool, error) {
 		if d.Env == nil {
 			return false, &LostError{Resource: g.Environment, Reason: "environment not found"}
 		}
@@ -311,7 +323,7 @@ func (a *Authority) Release(ctx context.Context, g *Grant) error {
 	if len(g.Tokens) == 0 {
 		return nil
 	}
-	_, err := a.updateFlush(ctx, EnvKey(g.Environment), func(d *Doc, now time.Time) (bool, error) {
+	_, err := a.updateIn(ctx, g.Environment, scopesOf(sortedKeys(g.Tokens)), nil, true, func(d *Doc, now time.Time) (bool, error) {
 		if d.Env == nil {
 			return false, &LostError{Resource: g.Environment, Reason: "environment not found"}
 		}
@@ -357,7 +369,7 @@ func (a *Authority) Complete(ctx context.Context, c Completion) (*CompleteResult
 			Fix: "give the attempt number (1 or more) and max-attempts (1 or more) with a failure"}
 	}
 	var res *CompleteResult
-	_, err := a.updateFlush(ctx, EnvKey(c.Environment), func(d *Doc, now time.Time) (bool, error) {
+	_, err := a.updateIn(ctx, c.Environment, scopesOf(c.Scopes), nil, true, func(d *Doc, now time.Time) (bool, error) {
 		if err := checkGeneration(d, c.Environment, c.Generation); err != nil {
 			return false, err
 		}
@@ -412,7 +424,7 @@ func (a *Authority) Unlock(ctx context.Context, resource, reason, actor string, 
 			done, err = a.intentRecord(ctx, env, id)
 			return err
 		}
-		d, err := a.updatePrepared(ctx, EnvKey(env), prepare, func(d *Doc, now time.Time) (bool, error) {
+		d, err := a.updateIn(ctx, env, scopesOf([]string{scope}), prepare, false, func(d *Doc, now time.Time) (bool, error) {
 			if d.Env == nil || d.Env.Scopes[scope] == nil || done != nil {
 				return false, nil
 			}
@@ -477,7 +489,7 @@ func (a *Authority) Status(ctx context.Context, env string) (*Env, error) {
 	if err := ValidateEnvironment(env); err != nil {
 		return nil, err
 	}
-	d, err := a.load(ctx, EnvKey(env))
+	d, err := a.readEnv(ctx, env)
 	if err != nil {
 		return nil, fmt.Errorf("status of %s: %w", env, err)
 	}
@@ -487,7 +499,7 @@ func (a *Authority) Status(ctx context.Context, env string) (*Env, error) {
 	if err := movedError(d); err != nil {
 		return nil, err
 	}
-	page, err := a.timeline(ctx, d.Env, 0, StatusEvents)
+	page, err := a.history(ctx, d.Env, 0, StatusEvents)
 	if err != nil {
 		return nil, fmt.Errorf("status of %s: %w", env, err)
 	}
@@ -501,7 +513,7 @@ func (a *Authority) State(ctx context.Context, env string) (*Env, error) {
 	if err := ValidateEnvironment(env); err != nil {
 		return nil, err
 	}
-	d, err := a.load(ctx, EnvKey(env))
+	d, err := a.readEnv(ctx, env)
 	if err != nil {
 		return nil, fmt.Errorf("state of %s: %w", env, err)
 	}
@@ -517,9 +529,17 @@ const StatusEvents = 50
 
 // Pending lists environments with unreconciled work, from the store's sparse index.
 func (a *Authority) Pending(ctx context.Context) ([]string, error) {
-	envs, err := a.store.Pending(ctx)
+	names, err := a.store.Pending(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list pending environments: %w", err)
+	}
+	// A scope of the per-scope layout is listed as ENV#SCOPE.
+	envs := make([]string, 0, len(names))
+	for _, n := range names {
+		env, _, _ := strings.Cut(n, "#")
+		if !slices.Contains(envs, env) {
+			envs = append(envs, env)
+		}
 	}
 	return envs, nil
 }
@@ -544,6 +564,8 @@ func (a *Authority) Environments(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list environments: %w", err)
 	}
+	// The scopes' documents of the per-scope layout, ENV#SCOPE, are parts of ENV.
+	envs = slices.DeleteFunc(envs, func(n string) bool { return strings.Contains(n, "#") })
 	slices.Sort(envs)
 	return envs, nil
 }
@@ -597,29 +619,57 @@ func (a *Authority) intentRecord(ctx context.Context, env, id string) (*IntentRe
 // pass (updateFlush). A failure to store records is not the operation's failure (a later write
 // stores them), unless the outbox would grow past its bound.
 func (a *Authority) update(ctx context.Context, key string, fn func(*Doc, time.Time) (bool, error)) (*Doc, error) {
-	return a.write(ctx, key, nil, false, fn)
+	return a.write(ctx, key, nil, nil, false, fn)
+}
+
+// updateIn is update of an environment's transition that touches the scopes names gives (nil:
+// every scope), which is all that the per-scope layout reads and writes of it.
+func (a *Authority) updateIn(ctx context.Context, env string, names namesFunc, prepare func(context.Context, *Doc) error, flush bool, fn func(*Doc, time.Time) (bool, error)) (*Doc, error) {
+	return a.write(ctx, EnvKey(env), names, prepare, flush, fn)
 }
 
 // updatePrepared is update with prepare run on every document fn is about to see, before fn: the
 // reads a decision needs besides the document (an intent's record), in that order.
 func (a *Authority) updatePrepared(ctx context.Context, key string, prepare func(context.Context, *Doc) error, fn func(*Doc, time.Time) (bool, error)) (*Doc, error) {
-	return a.write(ctx, key, prepare, false, fn)
+	return a.write(ctx, key, nil, prepare, false, fn)
 }
 
 // updateFlush is update for the last write of a pass (complete, release) and for Compact: it stores
 // the whole outbox it found before it writes, however small, so that the document keeps only this
 // write's own events between passes.
 func (a *Authority) updateFlush(ctx context.Context, key string, fn func(*Doc, time.Time) (bool, error)) (*Doc, error) {
-	return a.write(ctx, key, nil, true, fn)
+	return a.write(ctx, key, nil, nil, true, fn)
 }
 
 // write is the loop of update, updatePrepared and updateFlush.
-func (a *Authority) write(ctx context.Context, key string, prepare func(context.Context, *Doc) error, flush bool, fn func(*Doc, time.Time) (bool, error)) (*Doc, error) {
+func (a *Authority) write(ctx context.Context, key string, names namesFunc, prepare func(context.Context, *Doc) error, flush bool, fn func(*Doc, time.Time) (bool, error)) (*Doc, error) {
+	env, isEnv := strings.CutPrefix(key, envKeyPrefix)
+	var loaded *Doc
+	if isEnv {
+		// The head of the per-scope layout is read afresh by every transition; a single document
+		// is read when this process does not remember it, as below.
+		if d := a.remembered(key); d == nil || isSplit(d) {
+			var err error
+			if loaded, err = a.load(ctx, key); err != nil {
+				return nil, err
+			}
+			if isSplit(loaded) || loaded.Env == nil && a.scoped {
+				return a.writeSplit(ctx, env, loaded, names, prepare, flush, fn)
+			}
+		}
+	}
 	// Updates of one document from this process go one at a time: racing each other would only
 	// waste writes on conflicts, and the remembered revision stays current between them.
-	unlock := a.lock(key)
-	defer unlock()
+	unlock, held := a.lock(key), true
+	defer func() {
+		if held {
+			unlock()
+		}
+	}()
 	doc, fresh := a.remembered(key), false
+	if loaded != nil {
+		doc, fresh = loaded, true
+	}
 	if doc == nil {
 		var err error
 		if doc, err = a.load(ctx, key); err != nil {
@@ -630,6 +680,12 @@ func (a *Authority) write(ctx context.Context, key string, prepare func(context.
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if err := movedError(doc); err != nil {
 			return nil, err
+		}
+		if isEnv && isSplit(doc) {
+			// Moved to the per-scope layout since this process last read it.
+			unlock()
+			held = false
+			return a.writeSplit(ctx, env, doc, names, prepare, flush, fn)
 		}
 		if prepare != nil {
 			if err := prepare(ctx, doc); err != nil {
@@ -820,6 +876,8 @@ func (e *Env) clone() *Env {
 		c.Requires = &r
 	}
 	c.Gates = e.Gates.clone()
+	c.Log = slices.Clone(e.Log)
+	c.Dir = slices.Clone(e.Dir)
 	c.Scopes = make(map[string]*Scope, len(e.Scopes))
 	for name, s := range e.Scopes {
 		sc := *s

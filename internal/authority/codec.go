@@ -31,12 +31,17 @@ import (
 // Version 5 is a document whose environment was moved to another store (Authority.Move): the
 // state as it was, and where it went. Only a moved document is written as version 5, so that a
 // build that knows only version 4 refuses it ("upgrade latestwins") instead of writing over it.
+//
+// Version 7 is a document of the per-scope layout (scoped.go): the head, a scope's document or the
+// directory. Every one of them is written as version 7, so that a build that knows only the
+// single document refuses it instead of taking a head for a whole environment without scopes.
 const (
-	storedVersionGates = 6
-	storedVersionMoved = 5
-	storedVersion      = 4
-	storedVersionV3    = 3
-	storedVersionV2    = 2
+	storedVersionScoped = 7
+	storedVersionGates  = 6
+	storedVersionMoved  = 5
+	storedVersion       = 4
+	storedVersionV3     = 3
+	storedVersionV2     = 2
 )
 
 type storedEnv struct {
@@ -54,6 +59,10 @@ type storedEnv struct {
 	S  map[string]*storedScope `json:"s,omitempty"`
 	X  []storedEvent           `json:"x,omitempty"`
 	A  []storedIntent          `json:"a,omitempty"`
+	Pt string                  `json:"pt,omitempty"` // which document of the per-scope layout, version 7
+	Lg []storedLogEntry        `json:"lg,omitempty"` // the head's log, version 7
+	Ap int64                   `json:"ap,omitempty"` // a scope document's applied generation, version 7
+	Dr []string                `json:"dr,omitempty"` // the directory's scope names, version 7
 }
 
 type storedScope struct {
@@ -308,6 +317,12 @@ func EncodeEnv(e *Env) ([]byte, error) {
 		// A build that read the environment without its gates would deploy what they hold.
 		s.V, s.Gt = storedVersionGates, e.Gates
 	}
+	if e.Part != "" {
+		s.V, s.Pt, s.Ap, s.Dr = storedVersionScoped, string(e.Part), e.Applied, e.Dir
+		for _, l := range e.Log {
+			s.Lg = append(s.Lg, encodeLogEntry(l))
+		}
+	}
 	if len(e.Scopes) > 0 {
 		s.S = make(map[string]*storedScope, len(e.Scopes))
 	}
@@ -376,9 +391,9 @@ func decodeEnv(b []byte) (*Env, error) {
 	switch probe.V {
 	case 0:
 		return decodeFirstLayout(b)
-	case storedVersionV2, storedVersionV3, storedVersion, storedVersionMoved, storedVersionGates:
+	case storedVersionV2, storedVersionV3, storedVersion, storedVersionMoved, storedVersionGates, storedVersionScoped:
 	default:
-		return nil, fmt.Errorf("decode environment: stored layout %d is newer than this build's %d: upgrade latestwins", probe.V, storedVersionGates)
+		return nil, fmt.Errorf("decode environment: stored layout %d is newer than this build's %d: upgrade latestwins", probe.V, storedVersionScoped)
 	}
 	var s storedEnv
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -393,6 +408,18 @@ func decodeEnv(b []byte) (*Env, error) {
 		e.Moved = &Moved{To: m.To, At: fromNanos(m.T)}
 	}
 	e.Gates = s.Gt.normal()
+	if s.V == storedVersionScoped {
+		switch p := docPart(s.Pt); p {
+		case partHead, partScope, partDir:
+			e.Part = p
+		default:
+			return nil, fmt.Errorf("decode environment: a document of stored layout 7 says it is the %q part, which this build does not know: upgrade latestwins", s.Pt)
+		}
+		e.Applied, e.Dir = s.Ap, s.Dr
+		for _, l := range s.Lg {
+			e.Log = append(e.Log, decodeLogEntry(l))
+		}
+	}
 	if len(s.S) > 0 {
 		e.Scopes = make(map[string]*Scope, len(s.S))
 	}

@@ -118,7 +118,8 @@ func (a *Authority) SetGates(ctx context.Context, env string, g Gates, actor str
 		return false, err
 	}
 	changed := false
-	_, err := a.update(ctx, EnvKey(env), func(d *Doc, now time.Time) (bool, error) {
+	// The gates are the head's alone: no scope is read or written for them.
+	_, err := a.updateIn(ctx, env, scopesOf([]string{}), nil, false, func(d *Doc, now time.Time) (bool, error) {
 		if d.Env == nil {
 			d.Env = newEnv(env)
 		}

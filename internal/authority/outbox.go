@@ -45,7 +45,7 @@ func (a *Authority) records(e *Env) []Record {
 	recs := make([]Record, 0, len(e.Outbox)+len(e.Accepts))
 	for i := range e.Outbox {
 		ev := e.Outbox[i]
-		recs = append(recs, Record{Key: EventKey(e.Name, ev.Seq), ExpiresAt: ev.At.Add(a.retention), Event: &ev})
+		recs = append(recs, Record{Key: e.eventKey(ev), ExpiresAt: ev.At.Add(a.retention), Event: &ev})
 	}
 	for i := range e.Accepts {
 		in := e.Accepts[i]
@@ -140,7 +140,7 @@ func (a *Authority) History(ctx context.Context, env string, before int64, limit
 	if before < 0 {
 		return nil, &InputError{Field: "before", Value: fmt.Sprint(before), Fix: "give an event number from an earlier page, or 0 for the newest"}
 	}
-	d, err := a.load(ctx, EnvKey(env))
+	d, err := a.readEnv(ctx, env)
 	if err != nil {
 		return nil, fmt.Errorf("history of %s: %w", env, err)
 	}
@@ -150,11 +150,20 @@ func (a *Authority) History(ctx context.Context, env string, before int64, limit
 	if err := movedError(d); err != nil {
 		return nil, err
 	}
-	page, err := a.timeline(ctx, d.Env, before, limit)
+	page, err := a.history(ctx, d.Env, before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("history of %s: %w", env, err)
 	}
 	return page, nil
+}
+
+// history is timeline for either layout: in the per-scope layout, before is a time (Unix
+// nanoseconds) rather than an event number (splitTimeline).
+func (a *Authority) history(ctx context.Context, e *Env, before int64, limit int) (*HistoryPage, error) {
+	if e.Split {
+		return a.splitTimeline(ctx, e, before, limit)
+	}
+	return a.timeline(ctx, e, before, limit)
 }
 
 // timeline reads the events numbered from before-limit to before-1 (before 0: the newest), from the
@@ -233,7 +242,7 @@ func (a *Authority) Intents(ctx context.Context, env string, ids []string) (map[
 	if err := ValidateEnvironment(env); err != nil {
 		return nil, err
 	}
-	d, err := a.load(ctx, EnvKey(env))
+	d, err := a.readEnv(ctx, env)
 	if err != nil {
 		return nil, fmt.Errorf("intents of %s: %w", env, err)
 	}

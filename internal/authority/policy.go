@@ -228,7 +228,9 @@ func (a *Authority) SetPolicy(ctx context.Context, env string, p Policy, actor s
 		if d.Env == nil {
 			return false, &InputError{Field: "environment", Value: env, Fix: "unknown environment: nothing was ever accepted for it; check the name"}
 		}
-		changed = d.Env.policy() != p
+		// Sticky: a write of the per-scope layout that landed its head and decides again for a
+		// scope finds the policy it set.
+		changed = changed || d.Env.policy() != p
 		d.Env.setPolicy(p, actor, now)
 		return changed, nil
 	})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -133,15 +132,11 @@ func (a *Authority) readRequired(ctx context.Context, e *Env, refs map[string]*R
 		if _, ok := req.envs[r]; ok {
 			continue
 		}
-		d, err := a.store.Get(ctx, EnvKey(r))
-		switch {
-		case err == nil:
-			req.envs[r] = d.Env
-		case errors.Is(err, ErrNotFound):
-			req.envs[r] = nil
-		default:
+		d, err := a.readEnvScopes(ctx, r, sortedKeys(refs))
+		if err != nil {
 			return fmt.Errorf("read required environment %s: %w", r, err)
 		}
+		req.envs[r] = d.Env
 	}
 	if !e.Requires.Ancestor || a.promoter == nil {
 		return nil
@@ -199,7 +194,8 @@ func (a *Authority) SetRequires(ctx context.Context, env string, r Requirements,
 		return false, err
 	}
 	changed := false
-	_, err := a.update(ctx, EnvKey(env), func(d *Doc, now time.Time) (bool, error) {
+	// The requirement is the head's alone: no scope is read or written for it.
+	_, err := a.updateIn(ctx, env, scopesOf([]string{}), nil, false, func(d *Doc, now time.Time) (bool, error) {
 		if d.Env == nil {
 			d.Env = newEnv(env)
 		}
@@ -278,12 +274,12 @@ func (a *Authority) Promote(ctx context.Context, r PromoteRequest) (*PromoteResu
 			return &PromoteResult{AcceptResult: res, Sha: in.Sha}, nil
 		}
 	}
-	d, err := a.store.Get(ctx, EnvKey(r.From))
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	d, err := a.readEnvScopes(ctx, r.From, []string{r.Scope})
+	if err != nil {
 		return nil, fmt.Errorf("promote %s/%s from %s: %w", r.Environment, r.Scope, r.From, err)
 	}
 	var live *Live
-	if err == nil && d.Env != nil && d.Env.Scopes[r.Scope] != nil {
+	if d.Env != nil && d.Env.Scopes[r.Scope] != nil {
 		live = d.Env.Scopes[r.Scope].Live
 	}
 	if live == nil {

@@ -47,7 +47,7 @@ func (a *Authority) ResolveCommit(ctx context.Context, env, scope, prefix string
 	if err := ValidateShaPrefix(prefix); err != nil {
 		return Commit{}, err
 	}
-	d, err := a.load(ctx, EnvKey(env))
+	d, err := a.readEnvScopes(ctx, env, []string{scope})
 	if err != nil {
 		return Commit{}, fmt.Errorf("resolve %s in %s/%s: %w", prefix, env, scope, err)
 	}
@@ -88,7 +88,7 @@ func (a *Authority) resolve(ctx context.Context, e *Env, env, scope, prefix stri
 	var before int64
 	for read := 0; read < ResolveEvents; {
 		limit := min(250, ResolveEvents-read) // a page of records at a time
-		page, err := a.timeline(ctx, e, before, limit)
+		page, err := a.history(ctx, e, before, limit)
 		if err != nil {
 			return Commit{}, err
 		}

@@ -157,3 +157,46 @@ func TestTruncateKeepsCharactersWhole(t *testing.T) {
 		t.Fatal("truncate changed a short string")
 	}
 }
+
+// TestWorstCasePerScopeItemsFit: in the per-scope layout no item grows with the environment but
+// the directory and the head's log, and both stay far inside DynamoDB's 400 KB at the longest
+// names: the directory of MaxScopesSplit scopes, and a head whose log holds maxLogScopes scope
+// names (one intent of every scope) with the records of those intents, which it keeps until the
+// log is trimmed. A scope's own document is one scope of the single document's worst case.
+func TestWorstCasePerScopeItemsFit(t *testing.T) {
+	long := func(prefix string, n int) string { return prefix + strings.Repeat("x", n-len(prefix)) }
+	sha := strings.Repeat("f", 64)
+	now := time.Date(2026, 12, 2, 12, 0, 0, 123456789, time.UTC)
+	env := long("preview/", 128)
+	names := make([]string, MaxScopesSplit)
+	for i := range names {
+		names[i] = long(fmt.Sprintf("s%04d", i), 64)
+	}
+	dir, err := EncodeEnv(&Env{Name: env, Part: partDir, Dir: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := &Env{Name: env, Part: partHead, Desired: 1 << 40, EventSeq: 1 << 40, Policy: PolicyQueue, Gates: nil}
+	in := Intent{ID: long("i", maxIDLen), Scopes: names[:maxLogScopes], Sha: sha, Ref: long("refs/heads/", maxFieldLen), Before: sha,
+		Order: Order{PushedAt: now, CommittedAt: now, Forced: true}, Source: long("push", maxFieldLen), Actor: long("a", maxFieldLen),
+		Origin: long("github:", maxFieldLen), Barrier: names[:maxLogScopes]}
+	answers := map[string]verdict{}
+	for i := range 64 {
+		answers[strings.Repeat(fmt.Sprintf("%x", i%16), 64)] = older
+	}
+	head.Log = []logEntry{{Generation: 1 << 40, Intent: in, Answers: answers, Claim: true, At: now}}
+	head.Accepts = []IntentRecord{{ID: in.ID, Generation: 1 << 40, Sha: sha, Scopes: in.Scopes, At: now}}
+	for range maxOutbox {
+		head.record(now, Event{Kind: EventPolicy, Generation: 1 << 40, Message: long("m", 3*maxMessageSize)})
+	}
+	h, err := EncodeEnv(head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("worst-case directory: %d bytes; worst-case head: %d bytes", len(dir), len(h))
+	for what, n := range map[string]int{"directory": len(dir), "head": len(h)} {
+		if n > 390_000 {
+			t.Fatalf("the worst-case %s is %d bytes: too close to DynamoDB's 400 KB item limit", what, n)
+		}
+	}
+}

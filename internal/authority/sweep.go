@@ -133,7 +133,7 @@ func (a *Authority) Stalled(ctx context.Context, stall time.Duration, maxAttempt
 		return nil, nil, err
 	}
 	for _, env := range envs {
-		d, err := a.load(ctx, EnvKey(env))
+		d, err := a.readEnv(ctx, env)
 		if err != nil {
 			return nil, nil, err
 		}

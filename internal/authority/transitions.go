@@ -113,6 +113,19 @@ func (in *Intent) validate() error {
 // checkCapacity refuses an intent that would give the environment more than MaxScopes scopes, so
 // that its document stays within the store's item size.
 func (e *Env) checkCapacity(scopes []string) error {
+	if e.Split {
+		n := len(e.Dir)
+		for _, s := range scopes {
+			if _, found := slices.BinarySearch(e.Dir, s); !found && e.Scopes[s] == nil {
+				n++
+			}
+		}
+		if n > MaxScopesSplit {
+			return &InputError{Field: "scopes", Value: strings.Join(scopes, ","),
+				Fix: fmt.Sprintf("environment %s would have %d scopes; at most %d fit, split it into several environments", e.Name, n, MaxScopesSplit)}
+		}
+		return nil
+	}
 	n := len(e.Scopes)
 	for _, s := range scopes {
 		if _, ok := e.Scopes[s]; !ok {
@@ -385,38 +398,49 @@ func (e *Env) accept(in *Intent, prior *IntentRecord, order map[string]verdict, 
 	rec.Generation = gen
 	res := &AcceptResult{Generation: gen, Accepted: []string{}}
 	for _, name := range in.Scopes {
-		sc := e.scope(name)
-		sc.ActiveAt = now
-		if by, stale := e.staleFor(sc, in, order, now); stale {
-			if res.Stale == nil {
-				res.Stale = map[string]int64{}
-			}
-			res.Stale[name] = by
-			e.record(now, Event{Kind: EventSuperseded, Scope: name, Generation: gen, Sha: in.Sha,
-				Message: fmt.Sprintf("Arrived out of order: %s is older than generation %d of %s; recorded as superseded", shortSha(in.Sha), by, in.Ref)})
-			continue
-		}
-		entry := &Ref{Generation: gen, Sha: in.Sha, Ref: in.Ref, Before: in.Before, Order: in.Order, Source: in.Source,
-			Actor: in.Actor, IntentID: in.ID, Origin: in.Origin, At: now, Barrier: slices.Contains(in.Barrier, name)}
-		if err := e.enqueue(name, sc, entry, limit, now); err != nil {
+		if err := e.applyIntent(in, gen, name, order, limit, now, res); err != nil {
 			return nil, err
 		}
-		res.Accepted = append(res.Accepted, name)
-		pos := sc.position(gen)
-		res.ahead(name, pos)
-		what := "Accepted"
-		if entry.Barrier {
-			what = "Accepted barrier"
-		}
-		msg := fmt.Sprintf("%s %s from %s%s", what, shortSha(in.Sha), orUnknown(in.Source), byActor(in.Actor))
-		if pos > 0 {
-			msg += fmt.Sprintf("; queued: %d ahead of this commit", pos)
-		}
-		e.record(now, Event{Kind: EventAccepted, Scope: name, Generation: gen, Sha: in.Sha, Message: msg})
 	}
 	e.Accepts = append(e.Accepts, rec)
 	e.settle()
 	return res, nil
+}
+
+// applyIntent puts the intent accepted at gen into the scope name: its mailbox entry, or, when
+// the commit arrived behind a newer one of its branch, a superseded event. res gathers what the
+// scope did. The per-scope layout applies an intent of several scopes with it, scope by scope
+// (logEntry).
+func (e *Env) applyIntent(in *Intent, gen int64, name string, order map[string]verdict, limit int, now time.Time, res *AcceptResult) error {
+	sc := e.scope(name)
+	sc.ActiveAt = now
+	if by, stale := e.staleFor(sc, in, order, now); stale {
+		if res.Stale == nil {
+			res.Stale = map[string]int64{}
+		}
+		res.Stale[name] = by
+		e.record(now, Event{Kind: EventSuperseded, Scope: name, Generation: gen, Sha: in.Sha,
+			Message: fmt.Sprintf("Arrived out of order: %s is older than generation %d of %s; recorded as superseded", shortSha(in.Sha), by, in.Ref)})
+		return nil
+	}
+	entry := &Ref{Generation: gen, Sha: in.Sha, Ref: in.Ref, Before: in.Before, Order: in.Order, Source: in.Source,
+		Actor: in.Actor, IntentID: in.ID, Origin: in.Origin, At: now, Barrier: slices.Contains(in.Barrier, name)}
+	if err := e.enqueue(name, sc, entry, limit, now); err != nil {
+		return err
+	}
+	res.Accepted = append(res.Accepted, name)
+	pos := sc.position(gen)
+	res.ahead(name, pos)
+	what := "Accepted"
+	if entry.Barrier {
+		what = "Accepted barrier"
+	}
+	msg := fmt.Sprintf("%s %s from %s%s", what, shortSha(in.Sha), orUnknown(in.Source), byActor(in.Actor))
+	if pos > 0 {
+		msg += fmt.Sprintf("; queued: %d ahead of this commit", pos)
+	}
+	e.record(now, Event{Kind: EventAccepted, Scope: name, Generation: gen, Sha: in.Sha, Message: msg})
+	return nil
 }
 
 // matches refuses an intent id that comes back with another commit or scopes it was not accepted
@@ -763,8 +787,12 @@ func refusalGeneration(mark string) int64 {
 func (e *Env) requireScopes(scopes []string) error {
 	for _, name := range scopes {
 		if _, ok := e.Scopes[name]; !ok {
+			have := sortedKeys(e.Scopes)
+			if e.Split {
+				have = e.Dir // a transition of the per-scope layout reads the directory when a scope is missing
+			}
 			return &InputError{Field: "scope", Value: name,
-				Fix: fmt.Sprintf("environment %s has no scope %s; it has %s", e.Name, name, strings.Join(sortedKeys(e.Scopes), ", "))}
+				Fix: fmt.Sprintf("environment %s has no scope %s; it has %s", e.Name, name, strings.Join(have, ", "))}
 		}
 	}
 	return nil

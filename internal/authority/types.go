@@ -128,6 +128,22 @@ type Env struct {
 	Events []Event `json:"events,omitempty"`
 	// Moved, in the store the environment moved from, says where its state went (Move).
 	Moved *Moved `json:"moved,omitempty"`
+
+	// The per-scope layout (layout 7, scoped.go) keeps an environment in several documents: part
+	// Part says which one this is (empty: a whole environment in one document, layout 4).
+	Part docPart `json:"-"`
+	// Split: an environment assembled from the documents of the per-scope layout, for a
+	// transition or a read (never stored as such).
+	Split bool `json:"-"`
+	// Log, in the head of the per-scope layout: the intents of several scopes accepted and not yet
+	// known to be applied to all of them.
+	Log []logEntry `json:"-"`
+	// Applied, in a scope document: the newest generation of the head's log applied to it.
+	Applied int64 `json:"-"`
+	// Dir, in the directory of the per-scope layout: every scope's name, sorted.
+	Dir []string `json:"-"`
+	// Streams, in an environment of the per-scope layout read whole: its event streams.
+	Streams []stream `json:"-"`
 }
 
 // Scope is one separately deployed part of an environment.

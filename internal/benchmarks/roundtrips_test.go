@@ -22,10 +22,11 @@ type passer struct {
 	store authority.Store // a countingStore
 	mode  string
 	warm  *authority.Authority
+	opts  []authority.Option // the Authorities' (the layout)
 }
 
-func newPasser(store authority.Store, mode string) *passer {
-	return &passer{store: store, mode: mode, warm: authority.New(store)}
+func newPasser(store authority.Store, mode string, opts ...authority.Option) *passer {
+	return &passer{store: store, mode: mode, warm: authority.New(store, opts...), opts: opts}
 }
 
 // pass runs pass i of scope in env: claim (accept and claim), the deploy gate with a lease, complete
@@ -38,11 +39,11 @@ func (p *passer) pass(ctx context.Context, env, scope string, i int) error {
 			return p.warm
 		case "run":
 			if own == nil {
-				own = authority.New(p.store)
+				own = authority.New(p.store, p.opts...)
 			}
 			return own
 		}
-		return authority.New(p.store)
+		return authority.New(p.store, p.opts...)
 	}
 	res, err := pass.Claim(ctx, proc(), authority.Intent{ID: fmt.Sprintf("%s-%s-%d", env, scope, i), Environment: env,
 		Scopes: []string{scope}, Sha: fmt.Sprintf("%040x", i+1), Ref: "refs/heads/main"})

@@ -95,47 +95,72 @@ func deployAll(ctx context.Context, a *authority.Authority, env string, scopes [
 // the write requests' bodies) and requests per pass, and the size of the document.
 func BenchmarkScopePass(b *testing.B) {
 	for _, ss := range scaleStores(b) {
-		for _, n := range []int{1, 64} {
-			b.Run(fmt.Sprintf("%s/scopes=%d", ss.name, n), func(b *testing.B) {
-				ctx := b.Context()
-				var c counts
-				store := &countingStore{Store: ss.client(b), c: &c}
-				env := fmt.Sprintf("scale-%d-%d", n, runs.Add(1))
-				if err := deployAll(ctx, authority.New(store), env, scopeNames(n)); err != nil {
-					b.Fatal(err)
-				}
-				p := newPasser(store, "run")
-				if err := p.pass(ctx, env, "svc-00", 1<<20); err != nil {
-					b.Fatal(err)
-				}
-				before := c.snapshot()
-				var httpBefore int64
-				if ss.http != nil {
-					httpBefore = ss.http.n.Load()
-				}
-				i := 0
-				for b.Loop() {
-					if err := p.pass(ctx, env, "svc-00", i); err != nil {
-						b.Fatal(err)
-					}
-					i++
-				}
-				s := c.snapshot().since(before)
-				b.ReportMetric(float64(s.bytes)/float64(i), "B-written/pass")
-				if ss.http != nil {
-					b.ReportMetric(float64(ss.http.n.Load()-httpBefore)/float64(i), "http-B-written/pass")
-				}
-				b.ReportMetric(float64(s.requests())/float64(i), "req/pass")
-				d, err := store.Get(ctx, authority.EnvKey(env))
-				if err != nil {
-					b.Fatal(err)
-				}
-				doc, err := authority.EncodeDoc(d)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.ReportMetric(float64(len(doc)), "doc-B")
-			})
+		for _, l := range scaleLayouts {
+			for _, n := range l.sizes {
+				b.Run(fmt.Sprintf("%s/%s/scopes=%d", ss.name, l.name, n), func(b *testing.B) {
+					scopePass(b, ss, l.opts, n)
+				})
+			}
+		}
+	}
+}
+
+// scaleLayouts are the two layouts side by side: the single document (at most 64 scopes) and the
+// per-scope layout.
+var scaleLayouts = []struct {
+	name  string
+	opts  []authority.Option
+	sizes []int
+}{
+	{"single", nil, []int{1, 64}},
+	{"per-scope", []authority.Option{authority.WithScopeDocuments()}, []int{1, 64, 300, 1000}},
+}
+
+func scopePass(b *testing.B, ss scaleStore, opts []authority.Option, n int) {
+	ctx := b.Context()
+	var c counts
+	store := &countingStore{Store: ss.client(b), c: &c}
+	env := fmt.Sprintf("scale-%d-%d", n, runs.Add(1))
+	if err := deployAll(ctx, authority.New(store, opts...), env, scopeNames(n)); err != nil {
+		b.Fatal(err)
+	}
+	p := newPasser(store, "run", opts...)
+	if err := p.pass(ctx, env, "svc-00", 1<<20); err != nil {
+		b.Fatal(err)
+	}
+	before := c.snapshot()
+	var httpBefore int64
+	if ss.http != nil {
+		httpBefore = ss.http.n.Load()
+	}
+	i := 0
+	for b.Loop() {
+		if err := p.pass(ctx, env, "svc-00", i); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	s := c.snapshot().since(before)
+	b.ReportMetric(float64(s.bytes)/float64(i), "B-written/pass")
+	if ss.http != nil {
+		b.ReportMetric(float64(ss.http.n.Load()-httpBefore)/float64(i), "http-B-written/pass")
+	}
+	b.ReportMetric(float64(s.requests())/float64(i), "req/pass")
+	d, err := store.Get(ctx, authority.EnvKey(env))
+	if err != nil {
+		b.Fatal(err)
+	}
+	doc, err := authority.EncodeDoc(d)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(len(doc)), "doc-B")
+	if n > 1 {
+		sd, err := store.Get(ctx, authority.ScopeKey(env, "svc-00"))
+		if err == nil {
+			if doc, err = authority.EncodeDoc(sd); err == nil {
+				b.ReportMetric(float64(len(doc)), "scope-doc-B")
+			}
 		}
 	}
 }
@@ -146,7 +171,7 @@ const disjoint = 32
 
 // disjointRound runs one pass on each goroutine's (env, scope) at once, and returns how long the
 // round took.
-func disjointRound(ctx context.Context, stores []authority.Store, target func(g int) (env, scope string), round int) (time.Duration, error) {
+func disjointRound(ctx context.Context, stores []authority.Store, target func(g int) (env, scope string), round int, opts ...authority.Option) (time.Duration, error) {
 	var wg sync.WaitGroup
 	errs := make([]error, len(stores))
 	begin := make(chan struct{})
@@ -154,7 +179,7 @@ func disjointRound(ctx context.Context, stores []authority.Store, target func(g 
 		wg.Go(func() {
 			<-begin
 			env, scope := target(g)
-			errs[g] = newPasser(stores[g], "run").pass(ctx, env, scope, round)
+			errs[g] = newPasser(stores[g], "run", opts...).pass(ctx, env, scope, round)
 		})
 	}
 	t0 := time.Now()
@@ -175,55 +200,59 @@ func disjointRound(ctx context.Context, stores []authority.Store, target func(g 
 // 0.8), and conditional writes that lost a revision race per pass.
 func BenchmarkDisjointScopes(b *testing.B) {
 	for _, ss := range scaleStores(b) {
-		b.Run(ss.name, func(b *testing.B) {
-			ctx := b.Context()
-			run := runs.Add(1)
-			shared := fmt.Sprintf("shared-%d", run)
-			own := func(g int) string { return fmt.Sprintf("own-%d-%02d", run, g) }
-			setup := authority.New(ss.client(b))
-			if err := deployAll(ctx, setup, shared, scopeNames(64)); err != nil {
-				b.Fatal(err)
-			}
-			for g := range disjoint {
-				if err := deployAll(ctx, setup, own(g), []string{"svc-00"}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			layouts := []struct {
-				name   string
-				target func(g int) (string, string)
-			}{
-				{"one-env", func(g int) (string, string) { return shared, fmt.Sprintf("svc-%02d", g) }},
-				{"32-envs", func(g int) (string, string) { return own(g), "svc-00" }},
-			}
-			cs := make([]counts, len(layouts))
-			stores := make([][]authority.Store, len(layouts))
-			for k := range layouts {
-				for range disjoint {
-					stores[k] = append(stores[k], &countingStore{Store: ss.client(b), c: &cs[k]})
-				}
-			}
-			elapsed := make([]time.Duration, len(layouts))
-			rounds := 0
-			for b.Loop() {
-				for k, l := range layouts {
-					d, err := disjointRound(ctx, stores[k], l.target, rounds)
-					if err != nil {
-						b.Fatalf("%s round %d: %v", l.name, rounds, err)
-					}
-					elapsed[k] += d
-				}
-				rounds++
-			}
-			passes := float64(rounds * disjoint)
-			rate := make([]float64, len(layouts))
-			for k, l := range layouts {
-				rate[k] = passes / elapsed[k].Seconds()
-				b.ReportMetric(rate[k], l.name+"-passes/s")
-				b.ReportMetric(float64(cs[k].conflicts.Load())/passes, l.name+"-conflicts/pass")
-				b.ReportMetric(float64(cs[k].snapshot().requests())/passes, l.name+"-req/pass")
-			}
-			b.ReportMetric(rate[0]/rate[1], "ratio")
-		})
+		for _, lay := range scaleLayouts {
+			b.Run(ss.name+"/"+lay.name, func(b *testing.B) { disjointScopes(b, ss, lay.opts) })
+		}
 	}
+}
+
+func disjointScopes(b *testing.B, ss scaleStore, opts []authority.Option) {
+	ctx := b.Context()
+	run := runs.Add(1)
+	shared := fmt.Sprintf("shared-%d", run)
+	own := func(g int) string { return fmt.Sprintf("own-%d-%02d", run, g) }
+	setup := authority.New(ss.client(b), opts...)
+	if err := deployAll(ctx, setup, shared, scopeNames(64)); err != nil {
+		b.Fatal(err)
+	}
+	for g := range disjoint {
+		if err := deployAll(ctx, setup, own(g), []string{"svc-00"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	layouts := []struct {
+		name   string
+		target func(g int) (string, string)
+	}{
+		{"one-env", func(g int) (string, string) { return shared, fmt.Sprintf("svc-%02d", g) }},
+		{"32-envs", func(g int) (string, string) { return own(g), "svc-00" }},
+	}
+	cs := make([]counts, len(layouts))
+	stores := make([][]authority.Store, len(layouts))
+	for k := range layouts {
+		for range disjoint {
+			stores[k] = append(stores[k], &countingStore{Store: ss.client(b), c: &cs[k]})
+		}
+	}
+	elapsed := make([]time.Duration, len(layouts))
+	rounds := 0
+	for b.Loop() {
+		for k, l := range layouts {
+			d, err := disjointRound(ctx, stores[k], l.target, rounds, opts...)
+			if err != nil {
+				b.Fatalf("%s round %d: %v", l.name, rounds, err)
+			}
+			elapsed[k] += d
+		}
+		rounds++
+	}
+	passes := float64(rounds * disjoint)
+	rate := make([]float64, len(layouts))
+	for k, l := range layouts {
+		rate[k] = passes / elapsed[k].Seconds()
+		b.ReportMetric(rate[k], l.name+"-passes/s")
+		b.ReportMetric(float64(cs[k].conflicts.Load())/passes, l.name+"-conflicts/pass")
+		b.ReportMetric(float64(cs[k].snapshot().requests())/passes, l.name+"-req/pass")
+	}
+	b.ReportMetric(rate[0]/rate[1], "ratio")
 }

@@ -996,3 +996,7 @@ func BenchmarkPut(b *testing.B) {
 func TestMove(t *testing.T) {
 	storetest.RunMove(t, func(t *testing.T) authority.Store { return open(t, dbPath(t)) }, func(t *testing.T) authority.Store { return open(t, dbPath(t)) })
 }
+
+func TestConformanceSplit(t *testing.T) {
+	storetest.RunSplit(t, func(t *testing.T) authority.Store { return open(t, dbPath(t), bolt.WithOpenTimeout(time.Minute)) })
+}

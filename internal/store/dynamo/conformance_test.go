@@ -14,3 +14,11 @@ func TestConformance(t *testing.T) {
 		return New(client, table)
 	})
 }
+
+// TestConformanceSplit runs the suite with every environment in the per-scope layout.
+func TestConformanceSplit(t *testing.T) {
+	storetest.RunSplit(t, func(t *testing.T) authority.Store {
+		client, table := migrated(t)
+		return New(client, table)
+	})
+}

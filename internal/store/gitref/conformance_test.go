@@ -43,3 +43,15 @@ func TestConformanceHTTP(t *testing.T) {
 	}
 	storetest.RunGroups(t, func(t *testing.T) authority.Store { return srv.store(t) }, only...)
 }
+
+// TestConformanceSplitHTTP runs, with every environment in the per-scope layout, the groups
+// that write an environment's head, scopes and directory through the smart HTTP transport; the
+// long setting runs the whole suite.
+func TestConformanceSplitHTTP(t *testing.T) {
+	srv := newGitServer(t)
+	only := []string{"Generations", "Outcomes"}
+	if os.Getenv(FullConformanceVar) != "" {
+		only = nil
+	}
+	storetest.RunSplit(t, func(t *testing.T) authority.Store { return srv.store(t) }, only...)
+}

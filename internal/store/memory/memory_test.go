@@ -16,3 +16,7 @@ func TestMove(t *testing.T) {
 	fresh := func(t *testing.T) authority.Store { return memory.New() }
 	storetest.RunMove(t, fresh, fresh)
 }
+
+func TestConformanceSplit(t *testing.T) {
+	storetest.RunSplit(t, func(t *testing.T) authority.Store { return memory.New() })
+}

@@ -144,6 +144,7 @@ func testClaimAllPending(t *testing.T, h *harness) {
 // testAcceptClaimOneWrite: accept+claim is one write, and an uncontended pass that goes on in the
 // same process gates and completes with one request each (spec section 8).
 func testAcceptClaimOneWrite(t *testing.T, h *harness) {
+	h.singleDocument("one conditional write for accept and claim")
 	a := h.process()
 	gets0, puts0 := h.store.requests()
 	res := h.accept(a, push("staging", "run-7/1", sha("a", 7), "api", "web"), true)

@@ -82,7 +82,7 @@ func testCoordination(t *testing.T, h *harness) {
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
 			t.Parallel()
-			c := newCoRun(t, h.store, seed)
+			c := newCoRun(t, h.store, seed, h.split)
 			c.run(steps)
 		})
 	}
@@ -138,17 +138,17 @@ type coGrant struct {
 
 var coScopes = []string{"api", "web"}
 
-func newCoRun(t *testing.T, store *countingStore, seed uint64) *coRun {
+func newCoRun(t *testing.T, store *countingStore, seed uint64, split bool) *coRun {
 	clock := NewClock(start)
 	c := &coRun{
 		t: t, seed: seed, r: rand.New(rand.NewPCG(seed, 0xc0de)), limit: 2 + int(seed%2),
-		h:     &harness{t: t, ctx: t.Context(), store: store, clock: clock, skew: testSkew},
+		h:     &harness{t: t, ctx: t.Context(), store: store, clock: clock, skew: testSkew, split: split},
 		state: map[string]*authority.Env{}, seen: map[string]int{},
 		gens: map[string]map[int64]string{}, maxToken: map[string]int64{}, outcome: map[coKey]string{},
 		wasLive: map[string][]string{}, liveSince: map[string]time.Time{}, rollbacks: map[string]int64{}, asked: map[string]bool{},
 	}
 	for range 3 {
-		c.procs = append(c.procs, authority.New(store, authority.WithClock(clock), authority.WithSkew(testSkew), authority.WithQueueLimit(c.limit)))
+		c.procs = append(c.procs, c.h.authority(store, authority.WithQueueLimit(c.limit)))
 	}
 	prefix := fmt.Sprintf("prop%d/", seed)
 	c.qa, c.staging, c.prod = prefix+"qa", prefix+"staging", prefix+"production"
@@ -216,6 +216,11 @@ func (c *coRun) read(env string) *authority.Env {
 			return nil
 		}
 		c.fail("read %s: %v", env, err)
+	}
+	if c.h.split && d.Env != nil {
+		if d, err = c.h.splitDoc(env); err != nil {
+			c.fail("state of %s: %v", env, err)
+		}
 	}
 	return d.Env
 }

@@ -73,7 +73,7 @@ func testMoveCarries(t *testing.T, src, dst authority.Store) {
 	th.clock = h.clock
 	maxToken := seedMove(t, h)
 	before := h.env(moveEnv)
-	mover := authority.New(src, authority.WithClock(h.clock), authority.WithSkew(h.skew))
+	mover := h.authority(src)
 	res, err := mover.Move(h.ctx, moveEnv, "dynamodb://elsewhere", dst)
 	if err != nil {
 		t.Fatalf("move: %v", err)
@@ -150,7 +150,7 @@ func testMoveRefusedWhileLeased(t *testing.T, src, dst authority.Store) {
 	a := h.process()
 	h.accept(a, push(moveEnv, "push-1", sha("a", 1), "api"), true)
 	g := h.gate(a, moveEnv, 1, "run-1", "api")
-	mover := authority.New(src, authority.WithClock(h.clock), authority.WithSkew(h.skew))
+	mover := h.authority(src)
 	var leased *authority.LeasedError
 	if _, err := mover.Move(h.ctx, moveEnv, "elsewhere", dst); !errors.As(err, &leased) || !errors.Is(err, authority.ErrLeaseHeld) || leased.Scope != "api" {
 		t.Fatalf("move while api is leased: %v; want it refused naming the lease", err)
@@ -170,7 +170,7 @@ func testMoveRefusedIntoHolder(t *testing.T, src, dst authority.Store) {
 	th.clock = h.clock
 	h.accept(h.process(), push(moveEnv, "push-1", sha("a", 1), "api"), false)
 	th.accept(th.process(), push(moveEnv, "other", sha("b", 1), "api"), false)
-	mover := authority.New(src, authority.WithClock(h.clock), authority.WithSkew(h.skew))
+	mover := h.authority(src)
 	if _, err := mover.Move(h.ctx, moveEnv, "elsewhere", dst); !errors.Is(err, authority.ErrInvalidInput) {
 		t.Fatalf("move into a store that holds the environment: %v; want it refused", err)
 	}
@@ -197,7 +197,7 @@ func testMoveInterrupted(t *testing.T, src, dst authority.Store) {
 	th.clock = h.clock
 	seedMove(t, h)
 	before := h.env(moveEnv)
-	mover := authority.New(src, authority.WithClock(h.clock), authority.WithSkew(h.skew))
+	mover := h.authority(src)
 	cut := &failingPut{Store: dst}
 	if _, err := mover.Move(h.ctx, moveEnv, "elsewhere", cut); err == nil {
 		t.Fatal("the move cut off before its last write reported success")

@@ -121,7 +121,7 @@ func testQueueOrder(t *testing.T, h *harness) {
 // A scope holds at most the queue limit of pending intents: one more is refused with
 // ErrQueueFull and nothing is written; once the head deploys, there is room again.
 func testQueueBound(t *testing.T, h *harness) {
-	a := authority.New(h.store, authority.WithClock(h.clock), authority.WithSkew(h.skew), authority.WithQueueLimit(3))
+	a := h.authority(h.store, authority.WithQueueLimit(3))
 	for i := range 3 {
 		h.accept(a, queued("staging", fmt.Sprintf("p%d", i), sha("b", i), "api"), false)
 	}

@@ -68,6 +68,7 @@ func (h *harness) wantPromotionWait(a *authority.Authority, gen int64, commit, l
 }
 
 func testPromotionWaits(t *testing.T, h *harness) {
+	h.singleDocument("the reads of a gate on one document")
 	x, y := sha("x", 1), sha("y", 1)
 	a := h.process()
 	res := h.accept(a, prodPush("p-x", x, requiresStaging), true)
@@ -124,7 +125,7 @@ func testPromotionAncestor(t *testing.T, h *harness) {
 	anc := &authority.Requirements{Environments: []string{"staging"}, Ancestor: true}
 	comparer := fakeComparer{answers: map[string]authority.CommitOrder{x + ".." + y: authority.Ahead}}
 	withComparer := func() *authority.Authority {
-		return authority.New(h.store, authority.WithClock(h.clock), authority.WithSkew(h.skew), authority.WithPromotionComparer(comparer))
+		return h.authority(h.store, authority.WithPromotionComparer(comparer))
 	}
 	s := h.process()
 	h.live(s, "staging", "s-z", z, "api") // z does not build on x
@@ -189,6 +190,7 @@ func testPromotionSweep(t *testing.T, h *harness) {
 }
 
 func testPromotionRecorded(t *testing.T, h *harness) {
+	h.singleDocument("the newest event by one event counter")
 	x := sha("x", 4)
 	a := h.process()
 	res := h.accept(a, prodPush("p-1", x, requiresStaging), true)
@@ -255,7 +257,7 @@ func (c *countingComparer) Compare(context.Context, authority.Intent, string, st
 func testPromotionAskedOnce(t *testing.T, h *harness) {
 	x, z := sha("x", 5), sha("z", 5)
 	c := &countingComparer{}
-	a := authority.New(h.store, authority.WithClock(h.clock), authority.WithSkew(h.skew), authority.WithPromotionComparer(c))
+	a := h.authority(h.store, authority.WithPromotionComparer(c))
 	h.live(h.process(), "staging", "s-z", z, "api")
 	res := h.accept(a, prodPush("p-x", x, &authority.Requirements{Environments: []string{"staging"}, Ancestor: true}), true)
 	for range 3 {

@@ -101,7 +101,7 @@ func testSoakAncestor(t *testing.T, h *harness) {
 	answers := map[string]authority.CommitOrder{}
 	// Each gate asks in a process of its own: what it recorded is read back from the store.
 	prod := func() *authority.Authority {
-		return authority.New(h.store, authority.WithClock(h.clock), authority.WithSkew(h.skew), authority.WithPromotionComparer(fakeComparer{answers}))
+		return h.authority(h.store, authority.WithPromotionComparer(fakeComparer{answers}))
 	}
 	descendant := func(i int) string {
 		d := sha("50c", i)

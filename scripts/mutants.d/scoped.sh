@@ -1,0 +1,21 @@
+# shellcheck shell=bash
+# Sourced by scripts/mutants: the per-scope layout (internal/authority/scoped.go) keeps an
+# environment in a head, a document per scope and a directory; an intent of several scopes is
+# accepted on all of them or on none as far as any reader sees, and a decision made on remembered
+# scope documents is proved current before it is written.
+
+mutant "a reader does not apply the head's log to the scopes it reads" internal/authority/scoped.go \
+  's/if d, ok := v\.scopes\[name\]; ok && l\.Generation > appliedOf\(d\) \{/if d, ok := v.scopes[name]; false \&\& ok \&\& l.Generation > appliedOf(d) {/' \
+  TestConformanceSplit/Outbox/SeveralScopesCrashAtEveryStep
+mutant "an intent of several scopes is not put in the head's log" internal/authority/scoped.go \
+  's/\tif !e\.Split \|\| len\(in\.Scopes\) < 2 \{/\tif true {/' \
+  TestConformanceSplit/Outbox/SeveralScopesCrashAtEveryStep
+mutant "a decision on a remembered scope it does not write is not made again on a fresh one" internal/authority/scoped.go \
+  's/ \|\| v\.unwritten\(p\)\) \{/) {/' \
+  TestConformanceSplit/Property/Coordination
+mutant "a scope's events are stored under the key of the scope each event names" internal/authority/scoped.go \
+  's/return ScopeEventKey\(e\.Name, name, ev\.Seq\)/return ScopeEventKey(e.Name, ev.Scope+name[:0], ev.Seq)/' \
+  TestConformanceSplit/Authority/Property
+mutant "a completion of one scope clears the pending mark of the others" internal/authority/scoped.go \
+  's/Pending: s\.HasPending\(\), Env: s\}/Pending: false, Env: s}/' \
+  TestConformanceSplit/Pending
