@@ -799,7 +799,11 @@ func (a *Authority) lock(key string) func() {
 // backoff waits a random time below a ceiling that doubles with each conflict, from 4 ms up to about
 // one second: racing processes spread out instead of colliding again on their next write.
 func backoff(ctx context.Context, attempt int) error {
-	ceiling := 4 * time.Millisecond << min(attempt, 8)
+	return pause(ctx, 4*time.Millisecond<<min(attempt, 8))
+}
+
+// pause waits a random time below ceiling, or until ctx ends.
+func pause(ctx context.Context, ceiling time.Duration) error {
 	t := time.NewTimer(time.Duration(rand.Int64N(int64(ceiling)) + 1))
 	defer t.Stop()
 	select {

@@ -228,9 +228,9 @@ func (a *Authority) SetPolicy(ctx context.Context, env string, p Policy, actor s
 		if d.Env == nil {
 			return false, &InputError{Field: "environment", Value: env, Fix: "unknown environment: nothing was ever accepted for it; check the name"}
 		}
-		// Sticky: a write of the per-scope layout that landed its head and decides again for a
-		// scope finds the policy it set.
-		changed = changed || d.Env.policy() != p
+		// In the per-scope layout a write that landed its head and decides again for a scope finds
+		// the policy it set: what it reports stays.
+		changed = d.Env.policy() != p || changed && d.Env.Split
 		d.Env.setPolicy(p, actor, now)
 		return changed, nil
 	})

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -1073,13 +1072,5 @@ func headWritten(p *plan) bool { return p.headDone }
 // headBackoff waits a random time below a ceiling that grows from 1 ms to 32 ms with each lost
 // race for the head.
 func headBackoff(ctx context.Context, attempt int) error {
-	ceiling := time.Millisecond << min(attempt, 5)
-	t := time.NewTimer(time.Duration(rand.Int64N(int64(ceiling)) + 1))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return pause(ctx, time.Millisecond<<min(attempt, 5))
 }
