@@ -72,10 +72,10 @@ mutant "on read: the command line prints the chain of operations around a corrup
 
 # latestwins policy refuses an environment nothing was accepted for, as every other verb does.
 mutant "the policy of an unknown environment creates it" internal/authority/policy.go \
-  's/\t\tif d\.Env == nil \{\n\t\t\treturn false, &InputError\{Field: "environment", Value: env, Fix: "unknown environment: nothing was ever accepted for it; check the name"\}\n\t\t\}\n\t\tchanged = /\t\tif d.Env == nil {\n\t\t\td.Env = newEnv(env)\n\t\t}\n\t\tchanged = /' \
+  's/\t\tif d\.Env == nil \{\n\t\t\treturn false, &InputError\{Field: "environment", Value: env, Fix: "unknown environment: nothing was ever accepted for it; check the name"\}\n\t\t\}\n\t\t\/\/ In the per-scope/\t\tif d.Env == nil {\n\t\t\td.Env = newEnv(env)\n\t\t}\n\t\t\/\/ In the per-scope/' \
   TestConformance/InputErrors/Refused
 mutant "the policy of an unknown environment creates it (command line)" internal/authority/policy.go \
-  's/\t\tif d\.Env == nil \{\n\t\t\treturn false, &InputError\{Field: "environment", Value: env, Fix: "unknown environment: nothing was ever accepted for it; check the name"\}\n\t\t\}\n\t\tchanged = /\t\tif d.Env == nil {\n\t\t\td.Env = newEnv(env)\n\t\t}\n\t\tchanged = /' \
+  's/\t\tif d\.Env == nil \{\n\t\t\treturn false, &InputError\{Field: "environment", Value: env, Fix: "unknown environment: nothing was ever accepted for it; check the name"\}\n\t\t\}\n\t\t\/\/ In the per-scope/\t\tif d.Env == nil {\n\t\t\td.Env = newEnv(env)\n\t\t}\n\t\t\/\/ In the per-scope/' \
   TestPolicyOfAnUnknownEnvironmentIsRefused ./internal/cli/
 mutant "the policy verb of an unknown environment creates the store" internal/cli/verbs.go \
   's/is not made for the refusal\.\n\tc\.mode = storeMustExist/is not made for the refusal.\n\tc.mode = storeCreate/' \
