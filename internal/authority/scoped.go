@@ -320,7 +320,6 @@ func (v *view) assemble(a *Authority, now time.Time) {
 		e.Log = slices.Clone(h.Log)
 		e.Accepts = slices.Clone(h.Accepts)
 		e = e.clone() // its own requirements and gates
-		e.Split = true
 	}
 	v.accepts = map[string]string{}
 	for _, in := range e.Accepts {
@@ -665,7 +664,7 @@ func (a *Authority) writeSplit(ctx context.Context, env string, head *Doc, names
 		// scopes that do not conflict otherwise. A lost race for a scope backs off as the single
 		// document does.
 		wait := backoff
-		if p.head != nil && !headWritten(p) {
+		if p.head != nil && !p.headDone {
 			wait = headBackoff
 		}
 		if err := wait(ctx, attempt); err != nil {
@@ -1066,8 +1065,6 @@ func (a *Authority) splitTimeline(ctx context.Context, e *Env, before int64, lim
 	})
 	return page, nil
 }
-
-func headWritten(p *plan) bool { return p.headDone }
 
 // headBackoff waits a random time below a ceiling that grows from 1 ms to 32 ms with each lost
 // race for the head.
