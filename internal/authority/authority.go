@@ -52,12 +52,16 @@ type Authority struct {
 	// stored: key -> what of the document's outbox this process knows to be stored as records.
 	stored     map[string]*storedMark
 	retention  time.Duration
-	queueLimit int                      // pending intents one scope may hold
-	scoped     bool                     // new environments use the per-scope layout (WithScopeDocuments)
-	promoter   Comparer                 // asked whether a commit live in a required environment descends from one waiting
-	wake       map[string]chan struct{} // key -> closed at the next write of the document (Changed)
-	observer   Observer                 // told every gate's answer; nil: nobody
-	descends   descendsCache
+	queueLimit int  // pending intents one scope may hold
+	scoped     bool // new environments use the per-scope layout (WithScopeDocuments)
+	// layoutKnown: the store's settings say new environments use the per-scope layout
+	// (PerScopeDefault); layoutAt: when they were last read.
+	layoutKnown bool
+	layoutAt    time.Time
+	promoter    Comparer                 // asked whether a commit live in a required environment descends from one waiting
+	wake        map[string]chan struct{} // key -> closed at the next write of the document (Changed)
+	observer    Observer                 // told every gate's answer; nil: nobody
+	descends    descendsCache
 }
 
 // Option configures an Authority.
@@ -167,7 +171,7 @@ func (a *Authority) Accept(ctx context.Context, in Intent, claim bool, opts ...A
 	_, err := a.updateIn(ctx, in.Environment, names, prepare, false, func(d *Doc, now time.Time) (bool, error) {
 		if d.Env == nil {
 			d.Env = newEnv(in.Environment)
-			d.Env.Split = a.scoped // a new environment is written in the per-scope layout when so told
+			d.Env.Split = d.Assembled // a new environment is written in the per-scope layout when the store's settings say so
 		}
 		if prior == nil {
 			if err := d.Env.checkCapacity(in.Scopes); err != nil {
@@ -653,8 +657,18 @@ func (a *Authority) write(ctx context.Context, key string, names namesFunc, prep
 			if loaded, err = a.load(ctx, key); err != nil {
 				return nil, err
 			}
-			if isSplit(loaded) || loaded.Env == nil && a.scoped {
+			if loaded, err = a.finishIfMoving(ctx, env, loaded); err != nil {
+				return nil, err
+			}
+			if isSplit(loaded) {
 				return a.writeSplit(ctx, env, loaded, names, prepare, flush, fn)
+			}
+			if loaded.Env == nil {
+				if per, err := a.PerScopeDefault(ctx); err != nil {
+					return nil, err
+				} else if per {
+					return a.writeSplit(ctx, env, loaded, names, prepare, flush, fn)
+				}
 			}
 		}
 	}

@@ -100,13 +100,25 @@ func (a *Authority) Move(ctx context.Context, env, to string, target Store) (*Mo
 	} else if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("move %s: read the target: %w", env, err)
 	}
+	// A move to the per-scope layout that a stopped process began is finished first.
+	if d, err := a.load(ctx, EnvKey(env)); err != nil {
+		return nil, fmt.Errorf("move %s: %w", env, err)
+	} else if d, err = a.finishIfMoving(ctx, env, d); err != nil {
+		return nil, fmt.Errorf("move %s: %w", env, err)
+	} else if isSplit(d) {
+		return a.moveSplit(ctx, env, to, target)
+	}
 	d, err := a.markMoved(ctx, env, to)
 	if err != nil {
 		return nil, err
 	}
 	e := d.Env
 	res := &MoveResult{Environment: env, Generation: e.Desired, Scopes: len(e.Scopes)}
-	recs, left, err := a.movedRecords(ctx, e)
+	keys := make([]string, 0, e.EventSeq)
+	for seq := int64(1); seq <= e.EventSeq; seq++ {
+		keys = append(keys, EventKey(e.Name, seq))
+	}
+	recs, left, err := a.movedRecords(ctx, env, keys, []*Env{e})
 	if err != nil {
 		return nil, fmt.Errorf("move %s: %w", env, err)
 	}
@@ -184,9 +196,10 @@ func (a *Authority) markMoved(ctx context.Context, env, to string) (*Doc, error)
 	return nil, fmt.Errorf("move %s: gave up after %d conflicting attempts: %w", env, maxAttempts, ErrConflict)
 }
 
-// movedRecords reads what e's history holds within the retention: its events by number, its
-// intent records by listing (when the store can), and what its outbox holds, which wins.
-func (a *Authority) movedRecords(ctx context.Context, e *Env) ([]Record, bool, error) {
+// movedRecords reads what env's history holds within the retention: its events by their keys,
+// its intent records by listing (when the store can), and what the outboxes of its documents
+// parts hold, which wins.
+func (a *Authority) movedRecords(ctx context.Context, env string, eventKeys []string, parts []*Env) ([]Record, bool, error) {
 	now := a.clock.Now()
 	byKey := map[string]Record{}
 	keys := make([]string, 0, maxRecordsPerRead)
@@ -203,8 +216,8 @@ func (a *Authority) movedRecords(ctx context.Context, e *Env) ([]Record, bool, e
 		keys = keys[:0]
 		return nil
 	}
-	for seq := int64(1); seq <= e.EventSeq; seq++ {
-		if keys = append(keys, EventKey(e.Name, seq)); len(keys) == maxRecordsPerRead {
+	for _, k := range eventKeys {
+		if keys = append(keys, k); len(keys) == maxRecordsPerRead {
 			if err := flush(); err != nil {
 				return nil, false, err
 			}
@@ -216,7 +229,7 @@ func (a *Authority) movedRecords(ctx context.Context, e *Env) ([]Record, bool, e
 	left := true
 	if l, ok := a.store.(RecordLister); ok {
 		left = false
-		prefix := IntentKey(e.Name, "")
+		prefix := IntentKey(env, "")
 		got, err := l.ListRecords(ctx, prefix)
 		if err != nil {
 			return nil, false, fmt.Errorf("list the intent records: %w", err)
@@ -227,9 +240,11 @@ func (a *Authority) movedRecords(ctx context.Context, e *Env) ([]Record, bool, e
 			}
 		}
 	}
-	for _, r := range a.records(e) {
-		if now.Before(r.ExpiresAt) {
-			byKey[r.Key] = r
+	for _, e := range parts {
+		for _, r := range a.records(e) {
+			if now.Before(r.ExpiresAt) {
+				byKey[r.Key] = r
+			}
 		}
 	}
 	out := make([]Record, 0, len(byKey))
@@ -237,4 +252,198 @@ func (a *Authority) movedRecords(ctx context.Context, e *Env) ([]Record, bool, e
 		out = append(out, byKey[k])
 	}
 	return out, left, nil
+}
+
+// moveSplit is Move for an environment in the per-scope layout. The head is marked first, with
+// a conditional write, so that no new generation and no new scope appear here; then every scope's
+// document, each with a conditional write, so that no transition that read the head before its
+// mark changes a scope after the copy read it (a transition refuses a scope document that holds
+// the marker). The copy then reads the marked documents, writes the records, the scopes'
+// documents and the directory into the target, and the head last: a target holds the
+// environment once its head is there. Interrupted at any request, Move run again carries on.
+func (a *Authority) moveSplit(ctx context.Context, env, to string, target Store) (*MoveResult, error) {
+	head, err := a.markMovedSplit(ctx, env, to)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := a.load(ctx, DirKey(env))
+	if err != nil {
+		return nil, fmt.Errorf("move %s: %w", env, err)
+	}
+	var names []string
+	if dir.Env != nil {
+		names = dir.Env.Dir
+	}
+	for _, name := range names {
+		if err := a.markScopeMoved(ctx, env, name, *head.Env.Moved); err != nil {
+			return nil, err
+		}
+	}
+	v, err := a.readView(ctx, env, head, nil, true)
+	if err != nil {
+		return nil, fmt.Errorf("move %s: %w", env, err)
+	}
+	e := v.doc.Env
+	now := a.clock.Now()
+	for _, name := range sortedKeys(e.Scopes) {
+		// A pass that took its lease between the head's mark and its scope's is refused its next
+		// write here; the move waits for the lease to end.
+		if l := e.Scopes[name].Lease; liveLease(&l, now, a.skew) {
+			return nil, &LeasedError{Environment: env, Scope: name, Lease: l}
+		}
+	}
+	res := &MoveResult{Environment: env, Generation: e.Desired, Scopes: len(e.Scopes)}
+	var keys []string
+	parts := []*Env{head.Env}
+	for seq := int64(1); seq <= head.Env.EventSeq; seq++ {
+		keys = append(keys, EventKey(env, seq))
+	}
+	for _, name := range sortedKeys(v.scopes) {
+		d := v.scopes[name]
+		if d.Env == nil {
+			continue
+		}
+		parts = append(parts, d.Env)
+		for seq := int64(1); seq <= d.Env.EventSeq; seq++ {
+			keys = append(keys, ScopeEventKey(env, name, seq))
+		}
+	}
+	recs, left, err := a.movedRecords(ctx, env, keys, parts)
+	if err != nil {
+		return nil, fmt.Errorf("move %s: %w", env, err)
+	}
+	res.IntentsLeft = left
+	for _, r := range recs {
+		if r.Event != nil {
+			res.Events++
+		} else {
+			res.Intents++
+		}
+	}
+	switch have, err := target.Get(ctx, EnvKey(env)); {
+	case err == nil && have.Env != nil && have.Env.Moved == nil && have.Env.Desired >= e.Desired && have.Env.EventSeq >= head.Env.EventSeq:
+		res.Already = true
+		return res, nil
+	case err == nil:
+		return nil, &InputError{Field: "to", Value: to, Fix: fmt.Sprintf("the target already holds environment %s: move it into a store that does not", env)}
+	case !errors.Is(err, ErrNotFound):
+		return nil, fmt.Errorf("move %s: read the target: %w", env, err)
+	}
+	for chunk := range slices.Chunk(recs, maxRecordsPerRead) {
+		if err := target.PutRecords(ctx, chunk); err != nil {
+			return nil, fmt.Errorf("move %s: store the records in the target: %w", env, err)
+		}
+	}
+	// The target's documents: each scope with its own event numbers, the directory, the head.
+	// Nothing reads them before the head is there, so one an interrupted move left is replaced.
+	docs := make([]*Doc, 0, len(e.Scopes)+2)
+	for _, name := range sortedKeys(e.Scopes) {
+		s := &Env{Name: env, Part: partScope, Scopes: map[string]*Scope{name: e.Scopes[name]}, Applied: e.Desired}
+		if d := v.scopes[name]; d != nil && d.Env != nil {
+			s.EventSeq = d.Env.EventSeq
+		}
+		docs = append(docs, &Doc{Key: ScopeKey(env, name), Pending: s.HasPending(), Env: s})
+	}
+	docs = append(docs, &Doc{Key: DirKey(env), Env: &Env{Name: env, Part: partDir, Dir: sortedKeys(e.Scopes)}})
+	for _, d := range docs {
+		if err := replaceDoc(ctx, target, d); err != nil {
+			return nil, fmt.Errorf("move %s: write %s in the target: %w", env, d.Key, err)
+		}
+	}
+	h := &Env{Name: env, Part: partHead, Policy: e.Policy, Requires: e.Requires, Gates: e.Gates, AlertAfter: e.AlertAfter,
+		Desired: e.Desired, EventSeq: head.Env.EventSeq}
+	if _, err := target.Put(ctx, &Doc{Key: EnvKey(env), Env: h}); err != nil {
+		return nil, fmt.Errorf("move %s: write the state in the target: %w", env, err)
+	}
+	return res, nil
+}
+
+// replaceDoc writes d into s whatever s holds under its key.
+func replaceDoc(ctx context.Context, s Store, d *Doc) error {
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		cur, err := s.Get(ctx, d.Key)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			d.Rev = 0
+		case err != nil:
+			return err
+		default:
+			d.Rev = cur.Rev
+		}
+		if _, err = s.Put(ctx, d); !errors.Is(err, ErrConflict) {
+			return err
+		}
+	}
+	return fmt.Errorf("gave up after %d conflicting attempts: %w", maxAttempts, ErrConflict)
+}
+
+// markMovedSplit writes the marker into the head of env in the per-scope layout, unless it holds
+// one to the same place, refusing while a scope's lease is live; it returns the head as marked.
+func (a *Authority) markMovedSplit(ctx context.Context, env, to string) (*Doc, error) {
+	key := EnvKey(env)
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		head, err := a.load(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("move %s: %w", env, err)
+		}
+		if m := head.Env.Moved; m != nil {
+			if m.To != to {
+				return nil, &MovedError{Environment: env, Moved: *m}
+			}
+			return head, nil
+		}
+		v, err := a.readView(ctx, env, head, nil, true)
+		if err != nil {
+			return nil, fmt.Errorf("move %s: %w", env, err)
+		}
+		now := a.clock.Now()
+		for _, name := range sortedKeys(v.doc.Env.Scopes) {
+			if l := v.doc.Env.Scopes[name].Lease; liveLease(&l, now, a.skew) {
+				return nil, &LeasedError{Environment: env, Scope: name, Lease: l}
+			}
+		}
+		work := cloneDoc(head)
+		work.Env.Moved = &Moved{To: to, At: now}
+		work.Pending = false
+		if _, err := a.store.Put(ctx, work); err == nil {
+			a.forget(key)
+			a.woke(key)
+			return work, nil
+		} else if !errors.Is(err, ErrConflict) {
+			return nil, fmt.Errorf("move %s: mark %s: %w", env, key, err)
+		}
+		a.forget(key)
+		if err := backoff(ctx, attempt); err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("move %s: gave up after %d conflicting attempts: %w", env, maxAttempts, ErrConflict)
+}
+
+// markScopeMoved writes the marker m into scope name's document, unless it holds one.
+func (a *Authority) markScopeMoved(ctx context.Context, env, name string, m Moved) error {
+	key := ScopeKey(env, name)
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		d, err := a.load(ctx, key)
+		if err != nil {
+			return fmt.Errorf("move %s: %w", env, err)
+		}
+		if d.Env == nil || d.Env.Moved != nil {
+			return nil
+		}
+		work := cloneDoc(d)
+		work.Env.Moved = &m
+		work.Pending = false
+		if _, err := a.store.Put(ctx, work); err == nil {
+			a.forget(key)
+			return nil
+		} else if !errors.Is(err, ErrConflict) {
+			return fmt.Errorf("move %s: mark %s: %w", env, key, err)
+		}
+		a.forget(key)
+		if err := backoff(ctx, attempt); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("move %s: mark %s: gave up after %d conflicting attempts: %w", env, key, maxAttempts, ErrConflict)
 }

@@ -316,7 +316,7 @@ func (v *view) unwritten(p *plan) bool {
 func (v *view) assemble(a *Authority, now time.Time) {
 	e := &Env{Name: v.env, Split: true, Scopes: map[string]*Scope{}}
 	if h := v.head.Env; h != nil {
-		e.Policy, e.Requires, e.Gates, e.AlertAfter, e.Desired = h.Policy, h.Requires, h.Gates, h.AlertAfter, h.Desired
+		e.Policy, e.Requires, e.Gates, e.AlertAfter, e.Desired, e.Moved = h.Policy, h.Requires, h.Gates, h.AlertAfter, h.Desired, h.Moved
 		e.Log = slices.Clone(h.Log)
 		e.Accepts = slices.Clone(h.Accepts)
 		e = e.clone() // its own requirements and gates
@@ -350,7 +350,7 @@ func (v *view) assemble(a *Authority, now time.Time) {
 	if v.head.Env == nil {
 		e = nil // nothing stored: a transition sees no environment, as in the single document
 	}
-	v.doc = &Doc{Key: EnvKey(v.env), Rev: v.head.Rev, Pending: v.head.Pending, Env: e}
+	v.doc = &Doc{Key: EnvKey(v.env), Rev: v.head.Rev, Pending: v.head.Pending, Env: e, Assembled: true}
 }
 
 func appliedOf(d *Doc) int64 {
@@ -596,6 +596,10 @@ func (a *Authority) writeSplit(ctx context.Context, env string, head *Doc, names
 				return nil, err
 			}
 		}
+		var err error
+		if head, err = a.finishIfMoving(ctx, env, head); err != nil {
+			return nil, err
+		}
 		if err := movedError(head); err != nil {
 			return nil, err
 		}
@@ -606,6 +610,13 @@ func (a *Authority) writeSplit(ctx context.Context, env string, head *Doc, names
 		v, err := a.readView(ctx, env, head, names, fresh)
 		if err != nil {
 			return nil, err
+		}
+		for _, name := range sortedKeys(v.scopes) {
+			// Marked by a Move of the environment that began after this transition read the head.
+			if err := movedError(v.scopes[name]); err != nil {
+				a.forget(v.scopes[name].Key)
+				return nil, err
+			}
 		}
 		if prepare != nil {
 			if err := prepare(ctx, v.doc); err != nil {
@@ -804,6 +815,9 @@ func (a *Authority) completeScope(ctx context.Context, env, name string) error {
 		if err != nil {
 			return err
 		}
+		if movedError(head) != nil {
+			return nil // a Move carries the log as applied
+		}
 		v, err := a.readView(ctx, env, head, scopesOf([]string{name}), true)
 		if err != nil {
 			return err
@@ -813,7 +827,7 @@ func (a *Authority) completeScope(ctx context.Context, env, name string) error {
 			return err
 		}
 		p.head, p.logged = nil, nil
-		if len(p.scopes) == 0 {
+		if len(p.scopes) == 0 || movedError(v.scopes[name]) != nil {
 			return nil
 		}
 		ok, err := a.putPart(ctx, p.scopes[0], false, true)
@@ -834,7 +848,7 @@ func (a *Authority) trimLog(ctx context.Context, env string, gens []int64) error
 		if err != nil {
 			return err
 		}
-		if !isSplit(head) {
+		if !isSplit(head) || head.Env.Moved != nil {
 			return nil
 		}
 		h := head.Env.clone()
@@ -865,7 +879,7 @@ func (a *Authority) trimLog(ctx context.Context, env string, gens []int64) error
 // the log: what the sweep does, and an accept that finds the log full.
 func (a *Authority) completeLog(ctx context.Context, env string) error {
 	head, err := a.load(ctx, EnvKey(env))
-	if err != nil || !isSplit(head) || len(head.Env.Log) == 0 {
+	if err != nil || !isSplit(head) || len(head.Env.Log) == 0 || head.Env.Moved != nil {
 		return err
 	}
 	var gens []int64
@@ -896,6 +910,9 @@ func (a *Authority) readEnvScopes(ctx context.Context, env string, names []strin
 	d, err := a.load(ctx, EnvKey(env))
 	if err != nil || !isSplit(d) {
 		return d, err
+	}
+	if isMigrating(d) {
+		return singleOf(d), nil // a move to this layout not yet finished: the single document it was
 	}
 	var nf namesFunc
 	if names != nil {

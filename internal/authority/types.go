@@ -74,6 +74,11 @@ type Doc struct {
 	// Kept is a value a package above the domain keeps beside an environment (KeptKey): JSON the
 	// Authority never reads.
 	Kept json.RawMessage `json:"kept,omitempty"`
+
+	// Assembled: a transition of an environment in the per-scope layout sees this document
+	// assembled from its parts (or none yet, for one the transition creates in that layout).
+	// Never stored.
+	Assembled bool `json:"-"`
 }
 
 // Document and record keys. Environment names hold no '#', so a key names one item.

@@ -20,3 +20,12 @@ mutant "a moved document keeps the layout older builds write over" internal/auth
 mutant "the App's overviews fail on a moved environment" app/internal/core/env.go \
   's/\t\tcase errors\.Is\(err, authority\.ErrMoved\):\n/\t\tcase false:\n/' \
   TestOverviewLeavesAMovedEnvironmentOut ./internal/apiclient/
+mutant "a move of the per-scope layout copies the head and not the scopes" internal/authority/move.go \
+  's/\tdocs = append\(docs, &Doc\{Key: DirKey\(env\)/\tdocs = docs[:0]\n\tdocs = append(docs, \&Doc{Key: DirKey(env)/' \
+  TestMove/CarriesStateHistoryAndIntentsPerScope ./internal/store/memory/
+mutant "a transition writes a scope's document that a move marked" internal/authority/scoped.go \
+  's/\t\t\tif err := movedError\(v\.scopes\[name\]\); err != nil \{/\t\t\tif err := movedError(v.scopes[name]); false \&\& err != nil {/' \
+  TestMove/TransitionThatReadTheStateBeforePerScope ./internal/store/memory/
+mutant "a move of the per-scope layout marks the head and not the scopes" internal/authority/move.go \
+  's/\t\tif err := a\.markScopeMoved\(ctx, env, name, \*head\.Env\.Moved\); err != nil \{/\t\tif err := error(nil); name == "" \&\& err != nil {/' \
+  TestMove/TransitionThatReadTheStateBeforePerScope ./internal/store/memory/

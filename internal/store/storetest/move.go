@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -21,18 +23,34 @@ func RunMove(t *testing.T, newSource, newTarget func(t *testing.T) authority.Sto
 	t.Helper()
 	for _, c := range []struct {
 		name string
-		run  func(t *testing.T, src, dst authority.Store)
+		run  func(t *testing.T, src, dst authority.Store, split bool)
 	}{
 		{"CarriesStateHistoryAndIntents", testMoveCarries},
 		{"RefusedWhileLeased", testMoveRefusedWhileLeased},
 		{"RefusedIntoATargetThatHoldsIt", testMoveRefusedIntoHolder},
 		{"InterruptedThenRunAgain", testMoveInterrupted},
+		{"RacingPasses", testMoveRacingPasses},
+		{"TransitionThatReadTheStateBefore", testMoveAfterARead},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.run(t, newSource(t), newTarget(t))
-		})
+		for _, split := range []bool{false, true} {
+			name := c.name
+			if split {
+				name += "PerScope" // the environment in the per-scope layout, here and there
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				c.run(t, newSource(t), newTarget(t), split)
+			})
+		}
 	}
+}
+
+// movePair is the harnesses of a move's source and target, on one clock.
+func movePair(t *testing.T, src, dst authority.Store, split bool) (*harness, *harness) {
+	h, th := newHarness(t, src), newHarness(t, dst)
+	th.clock = h.clock
+	h.split, th.split = split, split
+	return h, th
 }
 
 const moveEnv = "moving"
@@ -64,13 +82,12 @@ func seedMove(t *testing.T, h *harness) int64 {
 // intents waiting there become records; Events is filled by reading).
 func comparable(e *authority.Env) *authority.Env {
 	c := *e
-	c.Outbox, c.Accepts, c.Events, c.Moved = nil, nil, nil, nil
+	c.Outbox, c.Accepts, c.Events, c.Moved, c.Streams = nil, nil, nil, nil, nil
 	return &c
 }
 
-func testMoveCarries(t *testing.T, src, dst authority.Store) {
-	h, th := newHarness(t, src), newHarness(t, dst)
-	th.clock = h.clock
+func testMoveCarries(t *testing.T, src, dst authority.Store, split bool) {
+	h, th := movePair(t, src, dst, split)
 	maxToken := seedMove(t, h)
 	before := h.env(moveEnv)
 	mover := h.authority(src)
@@ -145,8 +162,8 @@ func testMoveCarries(t *testing.T, src, dst authority.Store) {
 	}
 }
 
-func testMoveRefusedWhileLeased(t *testing.T, src, dst authority.Store) {
-	h := newHarness(t, src)
+func testMoveRefusedWhileLeased(t *testing.T, src, dst authority.Store, split bool) {
+	h, _ := movePair(t, src, dst, split)
 	a := h.process()
 	h.accept(a, push(moveEnv, "push-1", sha("a", 1), "api"), true)
 	g := h.gate(a, moveEnv, 1, "run-1", "api")
@@ -165,9 +182,8 @@ func testMoveRefusedWhileLeased(t *testing.T, src, dst authority.Store) {
 	}
 }
 
-func testMoveRefusedIntoHolder(t *testing.T, src, dst authority.Store) {
-	h, th := newHarness(t, src), newHarness(t, dst)
-	th.clock = h.clock
+func testMoveRefusedIntoHolder(t *testing.T, src, dst authority.Store, split bool) {
+	h, th := movePair(t, src, dst, split)
 	h.accept(h.process(), push(moveEnv, "push-1", sha("a", 1), "api"), false)
 	th.accept(th.process(), push(moveEnv, "other", sha("b", 1), "api"), false)
 	mover := h.authority(src)
@@ -192,9 +208,8 @@ func (s *failingPut) Put(ctx context.Context, d *authority.Doc) (int64, error) {
 	return s.Store.Put(ctx, d)
 }
 
-func testMoveInterrupted(t *testing.T, src, dst authority.Store) {
-	h, th := newHarness(t, src), newHarness(t, dst)
-	th.clock = h.clock
+func testMoveInterrupted(t *testing.T, src, dst authority.Store, split bool) {
+	h, th := movePair(t, src, dst, split)
 	seedMove(t, h)
 	before := h.env(moveEnv)
 	mover := h.authority(src)
@@ -215,5 +230,120 @@ func testMoveInterrupted(t *testing.T, src, dst authority.Store) {
 	}
 	if diff := cmp.Diff(before.Events, after.Events, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("timeline in the target (-source +target):\n%s", diff)
+	}
+}
+
+// testMoveRacingPasses: passes on eight scopes run while the environment moves: each step of a
+// pass lands before the move read it, and is in the target, or is refused with where the state
+// went; none is lost.
+func testMoveRacingPasses(t *testing.T, src, dst authority.Store, split bool) {
+	h, th := movePair(t, src, dst, split)
+	scopes := []string{"s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"}
+	h.accept(h.process(), push(moveEnv, "seed", sha("a", 0), scopes...), false)
+	var wg sync.WaitGroup
+	begin := make(chan struct{})
+	accepted := make([]int64, len(scopes))
+	deployed := make([]bool, len(scopes))
+	for i, s := range scopes {
+		wg.Go(func() {
+			<-begin
+			a := h.process()
+			res, err := a.Accept(h.ctx, push(moveEnv, "run-"+s, sha("b", i), s), true)
+			if err != nil {
+				if !errors.Is(err, authority.ErrMoved) {
+					t.Errorf("accept in %s beside the move: %v", s, err)
+				}
+				return
+			}
+			accepted[i] = res.Generation
+			g, err := a.Gate(h.ctx, authority.GateRequest{Environment: moveEnv, Generation: res.Generation, Scopes: []string{s}, Phase: "deploy", Holder: "run-" + s, LeaseTTL: testTTL})
+			if err != nil {
+				if !errors.Is(err, authority.ErrMoved) {
+					t.Errorf("gate in %s beside the move: %v", s, err)
+				}
+				return
+			}
+			c, err := a.Complete(h.ctx, authority.Completion{Environment: moveEnv, Generation: g.Generation, Scopes: []string{s}, Holder: g.Holder,
+				Tokens: g.Tokens, Outcome: authority.OutcomeSuccess, Attempt: 1, MaxAttempts: 3})
+			switch {
+			case err == nil:
+				deployed[i] = c.Results[s] == authority.ResultDeployed
+			case !errors.Is(err, authority.ErrMoved):
+				t.Errorf("complete in %s beside the move: %v", s, err)
+			}
+		})
+	}
+	mover := h.authority(src)
+	close(begin)
+	var moveErr error
+	for attempt := range 40 {
+		// A pass that holds its lease refuses the move. Each pass ends by its completion or by
+		// the refusal of its next step; once all have, a lease a refused pass left runs out.
+		if _, moveErr = mover.Move(h.ctx, moveEnv, "elsewhere", dst); !errors.Is(moveErr, authority.ErrLeaseHeld) {
+			break
+		}
+		if attempt >= 20 {
+			wg.Wait()
+			h.clock.Advance(testTTL + testSkew + time.Second)
+		}
+	}
+	wg.Wait()
+	if moveErr != nil {
+		t.Fatalf("move beside the passes: %v", moveErr)
+	}
+	after := th.env(moveEnv)
+	for i, s := range scopes {
+		sc := after.Scopes[s]
+		switch {
+		case deployed[i] && (sc.Live == nil || sc.Live.Generation != accepted[i]):
+			t.Errorf("%s deployed generation %d in the source, and the target has %+v live", s, accepted[i], sc.Live)
+		case accepted[i] > 0 && (sc.Mailbox == nil || sc.Mailbox.Generation != accepted[i]) && (sc.Live == nil || sc.Live.Generation != accepted[i]):
+			t.Errorf("%s accepted generation %d in the source, and the target has neither it pending nor live: %+v", s, accepted[i], sc)
+		}
+	}
+}
+
+// pausingStore stops its process right after its first read of key, until resumed.
+type pausingStore struct {
+	authority.Store
+	key     string
+	once    sync.Once
+	paused  chan struct{}
+	resumed chan struct{}
+}
+
+func (s *pausingStore) Get(ctx context.Context, key string) (*authority.Doc, error) {
+	d, err := s.Store.Get(ctx, key)
+	if key == s.key {
+		s.once.Do(func() {
+			close(s.paused)
+			<-s.resumed
+		})
+	}
+	return d, err
+}
+
+// testMoveAfterARead: a transition that read the environment before the move began, and writes
+// after the move read it, is refused with where the state went: its change would be lost.
+func testMoveAfterARead(t *testing.T, src, dst authority.Store, split bool) {
+	h, th := movePair(t, src, dst, split)
+	res := h.accept(h.process(), push(moveEnv, "push-1", sha("a", 1), "api", "web"), false)
+	p := &pausingStore{Store: src, key: authority.EnvKey(moveEnv), paused: make(chan struct{}), resumed: make(chan struct{})}
+	claimed := make(chan error, 1)
+	go func() {
+		_, err := h.authority(p).Claim(h.ctx, moveEnv, res.Generation, []string{"api"})
+		claimed <- err
+	}()
+	<-p.paused
+	if _, err := h.authority(src).Move(h.ctx, moveEnv, "elsewhere", dst); err != nil {
+		close(p.resumed)
+		t.Fatalf("move: %v", err)
+	}
+	close(p.resumed)
+	if err := <-claimed; !errors.Is(err, authority.ErrMoved) {
+		t.Fatalf("a claim that read the environment before the move and wrote after it: %v; want it refused with where the state went", err)
+	}
+	if sc := th.env(moveEnv).Scopes["api"]; sc.Owner != 0 {
+		t.Fatalf("api in the target: owner %d; want the state the move copied, unclaimed", sc.Owner)
 	}
 }

@@ -83,6 +83,7 @@ func runGroups(t *testing.T, newStore func(t *testing.T) authority.Store, split 
 		{"Windows", windowCases()},
 		{"Approvals", approvalCases()},
 		{"Held", heldCases()},
+		{"Layout", layoutCases()},
 	}
 	for _, g := range groups {
 		if len(only) > 0 && !slices.Contains(only, g.name) {

@@ -1,0 +1,21 @@
+# shellcheck shell=bash
+# Sourced by scripts/mutants: moving an environment from the single document to the per-scope
+# layout (internal/authority/migrate.go) is a snapshot, the scopes' documents created from it, and
+# the head without it; whoever meets the snapshot finishes the move first, a reader reads the
+# snapshot whole, and nothing is lost to a stop or a race.
+
+mutant "a scope's document that exists is overwritten from the snapshot" internal/authority/migrate.go \
+  's/\t\treturn nil \/\/ written already: by this move, or after it/\t\tcur, gerr := a.store.Get(ctx, d.Key)\n\t\tif gerr != nil {\n\t\t\treturn gerr\n\t\t}\n\t\td.Rev = cur.Rev\n\t\t_, err = a.store.Put(ctx, d)\n\t\treturn err/' \
+  TestConformance/Layout/MoveRacingWriters
+mutant "a writer does not finish a move it meets" internal/authority/migrate.go \
+  's/\tif !isMigrating\(d\) \{\n\t\treturn d, nil/\tif true {\n\t\treturn d, nil/' \
+  TestConformance/Layout/MoveStoppedAtEveryRequest
+mutant "a reader reads a move not finished as the per-scope layout" internal/authority/scoped.go \
+  's/\tif isMigrating\(d\) \{\n\t\treturn singleOf\(d\), nil/\tif false \&\& isMigrating(d) {\n\t\treturn singleOf(d), nil/' \
+  TestConformance/Layout/MoveStoppedAtEveryRequest
+mutant "the snapshot drops the outbox without storing it" internal/authority/migrate.go \
+  's/\t\tif err := a\.archive\(ctx, d\); err != nil \{/\t\tif err := error(nil); err != nil {/' \
+  TestConformance/Layout/MoveKeepsEverything
+mutant "the head is written without the snapshot before the scopes' documents" internal/authority/migrate.go \
+  's/\tfor range min\(loadParallel, len\(names\)\) \{/\tif _, err := a.store.Put(ctx, \&Doc{Key: head.Key, Rev: head.Rev, Env: \&Env{Name: env, Part: partHead, Desired: snap.Desired, EventSeq: snap.EventSeq, Policy: snap.Policy, Requires: snap.Requires}}); err == nil {\n\t\thead.Rev++\n\t}\n\tfor range min(loadParallel, len(names)) {/' \
+  TestConformance/Layout/MoveStoppedAtEveryRequest
