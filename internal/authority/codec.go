@@ -384,6 +384,10 @@ func DecodeEnv(b []byte) (*Env, error) {
 func decodeEnv(b []byte) (*Env, error) {
 	var probe struct {
 		V int `json:"v"`
+		// Rl, in a layout newer than this build's, names the first release that reads it: a
+		// build that writes a layout after 7 stores it, so that older builds can say which
+		// release to use.
+		Rl string `json:"rl"`
 	}
 	if err := json.Unmarshal(b, &probe); err != nil {
 		return nil, fmt.Errorf("decode environment: %w", err)
@@ -393,6 +397,10 @@ func decodeEnv(b []byte) (*Env, error) {
 		return decodeFirstLayout(b)
 	case storedVersionV2, storedVersionV3, storedVersion, storedVersionMoved, storedVersionGates, storedVersionScoped:
 	default:
+		if probe.Rl != "" {
+			return nil, fmt.Errorf("decode environment: stored layout %d is newer than this build's %d: use latestwins %s or newer (the Action: uses: latestwins/latestwins@%s)",
+				probe.V, storedVersionScoped, probe.Rl, probe.Rl)
+		}
 		return nil, fmt.Errorf("decode environment: stored layout %d is newer than this build's %d: upgrade latestwins", probe.V, storedVersionScoped)
 	}
 	var s storedEnv

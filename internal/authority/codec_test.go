@@ -82,6 +82,11 @@ func TestStoredLayoutVersions(t *testing.T) {
 	if _, err := DecodeEnv([]byte(`{"v":7,"n":"x"}`)); err == nil || !strings.Contains(err.Error(), "upgrade latestwins") {
 		t.Fatalf("a newer layout: %v; want a refusal that says to upgrade", err)
 	}
+	// A layout newer than this build's that names the release reading it: the refusal names it.
+	if _, err := DecodeEnv([]byte(`{"v":8,"n":"x","rl":"v1.9.0"}`)); err == nil || !strings.Contains(err.Error(), "use latestwins v1.9.0 or newer") ||
+		!strings.Contains(err.Error(), "latestwins/latestwins@v1.9.0") {
+		t.Fatalf("a newer layout naming its release: %v; want a refusal that names the release", err)
+	}
 }
 
 func version(t *testing.T, b []byte) int {

@@ -134,7 +134,8 @@ func (e *Env) checkCapacity(scopes []string) error {
 	}
 	if n > MaxScopes {
 		return &InputError{Field: "scopes", Value: strings.Join(scopes, ","),
-			Fix: fmt.Sprintf("environment %s would have %d scopes; at most %d fit, split it into several environments", e.Name, n, MaxScopes)}
+			Fix: fmt.Sprintf("environment %s would have %d scopes; at most %d fit in its single document: move it to the per-scope layout (latestwins migrate --per-scope %s, up to %d scopes) or split it into several environments",
+				e.Name, n, MaxScopes, e.Name, MaxScopesSplit)}
 	}
 	return nil
 }

@@ -15,10 +15,19 @@ import (
 func runMigrate(ctx context.Context, c *cmdEnv, args []string) error {
 	c.newFlags("migrate")
 	var from, to string
+	var perScope bool
 	c.fs.StringVar(&from, "from", "", "with --to: move environments from this store (its URL, as for --store)")
 	c.fs.StringVar(&to, "to", "", "with --from: the store to move environments into; the source then refuses every write with where they went")
+	c.fs.BoolVar(&perScope, "per-scope", false, "move environments (all of them when none is named, and every new one) to the per-scope layout: up to "+
+		fmt.Sprint(authority.MaxScopesSplit)+" scopes each; builds before "+authority.ReleasePerScope+" cannot read them")
 	if err := c.parse(args); err != nil {
 		return err
+	}
+	if perScope {
+		if from != "" || to != "" {
+			return usageErrorf("--per-scope moves environments within --store; move them between stores (--from, --to) first or after")
+		}
+		return migratePerScope(ctx, c, c.positional)
 	}
 	if from == "" && to == "" {
 		if err := c.noArguments(); err != nil {
@@ -119,4 +128,64 @@ func redactStoreURL(raw string) string {
 	}
 	u.User = nil
 	return scheme + strings.TrimPrefix(u.String(), "x")
+}
+
+// migratePerScope moves envs (every one the store holds, and every new one, when none is named) to
+// the per-scope layout (authority.MoveToScopes), one environment at a time, and says what each
+// carried. Run again, it finishes what a stopped run began and leaves the rest as it is.
+func migratePerScope(ctx context.Context, c *cmdEnv, envs []string) error {
+	st, closeFn, err := openStore(ctx, c.s.store, storeMustExist, c.io.Getenv)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	opts, err := c.retention()
+	if err != nil {
+		return err
+	}
+	a := authority.New(st, append(opts, authority.WithLogger(c.log))...)
+	all := len(envs) == 0
+	if all {
+		// New environments first, so that none is created in the single document behind the move.
+		if err := a.SetPerScopeDefault(ctx); err != nil {
+			return err
+		}
+		if envs, err = a.Environments(ctx); err != nil {
+			if errors.Is(err, authority.ErrNotListable) {
+				return usageErrorf("the store %s cannot list its environments: name the ones to move (latestwins migrate --per-scope ENV...)", redactStoreURL(c.s.store))
+			}
+			return err
+		}
+	}
+	for _, env := range envs {
+		if err := authority.ValidateEnvironment(env); err != nil {
+			return err
+		}
+	}
+	var results []*authority.LayoutMove
+	for _, env := range envs {
+		res, err := a.MoveToScopes(ctx, env)
+		if err != nil {
+			return fmt.Errorf("move %s to the per-scope layout (%d of %d moved before it; run the command again to carry on): %w", env, len(results), len(envs), err)
+		}
+		results = append(results, res)
+		if c.s.jsonOut {
+			continue
+		}
+		switch {
+		case res.Already:
+			c.printf("%s: in the per-scope layout already\n", env)
+		case res.Finished:
+			c.printf("%s: finished the move a stopped run began: %d scopes, generation %d\n", env, res.Scopes, res.Desired)
+		default:
+			c.printf("%s: moved to the per-scope layout: %d scopes, generation %d\n", env, res.Scopes, res.Desired)
+		}
+	}
+	if c.s.jsonOut {
+		return c.printJSON(map[string]any{"store": redactStoreURL(c.s.store), "new_environments_per_scope": all, "moved": results})
+	}
+	if all {
+		c.printf("new environments use the per-scope layout\n")
+	}
+	return nil
 }

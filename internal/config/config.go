@@ -571,8 +571,8 @@ func (p *parser) environment(key, val *yaml.Node) (Environment, bool) {
 		if len(scopes.Content) == 0 {
 			p.addf(scopes, "environment %q: scopes is empty; give it at least one scope", e.Name)
 		}
-		if len(scopes.Content)/2 > authority.MaxScopes {
-			p.addf(scopes, "environment %q has %d scopes; at most %d are allowed, split it into several environments", e.Name, len(scopes.Content)/2, authority.MaxScopes)
+		if len(scopes.Content)/2 > authority.MaxScopesSplit {
+			p.addf(scopes, "environment %q has %d scopes; at most %d are allowed, split it into several environments", e.Name, len(scopes.Content)/2, authority.MaxScopesSplit)
 		}
 		seen := map[string]int{}
 		p.fields(scopes, func(k, v *yaml.Node) {

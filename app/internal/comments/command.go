@@ -98,7 +98,7 @@ func ParseCommand(body string) (Command, bool) {
 	var problem string
 	switch name {
 	case CommandDeploy:
-		problem = checkScopes(args, 0, authority.MaxScopes, "deploy [scope...]")
+		problem = checkScopes(args, 0, authority.MaxScopesSplit, "deploy [scope...]")
 	case CommandRedeploy:
 		problem = checkScopes(args, 1, 1, "redeploy SCOPE")
 	case CommandUnlock:
