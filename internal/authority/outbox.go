@@ -126,6 +126,9 @@ type HistoryPage struct {
 	Before int64 `json:"before,omitempty"`
 	// Newest is the number of the environment's newest event.
 	Newest int64 `json:"newest"`
+	// Timed: Before is a time (Unix nanoseconds), not an event number. An environment in the
+	// per-scope layout numbers its events per scope, so its timeline pages by time.
+	Timed bool `json:"timed,omitempty"`
 }
 
 // History returns up to limit events of env's timeline numbered below before (0: the newest),

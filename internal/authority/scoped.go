@@ -1026,7 +1026,7 @@ func (a *Authority) splitTimeline(ctx context.Context, e *Env, before int64, lim
 	if err := fill(curs, int64(min(limit, 8))); err != nil {
 		return nil, err
 	}
-	page := &HistoryPage{Events: []Event{}, Newest: e.EventSeq}
+	page := &HistoryPage{Events: []Event{}, Newest: e.EventSeq, Timed: true}
 	for len(page.Events) < limit {
 		// The cursor whose next event is the newest before the bound.
 		var best *cursor

@@ -123,6 +123,12 @@ func (r *Rollup) AddOrdered(ev authority.Event, o authority.Order) {
 		return
 	}
 	r.Through = max(r.Through, ev.Seq)
+	r.add(ev, o)
+}
+
+// add folds one event in, whatever its number: events of a timeline paged by time, whose numbers
+// are per scope (authority.HistoryPage.Timed), each read once.
+func (r *Rollup) add(ev authority.Event, o authority.Order) {
 	if r.From.IsZero() || ev.At.Before(r.From) {
 		r.From = ev.At
 	}

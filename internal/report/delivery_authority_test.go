@@ -207,3 +207,87 @@ func TestReadRollupStartsAtTheOldestKept(t *testing.T) {
 		t.Errorf("%d reads for 10,000 events kept of 1,000,000: want the bisection's 20 and 10 pages", reads)
 	}
 }
+
+// The per-scope layout numbers events per scope and pages its timeline by time: its rollup, read
+// whole or through the kept one, is the single document's for the same passes, across more than
+// one page of events.
+func TestRollupOfThePerScopeLayout(t *testing.T) {
+	ctx := t.Context()
+	start := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
+	run := func(opts ...authority.Option) (*authority.Authority, *Rollup, *Delivery, *Delivery) {
+		clock := storetest.NewClock(start)
+		auth := authority.New(memory.New(), append(opts, authority.WithClock(clock))...)
+		for i := range 320 {
+			scope := []string{"api", "web", "worker"}[i%3]
+			sha := fmt.Sprintf("%040x", i+1)
+			acc, err := auth.Accept(ctx, authority.Intent{ID: fmt.Sprintf("run-%d", i), Environment: "staging", Scopes: []string{scope}, Sha: sha,
+				Ref: "refs/heads/main", Source: "push", Actor: "octocat", Order: authority.Order{CommittedAt: clock.Now().Add(-time.Minute)}}, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			clock.Advance(7 * time.Minute)
+			if i == 200 {
+				// A report half way keeps its rollup; the last one reads on from it.
+				state, err := auth.Status(ctx, "staging")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := ReadDelivery(ctx, auth, "staging", state, 7*24*time.Hour, clock.Now()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if i%5 == 4 {
+				continue // superseded by the next push of its scope
+			}
+			g, err := auth.Gate(ctx, authority.GateRequest{Environment: "staging", Generation: acc.Generation, Scopes: []string{scope},
+				Phase: "deploy", Holder: sha, LeaseTTL: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			outcome := authority.OutcomeSuccess
+			if i%7 == 3 {
+				outcome = authority.OutcomeFailure
+			}
+			if _, err := auth.Complete(ctx, authority.Completion{Environment: "staging", Generation: acc.Generation, Scopes: []string{scope},
+				Holder: sha, Tokens: g.Tokens, Outcome: outcome, Attempt: 1, MaxAttempts: 1, Run: sha}); err != nil {
+				t.Fatal(err)
+			}
+			clock.Advance(3 * time.Minute)
+		}
+		state, err := auth.Status(ctx, "staging")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := ReadRollup(ctx, auth, "staging", state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := ReadDelivery(ctx, auth, "staging", state, 7*24*time.Hour, clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole, err := wholeDelivery(ctx, auth, "staging", state, 7*24*time.Hour, clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return auth, r, d, whole
+	}
+	// The kept rollup of the single document learnt commit times from the state half way, which
+	// the records do not keep; the per-scope layout's report reads the timeline whole each time,
+	// as the single document's would without a kept rollup.
+	single, want, _, wantDelivery := run()
+	split, got, gotDelivery, _ := run(authority.WithScopeDocuments())
+	if page, err := split.History(ctx, "staging", 0, 1); err != nil || !page.Timed {
+		t.Fatalf("the per-scope layout's timeline: %+v, %v; want it paged by time", page, err)
+	}
+	if page, err := single.History(ctx, "staging", 0, 1); err != nil || page.Timed || page.Newest <= RollupPage {
+		t.Fatalf("the single document's timeline: %+v, %v; want more than a page of numbered events", page, err)
+	}
+	now := start.Add(60 * 24 * time.Hour)
+	if diff := cmp.Diff(want.Report(start, now), got.Report(start, now)); diff != "" {
+		t.Errorf("the rollup of the per-scope layout (-single document +per-scope):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantDelivery, gotDelivery); diff != "" {
+		t.Errorf("the delivery report of the per-scope layout (-single document +per-scope):\n%s", diff)
+	}
+}

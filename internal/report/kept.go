@@ -116,6 +116,11 @@ func keptRollup(ctx context.Context, k Keeper, tl TimelineReader, env string, st
 	if err != nil {
 		return nil, 0, err
 	}
+	if first.Timed {
+		// Numbered per scope: the kept head cannot say which events it holds.
+		full, err := ReadRollup(ctx, tl, env, state)
+		return full, rev, err
+	}
 	newest := first.Newest
 	from := r.Through + 1
 	if from <= newest {

@@ -31,6 +31,9 @@ func ReadRollup(ctx context.Context, tl TimelineReader, env string, state *autho
 	if err != nil {
 		return nil, err
 	}
+	if first.Timed {
+		return readRollupByTime(ctx, tl, env, state)
+	}
 	r := NewRollup(env)
 	newest := first.Newest
 	from, err := oldestKept(ctx, tl, env, newest)
@@ -50,6 +53,59 @@ func ReadRollup(ctx context.Context, tl TimelineReader, env string, state *autho
 				break // newer than the report: the next report counts it
 			}
 			r.AddOrdered(ev, OrderOf(state, ev))
+		}
+	}
+	return r, nil
+}
+
+// readRollupByTime is ReadRollup of a timeline that pages by time (the per-scope layout): the
+// pages' cursors are found newest first, then each page read again and folded in, oldest first,
+// so that it holds one page of events and one cursor per page.
+func readRollupByTime(ctx context.Context, tl TimelineReader, env string, state *authority.Env) (*Rollup, error) {
+	cursors := []int64{0}
+	newest := int64(0)
+	for before := int64(0); ; {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		page, err := tl.History(ctx, env, before, RollupPage)
+		if err != nil {
+			return nil, fmt.Errorf("read the events of %s: %w", env, err)
+		}
+		if before == 0 {
+			newest = page.Newest
+		}
+		if page.Before == 0 {
+			break
+		}
+		before = page.Before
+		cursors = append(cursors, before)
+	}
+	r := NewRollup(env)
+	// Through, here, is how many events the environment had numbered when the read began.
+	r.Through = newest
+	for i := len(cursors) - 1; i >= 0; i-- {
+		// The events at or after the next older cursor and before this one: one page, unless
+		// events of those times became visible since the first read (then a few).
+		var events []authority.Event
+		floor := int64(0)
+		if i+1 < len(cursors) {
+			floor = cursors[i+1]
+		}
+		for before := cursors[i]; ; {
+			page, err := tl.History(ctx, env, before, RollupPage)
+			if err != nil {
+				return nil, fmt.Errorf("read the events of %s: %w", env, err)
+			}
+			older := slices.DeleteFunc(page.Events, func(ev authority.Event) bool { return ev.At.UnixNano() < floor })
+			events = append(older, events...)
+			if page.Before == 0 || page.Before <= floor || len(older) < len(page.Events) {
+				break
+			}
+			before = page.Before
+		}
+		for _, ev := range events {
+			r.add(ev, OrderOf(state, ev))
 		}
 	}
 	return r, nil

@@ -19,3 +19,9 @@ mutant "the snapshot drops the outbox without storing it" internal/authority/mig
 mutant "the head is written without the snapshot before the scopes' documents" internal/authority/migrate.go \
   's/\tfor range min\(loadParallel, len\(names\)\) \{/\tif _, err := a.store.Put(ctx, \&Doc{Key: head.Key, Rev: head.Rev, Env: \&Env{Name: env, Part: partHead, Desired: snap.Desired, EventSeq: snap.EventSeq, Policy: snap.Policy, Requires: snap.Requires}}); err == nil {\n\t\thead.Rev++\n\t}\n\tfor range min(loadParallel, len(names)) {/' \
   TestConformance/Layout/MoveStoppedAtEveryRequest
+mutant "the rollup of a timeline paged by time drops events by their per-scope numbers" internal/report/rollupread.go \
+  's/\t\t\tr\.add\(ev, OrderOf\(state, ev\)\)/\t\t\tr.AddOrdered(ev, OrderOf(state, ev))/' \
+  TestRollupOfThePerScopeLayout ./internal/report/
+mutant "the delivery report of the per-scope layout reads on from the kept rollup by event numbers" internal/report/kept.go \
+  's/\tif first\.Timed \{\n\t\t\/\/ Numbered per scope/\tif false \&\& first.Timed {\n\t\t\/\/ Numbered per scope/' \
+  TestRollupOfThePerScopeLayout ./internal/report/
