@@ -55,6 +55,9 @@ type fixture struct {
 	dir   string
 	home  string
 	store string
+	// perScope: the store was created by this build, so its environments are in the per-scope
+	// layout (generations may skip; events are numbered per scope).
+	perScope bool
 }
 
 // newDynamoFixture gives the test a fresh table on dynalite, created by a `latestwins migrate` process.
@@ -62,7 +65,9 @@ func newDynamoFixture(tb testing.TB) *fixture {
 	tb.Helper()
 	ep := dynalitetest.Endpoint(tb)
 	store := fmt.Sprintf("dynamodb://%s?region=us-east-1&endpoint=%s", dynalitetest.TableName(tb), url.QueryEscape(ep))
-	return newFixture(tb, store)
+	f := newFixture(tb, store)
+	f.perScope = true
+	return f
 }
 
 // newGitFixture gives the test a fresh bare repository, reached as a git+file:// store through git's
@@ -85,7 +90,9 @@ func newGitFixture(tb testing.TB) *fixture {
 // newBoltFixture gives the test a fresh embedded store file.
 func newBoltFixture(tb testing.TB) *fixture {
 	tb.Helper()
-	return newFixture(tb, "")
+	f := newFixture(tb, "")
+	f.perScope = true
+	return f
 }
 
 func newFixture(tb testing.TB, store string) *fixture {

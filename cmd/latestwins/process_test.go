@@ -303,17 +303,19 @@ func claimTogether(t *testing.T, f *fixture, n int) {
 		gens[i] = res.Generation
 		bySha[shas[i]] = res.Generation
 	}
+	// The single document hands out 1..n without a gap; the per-scope layout (what a table the
+	// fixture creates keeps) may skip the generations of heads whose scope write lost its race.
 	sorted := slices.Sorted(slices.Values(gens))
+	s := f.status("prod")
 	for i, g := range sorted {
-		if g != int64(i+1) {
-			t.Fatalf("generations %v, want exactly 1..%d", sorted, racers)
+		if g != int64(i+1) && (!f.perScope || i > 0 && g <= sorted[i-1]) {
+			t.Fatalf("generations %v, want %d distinct ones (exactly 1..%[2]d in the single document)", sorted, racers)
 		}
 	}
-
-	s := f.status("prod")
+	newest := sorted[len(sorted)-1]
 	api := s.Scopes["api"]
-	if s.Desired != racers || api.Owner != racers || api.Pending == nil || api.Pending.Generation != racers || bySha[api.Pending.Sha] != racers {
-		t.Fatalf("status desired %d, owner %d, pending %+v; want generation %d pending and owning", s.Desired, api.Owner, api.Pending, racers)
+	if s.Desired < newest || api.Owner != newest || api.Pending == nil || api.Pending.Generation != newest || bySha[api.Pending.Sha] != newest {
+		t.Fatalf("status desired %d, owner %d, pending %+v; want generation %d pending and owning", s.Desired, api.Owner, api.Pending, newest)
 	}
 	events := f.history("prod")
 	accepted := map[int64]string{}
@@ -328,7 +330,7 @@ func claimTogether(t *testing.T, f *fixture, n int) {
 		if accepted[g] != sha {
 			t.Errorf("generation %d accepted %q, want %q", g, accepted[g], sha)
 		}
-		if g < racers && !superseded[g] {
+		if g < newest && !superseded[g] {
 			t.Errorf("intent of generation %d has no outcome: neither pending nor superseded", g)
 		}
 	}

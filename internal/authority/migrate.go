@@ -31,10 +31,6 @@ import (
 // LayoutKey is the document of the store's settings for the layout new environments get.
 const LayoutKey = "settings#layout"
 
-// ReleasePerScope is the first release that reads the per-scope layout: what an older build
-// that meets one should be replaced with.
-const ReleasePerScope = "v1.5.0"
-
 // storedLayout is the stored form of LayoutKey.
 type storedLayout struct {
 	New int   `json:"new"` // the layout of new environments: storedVersionScoped, or 0 for the single document

@@ -1031,15 +1031,17 @@ func (a *Authority) splitTimeline(ctx context.Context, e *Env, before int64, lim
 		// The cursor whose next event is the newest before the bound.
 		var best *cursor
 		for _, c := range curs {
-			for len(c.buf) > 0 && before > 0 && c.buf[0].At.UnixNano() >= before {
-				c.buf = c.buf[1:]
-			}
-			if len(c.buf) == 0 && c.next > 0 {
-				if err := fill([]*cursor{c}, int64(limit)); err != nil {
-					return nil, err
-				}
+			// Past the events at or after the bound: as many reads as it takes, each twice the
+			// one before, so a page far back costs a few reads per stream.
+			for n := int64(limit); ; n *= 2 {
 				for len(c.buf) > 0 && before > 0 && c.buf[0].At.UnixNano() >= before {
 					c.buf = c.buf[1:]
+				}
+				if len(c.buf) > 0 || c.next == 0 {
+					break
+				}
+				if err := fill([]*cursor{c}, n); err != nil {
+					return nil, err
 				}
 			}
 			if len(c.buf) > 0 && (best == nil || c.buf[0].At.After(best.buf[0].At)) {

@@ -19,7 +19,7 @@ func runMigrate(ctx context.Context, c *cmdEnv, args []string) error {
 	c.fs.StringVar(&from, "from", "", "with --to: move environments from this store (its URL, as for --store)")
 	c.fs.StringVar(&to, "to", "", "with --from: the store to move environments into; the source then refuses every write with where they went")
 	c.fs.BoolVar(&perScope, "per-scope", false, "move environments (all of them when none is named, and every new one) to the per-scope layout: up to "+
-		fmt.Sprint(authority.MaxScopesSplit)+" scopes each; builds before "+authority.ReleasePerScope+" cannot read them")
+		fmt.Sprint(authority.MaxScopesSplit)+" scopes each; builds of earlier releases cannot read them (docs/deploy.md, upgrading)")
 	if err := c.parse(args); err != nil {
 		return err
 	}

@@ -19,3 +19,6 @@ mutant "a scope's events are stored under the key of the scope each event names"
 mutant "a completion of one scope clears the pending mark of the others" internal/authority/scoped.go \
   's/Pending: s\.HasPending\(\), Env: s\}/Pending: false, Env: s}/' \
   TestConformanceSplit/Pending
+mutant "a page far back in the per-scope layout's timeline reads once past the newer events" internal/authority/scoped.go \
+  's/\t\t\tfor n := int64\(limit\); ; n \*= 2 \{/\t\t\tfor n, i := int64(limit), 0; i < 2; n, i = n*2, i+1 {/' \
+  TestConformanceSplit/Outbox/HistoryPagesByTime

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/latestwins/latestwins/internal/authority"
 )
@@ -24,6 +25,7 @@ func outboxCases() []testCase {
 		{"RedeliveryRightAfterTheMove", testRedeliveryAfterMove},
 		{"ConcurrentRedeliveries", testConcurrentRedeliveries},
 		{"HistoryPages", testHistoryPages},
+		{"HistoryPagesByTime", testHistoryPagesByTime},
 		{"LargeTransition", testLargeTransition},
 		{"RequestsPerPass", testRequestsPerPass},
 	}
@@ -443,5 +445,55 @@ func testSeveralScopesCrash(t *testing.T, h *harness) {
 		if n := countEvents(h.env(env), authority.EventAccepted, func(ev authority.Event) bool { return ev.Sha == sha("s", 3) }); n != len(scopes) {
 			t.Fatalf("stopped at request %d: %d accepted events of the intent; want one per scope", stop, n)
 		}
+	}
+}
+
+// testHistoryPagesByTime: the per-scope layout's timeline pages by time from the newest back to
+// the first event, each event once, however many share a time: a page holds every event of its
+// oldest time, and the next one starts before it.
+func testHistoryPagesByTime(t *testing.T, h *harness) {
+	if !h.split {
+		t.Skip("the single document pages by event number (HistoryPages)")
+	}
+	a := h.process()
+	for i := range rounds(60, 25) {
+		scopes := [][]string{{"api"}, {"web"}, {"api", "web", "worker"}}[i%3]
+		h.accept(a, push("staging", fmt.Sprintf("run-%d", i), sha("h", i), scopes...), false)
+		if i%4 == 0 {
+			h.clock.Advance(time.Second) // the others share their time with the one before
+		}
+	}
+	type id struct {
+		scope string
+		seq   int64
+		kind  authority.EventKind
+	}
+	seen := map[id]bool{}
+	before, newest := int64(0), int64(0)
+	for pages := 0; ; pages++ {
+		page, err := h.process().History(h.ctx, "staging", before, 7)
+		if err != nil {
+			t.Fatalf("history before %d: %v", before, err)
+		}
+		if !page.Timed || len(page.Events) == 0 || pages > 1000 {
+			t.Fatalf("page %d before %d: %+v; want a page of events by time", pages, before, page)
+		}
+		if pages == 0 {
+			newest = page.Newest
+		}
+		for _, ev := range page.Events {
+			k := id{ev.Scope, ev.Seq, ev.Kind}
+			if seen[k] || before > 0 && ev.At.UnixNano() >= before {
+				t.Fatalf("page before %d: event %+v at %s is on an earlier page or not before the bound", before, k, ev.At)
+			}
+			seen[k] = true
+		}
+		if page.Before == 0 {
+			break
+		}
+		before = page.Before
+	}
+	if int64(len(seen)) != newest {
+		t.Fatalf("paging saw %d events; want %d", len(seen), newest)
 	}
 }
