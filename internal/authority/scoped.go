@@ -703,30 +703,81 @@ func (a *Authority) commit(ctx context.Context, v *view, p *plan, flush, first b
 		}
 		p.headDone = true
 	}
-	for _, d := range p.scopes {
-		ok, err := a.putPart(ctx, d, flush, first)
-		if err != nil {
-			return false, err
+	if len(p.logged) == 0 {
+		// In name order, one at a time: of two transitions that race for the same scopes, the
+		// loser meets its first conflict before it wrote any of them, and decides again on what
+		// the winner left instead of leaving a part of its own change behind.
+		for _, d := range p.scopes {
+			ok, err := a.putPart(ctx, d, flush, first)
+			if err != nil || !ok {
+				return false, err
+			}
 		}
-		if ok {
-			continue
-		}
-		if len(p.logged) == 0 {
-			return false, nil
-		}
+		return true, nil
+	}
+	// An intent in the log: every scope gets it whatever its write meets, so the writes go out
+	// together (a wide intent's hundreds of them), and a scope lost to a race is completed from
+	// the log.
+	lost, err := a.putScopes(ctx, p.scopes, flush, first)
+	if err != nil {
+		return false, err
+	}
+	for _, d := range lost {
 		name := strings.TrimPrefix(d.Key, ScopeKey(v.env, ""))
 		if err := a.completeScope(ctx, v.env, name); err != nil {
 			return false, err
 		}
 	}
-	if len(p.logged) > 0 {
-		if err := a.trimLog(ctx, v.env, p.logged); err != nil {
-			// The entries stay in the log; the sweep or the next accept that finds it full
-			// completes and trims them.
-			a.log.WarnContext(ctx, "trimming the head's log failed; a later write trims it", "environment", v.env, "err", err)
-		}
+	if err := a.trimLog(ctx, v.env, p.logged); err != nil {
+		// The entries stay in the log; the sweep or the next accept that finds it full
+		// completes and trims them.
+		a.log.WarnContext(ctx, "trimming the head's log failed; a later write trims it", "environment", v.env, "err", err)
 	}
 	return true, nil
+}
+
+// putScopes writes the scopes' documents, up to loadParallel at once, and returns those that met
+// a conflict.
+func (a *Authority) putScopes(ctx context.Context, docs []*Doc, flush, first bool) ([]*Doc, error) {
+	if len(docs) == 1 {
+		ok, err := a.putPart(ctx, docs[0], flush, first)
+		if err != nil || ok {
+			return nil, err
+		}
+		return docs, nil
+	}
+	var (
+		wg         sync.WaitGroup
+		mu         sync.Mutex
+		lost       []*Doc
+		firstError error
+		next       = make(chan *Doc)
+	)
+	for range min(loadParallel, len(docs)) {
+		wg.Go(func() {
+			for d := range next {
+				ok, err := a.putPart(ctx, d, flush, first)
+				mu.Lock()
+				switch {
+				case err != nil && firstError == nil:
+					firstError = err
+				case err == nil && !ok:
+					lost = append(lost, d)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, d := range docs {
+		next <- d
+	}
+	close(next)
+	wg.Wait()
+	if firstError != nil {
+		return nil, firstError
+	}
+	slices.SortFunc(lost, func(x, y *Doc) int { return strings.Compare(x.Key, y.Key) })
+	return lost, nil
 }
 
 // putPart writes one document of the per-scope layout, storing the outbox it replaces first as
