@@ -55,8 +55,8 @@ type fixture struct {
 	dir   string
 	home  string
 	store string
-	// perScope: the store was created by this build, so its environments are in the per-scope
-	// layout (generations may skip; events are numbered per scope).
+	// perScope: new environments of the store are in the per-scope layout (migrate --per-scope),
+	// whose generations may skip and whose events are numbered per scope.
 	perScope bool
 }
 
@@ -65,7 +65,17 @@ func newDynamoFixture(tb testing.TB) *fixture {
 	tb.Helper()
 	ep := dynalitetest.Endpoint(tb)
 	store := fmt.Sprintf("dynamodb://%s?region=us-east-1&endpoint=%s", dynalitetest.TableName(tb), url.QueryEscape(ep))
-	f := newFixture(tb, store)
+	return newFixture(tb, store)
+}
+
+// newDynamoPerScopeFixture is newDynamoFixture with the table's new environments in the per-scope
+// layout, as `latestwins migrate --per-scope` sets it.
+func newDynamoPerScopeFixture(tb testing.TB) *fixture {
+	tb.Helper()
+	f := newDynamoFixture(tb)
+	if r := f.must(0, "migrate", "--per-scope"); !strings.Contains(r.stdout, "new environments use the per-scope layout") {
+		tb.Fatalf("migrate --per-scope said %q, want the new environments' layout", r.stdout)
+	}
 	f.perScope = true
 	return f
 }
@@ -90,9 +100,7 @@ func newGitFixture(tb testing.TB) *fixture {
 // newBoltFixture gives the test a fresh embedded store file.
 func newBoltFixture(tb testing.TB) *fixture {
 	tb.Helper()
-	f := newFixture(tb, "")
-	f.perScope = true
-	return f
+	return newFixture(tb, "")
 }
 
 func newFixture(tb testing.TB, store string) *fixture {

@@ -188,6 +188,13 @@ func TestProcessesKilledDeployNewerPassTakesOver(t *testing.T) {
 	newerPassTakesOver(t, newDynamoFixture(t))
 }
 
+// TestProcessesKilledDeployNewerPassTakesOverPerScope is the same in the per-scope layout, where
+// the lease lives in the scope's own document. It runs beside the package's other parallel tests.
+func TestProcessesKilledDeployNewerPassTakesOverPerScope(t *testing.T) {
+	t.Parallel()
+	newerPassTakesOver(t, newDynamoPerScopeFixture(t))
+}
+
 // TestProcessesKilledDeployNewerPassTakesOverOnGit is the same on a git+file:// store. It runs beside
 // the package's other parallel tests: most of it is the wait for the dead lease to expire.
 func TestProcessesKilledDeployNewerPassTakesOverOnGit(t *testing.T) {
@@ -271,6 +278,12 @@ func TestProcessesClaimTogether(t *testing.T) {
 	claimTogether(t, newDynamoFixture(t), racers)
 }
 
+// TestProcessesClaimTogetherPerScope is the same in the per-scope layout: distinct generations,
+// which may skip those of accepts that lost the scope's race, and none lost.
+func TestProcessesClaimTogetherPerScope(t *testing.T) {
+	claimTogether(t, newDynamoPerScopeFixture(t), racers)
+}
+
 // TestProcessesClaimTogetherOnGit starts 16 at once on a git+file:// store.
 func TestProcessesClaimTogetherOnGit(t *testing.T) {
 	claimTogether(t, newGitFixture(t), gitClaimers)
@@ -303,8 +316,8 @@ func claimTogether(t *testing.T, f *fixture, n int) {
 		gens[i] = res.Generation
 		bySha[shas[i]] = res.Generation
 	}
-	// The single document hands out 1..n without a gap; the per-scope layout (what a table the
-	// fixture creates keeps) may skip the generations of heads whose scope write lost its race.
+	// The single document hands out 1..n without a gap; the per-scope layout may skip the
+	// generations of heads whose scope write lost its race.
 	sorted := slices.Sorted(slices.Values(gens))
 	s := f.status("prod")
 	for i, g := range sorted {

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/latestwins/latestwins/internal/store/bolt"
 )
 
 // TestMigratePerScope: migrate --per-scope moves every environment of a bolt file to the
@@ -13,12 +11,6 @@ import (
 // document refused past (naming the command) is gone; a repeat moves nothing.
 func TestMigratePerScope(t *testing.T) {
 	h := newHarness(t)
-	// A store an older build created: no settings for the layout of new environments.
-	old, err := bolt.Open(strings.TrimPrefix(h.store, "bolt://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	old.Close()
 	scopes := func(n int) string {
 		names := make([]string, n)
 		for i := range names {

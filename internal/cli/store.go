@@ -36,11 +36,7 @@ func openStore(ctx context.Context, raw string, mode storeMode, getenv func(stri
 	}
 	switch scheme {
 	case "memory":
-		st := memory.New()
-		if err := newStoreDefaults(ctx, st); err != nil {
-			return nil, nil, err
-		}
-		return st, func() error { return nil }, nil
+		return memory.New(), func() error { return nil }, nil
 	case "bolt":
 		return openBolt(ctx, rest, mode)
 	case "git+file", "git+https", "git+http", "github":

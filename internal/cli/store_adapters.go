@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 
 	"github.com/latestwins/latestwins/internal/authority"
 	"github.com/latestwins/latestwins/internal/store/bolt"
@@ -16,7 +14,7 @@ import (
 // openBolt opens the embedded store. A path that can never work (its directory missing, a
 // directory, a file this process may not open as it needs) and a store that must exist but does
 // not are bad configuration; a damaged file is an error of its own (bolt.ErrDamaged).
-func openBolt(ctx context.Context, path string, mode storeMode) (authority.Store, func() error, error) {
+func openBolt(_ context.Context, path string, mode storeMode) (authority.Store, func() error, error) {
 	if path == "" {
 		return nil, nil, usageErrorf("store bolt://: give a file path, e.g. bolt://./latestwins.db")
 	}
@@ -27,18 +25,9 @@ func openBolt(ctx context.Context, path string, mode storeMode) (authority.Store
 	case storeReadOnly:
 		opts = append(opts, bolt.WithReadOnly())
 	}
-	_, statErr := os.Stat(path)
 	st, err := bolt.Open(path, opts...)
 	switch {
 	case err == nil:
-		if mode == storeCreate && errors.Is(statErr, fs.ErrNotExist) {
-			// A store this build creates has no older build writing it: its environments start
-			// in the per-scope layout.
-			if err := newStoreDefaults(ctx, st); err != nil {
-				st.Close()
-				return nil, nil, fmt.Errorf("open store bolt://%s: %w", path, err)
-			}
-		}
 		return st, st.Close, nil
 	case errors.Is(err, bolt.ErrNoStore):
 		return nil, nil, usageCause(err, "no store at bolt://%s: nothing was ever recorded there; pass --store (or set LATESTWINS_STORE) to name the store, "+
@@ -87,11 +76,6 @@ func migrateStore(ctx context.Context, c *cmdEnv) error {
 		if err != nil {
 			return err
 		}
-		if rep.Created {
-			if err := newStoreDefaults(ctx, st); err != nil {
-				return err
-			}
-		}
 		report = rep
 		if !c.s.jsonOut {
 			c.printf("%s\n", rep)
@@ -134,11 +118,4 @@ func compactAll(ctx context.Context, a *authority.Authority, st authority.Store)
 		}
 	}
 	return moved, len(envs), nil
-}
-
-// newStoreDefaults writes the settings of a store this build just created: new environments in
-// the per-scope layout. A store an older build created keeps the single document for its new
-// environments until latestwins migrate --per-scope (docs/deploy.md, upgrading).
-func newStoreDefaults(ctx context.Context, st authority.Store) error {
-	return authority.New(st).SetPerScopeDefault(ctx)
 }
