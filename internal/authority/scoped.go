@@ -170,6 +170,26 @@ type view struct {
 	// whose document holds it, "" for the head.
 	accepts map[string]string
 	doc     *Doc // the assembled environment
+	// reused: the newest of the generations a retry takes again (writeSplit), 0: none.
+	reused int64
+}
+
+// newest is the newest generation applied to any scope of the view, or that the head's log
+// applies to one of them.
+func (v *view) newest() int64 {
+	n := int64(0)
+	for name, d := range v.scopes {
+		n = max(n, appliedOf(d))
+		if v.head.Env == nil {
+			continue
+		}
+		for _, l := range v.head.Env.Log {
+			if slices.Contains(l.Intent.Scopes, name) {
+				n = max(n, l.Generation)
+			}
+		}
+	}
+	return n
 }
 
 // isSplit reports whether d is the head of an environment in the per-scope layout.
@@ -353,6 +373,14 @@ func (v *view) assemble(a *Authority, now time.Time) {
 	v.doc = &Doc{Key: EnvKey(v.env), Rev: v.head.Rev, Pending: v.head.Pending, Env: e, Assembled: true}
 }
 
+// desiredOf is the generation counter of a head as read (0: nothing stored yet).
+func desiredOf(head *Doc) int64 {
+	if head.Env == nil {
+		return 0
+	}
+	return head.Env.Desired
+}
+
 func appliedOf(d *Doc) int64 {
 	if d.Env == nil {
 		return 0
@@ -411,6 +439,16 @@ func (a *Authority) split(v *view, work *Env, now time.Time) (*plan, error) {
 		h.EventSeq, h.Outbox, h.Accepts = old.EventSeq, slices.Clone(old.Outbox), nil
 	}
 	h.Policy, h.Requires, h.Gates, h.AlertAfter, h.Desired = work.Policy, work.Requires, work.Gates, work.AlertAfter, work.Desired
+	took := v.reused // the newest generation this transition took, 0: none
+	if old != nil {
+		// A retry may reuse generations an earlier attempt's head write took (writeSplit).
+		if work.Desired > old.Desired {
+			took = work.Desired
+		}
+		h.Desired = max(h.Desired, old.Desired)
+	} else if work.Desired > 0 {
+		took = work.Desired
+	}
 	h.Log = work.Log
 	headMoves := old == nil || old.Policy != h.Policy || old.AlertAfter != h.AlertAfter || old.Desired != h.Desired || len(old.Log) != len(h.Log)
 	if !headMoves {
@@ -501,9 +539,15 @@ func (a *Authority) split(v *view, work *Env, now time.Time) (*plan, error) {
 		}
 		s.Accepts = keep[name]
 		s.appendEvents(routed[name])
-		if changed, err := differs(d.Env, s); err != nil {
+		changed, err := differs(d.Env, s)
+		if err != nil {
 			return nil, err
-		} else if changed || d.Pending != s.HasPending() {
+		}
+		if changed && took > 0 {
+			// A generation this transition took touched no scope but those it changes.
+			s.Applied = max(s.Applied, took)
+		}
+		if changed || d.Pending != s.HasPending() {
 			p.scopes = append(p.scopes, &Doc{Key: ScopeKey(env, name), Rev: d.Rev, Pending: s.HasPending(), Env: s})
 		}
 	}
@@ -589,6 +633,12 @@ func (a *Authority) writeSplit(ctx context.Context, env string, head *Doc, names
 		defer a.lock(k)()
 	}
 	fresh := false
+	// taken: the generations an attempt's head write took (from lo to hi) before its scope's write
+	// lost a race. The retry takes them again while no scope it reads has a newer one applied:
+	// every log entry older than lo was in the head that write replaced, so the retry has applied
+	// those that name its scopes, and a loser does not take a new generation (a head write) each
+	// time round.
+	var taken struct{ lo, hi int64 }
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if attempt > 0 {
 			var err error
@@ -625,7 +675,19 @@ func (a *Authority) writeSplit(ctx context.Context, env string, head *Doc, names
 		}
 		work := cloneDoc(v.doc)
 		now := a.clock.Now()
+		reuse := taken.hi > 0 && work.Env != nil && work.Env.Desired >= taken.hi && v.newest() < taken.lo
+		if reuse {
+			work.Env.Desired = taken.lo - 1
+		}
 		changed, ferr := fn(work, now)
+		if reuse && (!changed || work.Env == nil || work.Env.Desired != taken.hi) {
+			// This attempt takes other generations than the one that lost: new ones.
+			reuse, work = false, cloneDoc(v.doc)
+			changed, ferr = fn(work, now)
+		}
+		if reuse {
+			v.reused = taken.hi
+		}
 		if !changed && !fresh && v.fromMemory() {
 			fresh = true // a decision on remembered scopes that writes nothing is confirmed on fresh ones
 			continue
@@ -669,6 +731,11 @@ func (a *Authority) writeSplit(ctx context.Context, env string, head *Doc, names
 		if done {
 			a.woke(EnvKey(env))
 			return work, ferr
+		}
+		if p.headDone && len(p.logged) == 0 {
+			if was := desiredOf(v.head); p.head.Env.Desired > was {
+				taken.lo, taken.hi = was+1, p.head.Env.Desired
+			}
 		}
 		// A lost race for the head (accepts, one small document) is retried after a short pause
 		// that grows slowly: the head's writes are quick, and the racers for it are accepts of

@@ -143,7 +143,10 @@ type Env struct {
 	// Log, in the head of the per-scope layout: the intents of several scopes accepted and not yet
 	// known to be applied to all of them.
 	Log []logEntry `json:"-"`
-	// Applied, in a scope document: the newest generation of the head's log applied to it.
+	// Applied, in a scope document: the newest generation applied to it, of the head's log or
+	// of an accept of its own. Every log entry naming the scope up to it is applied there (an
+	// accept applies the entries older than its generation first), and no accept newer than it
+	// touched the scope.
 	Applied int64 `json:"-"`
 	// Dir, in the directory of the per-scope layout: every scope's name, sorted.
 	Dir []string `json:"-"`

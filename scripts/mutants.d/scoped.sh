@@ -22,3 +22,12 @@ mutant "a completion of one scope clears the pending mark of the others" interna
 mutant "a page far back in the per-scope layout's timeline reads once past the newer events" internal/authority/scoped.go \
   's/\t\t\tfor n := int64\(limit\); ; n \*= 2 \{/\t\t\tfor n, i := int64(limit), 0; i < 2; n, i = n*2, i+1 {/' \
   TestConformanceSplit/Outbox/HistoryPagesByTime
+mutant "a loser of a scope's race keeps its generation though the winner's is newer" internal/authority/scoped.go \
+  's/ && v\.newest\(\) < taken\.lo\n/ \&\& v.newest() >= 0\n/' \
+  TestConformanceSplit/Generations/LoserOfTheScopesRace
+mutant "a loser of a scope's race takes a new generation though its own is the newer" internal/authority/scoped.go \
+  's/\t\treuse := taken\.hi > 0 && /\t\treuse := false \&\& taken.hi > 0 \&\& /' \
+  TestConformanceSplit/Generations/LoserOfTheScopesRace
+mutant "a generation an accept takes does not raise its scope's applied" internal/authority/scoped.go \
+  's/\t\t\ts\.Applied = max\(s\.Applied, took\)/\t\t\ts.Applied = max(s.Applied, took*0)/' \
+  TestConformanceSplit/Generations/LoserOfTheScopesRace

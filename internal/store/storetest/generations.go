@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -20,6 +21,98 @@ func generationCases() []testCase {
 		{"StrictlyIncreasing", testGenerationsIncrease},
 		{"Redelivery", testRedelivery},
 		{"RedeliveryWithClaim", testRedeliveryWithClaim},
+		{"LoserOfTheScopesRace", testLoserOfTheScopesRace},
+	}
+}
+
+// putPausingStore stops its process right before its first write of key, until resumed.
+type putPausingStore struct {
+	authority.Store
+	key     string
+	once    sync.Once
+	paused  chan struct{}
+	resumed chan struct{}
+}
+
+func newPutPausing(s authority.Store, key string) *putPausingStore {
+	return &putPausingStore{Store: s, key: key, paused: make(chan struct{}), resumed: make(chan struct{})}
+}
+
+func (s *putPausingStore) Put(ctx context.Context, d *authority.Doc) (int64, error) {
+	if d.Key == s.key {
+		s.once.Do(func() {
+			close(s.paused)
+			<-s.resumed
+		})
+	}
+	return s.Store.Put(ctx, d)
+}
+
+// testLoserOfTheScopesRace: in the per-scope layout an accept takes its generation in the head's
+// write, then writes its scope's document; one that loses the scope's race to another accept
+// decides again. If the winner's generation is newer, the loser takes a new one, so that the
+// scope sees its generations in order and the later arrival still wins; if the loser's is the
+// newer, it keeps its own and takes no other (no head write, no generation skipped).
+func testLoserOfTheScopesRace(t *testing.T, h *harness) {
+	if !h.split {
+		t.Skip("the single document takes a generation and changes the scope in one write")
+	}
+	const env = "staging"
+	h.accept(h.process(), push(env, "seed", sha("s", 1), "api"), false)
+	api := authority.ScopeKey(env, "api")
+	accept := func(a *authority.Authority, in authority.Intent) chan *authority.AcceptResult {
+		done := make(chan *authority.AcceptResult, 1)
+		go func() {
+			res, err := a.Accept(h.ctx, in, false)
+			if err != nil {
+				t.Errorf("accept %s: %v", in.ID, err)
+			}
+			done <- res
+		}()
+		return done
+	}
+	pending := func() *authority.Ref { return h.env(env).Scopes["api"].Mailbox }
+
+	// The loser's generation is the older one: B takes 2 and stops before its scope's write; A
+	// takes 3 and writes api; B decides again on what A left.
+	pb := newPutPausing(h.store, api)
+	b := accept(h.authority(pb), push(env, "b", sha("b", 1), "api"))
+	<-pb.paused
+	resA := h.accept(h.process(), push(env, "a", sha("a", 1), "api"), false)
+	close(pb.resumed)
+	resB := <-b
+	if t.Failed() {
+		return
+	}
+	if resB.Generation <= resA.Generation {
+		t.Fatalf("B lost api's race to A (generation %d) and was accepted at %d; want a generation newer than A's, as it arrived later", resA.Generation, resB.Generation)
+	}
+	if m := pending(); m == nil || m.Sha != sha("b", 1) || m.Generation != resB.Generation {
+		t.Fatalf("api's pending intent %+v; want B's at %d, which superseded A", m, resB.Generation)
+	}
+
+	// The loser's generation is the newer one: C takes one and stops, D takes the next and stops;
+	// C writes api, then D decides again and keeps its generation.
+	pc, pd := newPutPausing(h.store, api), newPutPausing(h.store, api)
+	c := accept(h.authority(pc), push(env, "c", sha("c", 1), "api"))
+	<-pc.paused
+	d := accept(h.authority(pd), push(env, "d", sha("d", 1), "api"))
+	<-pd.paused
+	close(pc.resumed)
+	resC := <-c
+	close(pd.resumed)
+	resD := <-d
+	if t.Failed() {
+		return
+	}
+	if resD.Generation != resC.Generation+1 {
+		t.Fatalf("D took generation %d after C's %d lost nothing to it; want it to keep %d", resD.Generation, resC.Generation, resC.Generation+1)
+	}
+	if got := h.env(env).Desired; got != resD.Generation {
+		t.Fatalf("desired %d after D at %d; want no generation taken past D's", got, resD.Generation)
+	}
+	if m := pending(); m == nil || m.Sha != sha("d", 1) || m.Generation != resD.Generation {
+		t.Fatalf("api's pending intent %+v; want D's at %d, which superseded C", m, resD.Generation)
 	}
 }
 
