@@ -533,19 +533,30 @@ const StatusEvents = 50
 
 // Pending lists environments with unreconciled work, from the store's sparse index.
 func (a *Authority) Pending(ctx context.Context) ([]string, error) {
+	envs, _, err := a.pending(ctx)
+	return envs, err
+}
+
+// pending is Pending with, for each environment of the per-scope layout, the scopes whose
+// documents the index lists (the index lists one as ENV#SCOPE); an environment listed only by
+// its own document has none.
+func (a *Authority) pending(ctx context.Context) ([]string, map[string][]string, error) {
 	names, err := a.store.Pending(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list pending environments: %w", err)
+		return nil, nil, fmt.Errorf("list pending environments: %w", err)
 	}
-	// A scope of the per-scope layout is listed as ENV#SCOPE.
 	envs := make([]string, 0, len(names))
+	scopes := map[string][]string{}
 	for _, n := range names {
-		env, _, _ := strings.Cut(n, "#")
+		env, scope, _ := strings.Cut(n, "#")
 		if !slices.Contains(envs, env) {
 			envs = append(envs, env)
 		}
+		if scope != "" {
+			scopes[env] = append(scopes[env], scope)
+		}
 	}
-	return envs, nil
+	return envs, scopes, nil
 }
 
 // Lister is what a store that can list every environment it holds offers (memory, bolt, and

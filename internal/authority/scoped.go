@@ -1025,16 +1025,21 @@ func (a *Authority) readEnv(ctx context.Context, env string) (*Doc, error) {
 // readEnvScopes is readEnv of the scopes names only (nil: all) for the per-scope layout; the
 // single document is read whole.
 func (a *Authority) readEnvScopes(ctx context.Context, env string, names []string) (*Doc, error) {
+	var nf namesFunc
+	if names != nil {
+		nf = scopesOf(names)
+	}
+	return a.readEnvNamed(ctx, env, nf)
+}
+
+// readEnvNamed is readEnvScopes of the scopes names gives for the head read (nil: all).
+func (a *Authority) readEnvNamed(ctx context.Context, env string, nf namesFunc) (*Doc, error) {
 	d, err := a.load(ctx, EnvKey(env))
 	if err != nil || !isSplit(d) {
 		return d, err
 	}
 	if isMigrating(d) {
 		return singleOf(d), nil // a move to this layout not yet finished: the single document it was
-	}
-	var nf namesFunc
-	if names != nil {
-		nf = scopesOf(names)
 	}
 	v, err := a.readView(ctx, env, d, nf, true)
 	if err != nil {

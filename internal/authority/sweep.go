@@ -43,13 +43,13 @@ func (a *Authority) Sweep(ctx context.Context, stall time.Duration, maxAttempts 
 		return nil, &InputError{Field: "sweep", Value: fmt.Sprintf("stall %s, max attempts %d", stall, maxAttempts),
 			Fix: "give a positive stall timeout and at least one attempt"}
 	}
-	envs, err := a.Pending(ctx)
+	envs, scopes, err := a.pending(ctx)
 	if err != nil {
 		return nil, err
 	}
 	rep := &SweepReport{Redriven: []StalledWork{}}
 	for _, env := range envs {
-		work, exhausted, err := a.claimStalled(ctx, env, stall, maxAttempts)
+		work, exhausted, err := a.claimStalled(ctx, env, pendingScopes(scopes[env]), stall, maxAttempts)
 		if err != nil {
 			rep.fail(env, err)
 			continue
@@ -88,12 +88,21 @@ func (r *SweepReport) fail(env string, err error) {
 	r.Failed[env] = err.Error()
 }
 
-// claimStalled records the re-drives of an environment's stalled work in one write.
-func (a *Authority) claimStalled(ctx context.Context, env string, stall time.Duration, maxAttempts int) ([]StalledWork, []StalledWork, error) {
+// pendingScopes is the namesFunc of a sweep of the per-scope layout: the scopes whose documents
+// the pending index lists (none: nil would read every scope). Only these can hold stalled work,
+// so a sweep of an environment of a thousand scopes reads what is pending, not the thousand; the
+// head's log, which a head in the index has pending, is applied by completeLog.
+func pendingScopes(listed []string) namesFunc {
+	return scopesOf(append([]string{}, listed...))
+}
+
+// claimStalled records the re-drives of an environment's stalled work in one write; names are
+// the scopes of the per-scope layout that may hold it.
+func (a *Authority) claimStalled(ctx context.Context, env string, names namesFunc, stall time.Duration, maxAttempts int) ([]StalledWork, []StalledWork, error) {
 	var work, exhausted []StalledWork
 	req := newRequired()
 	prepare := func(ctx context.Context, d *Doc) error { return a.readRequired(ctx, d.Env, d.Env.heads(), req) }
-	_, err := a.updatePrepared(ctx, EnvKey(env), prepare, func(d *Doc, now time.Time) (bool, error) {
+	d, err := a.write(ctx, EnvKey(env), names, prepare, false, func(d *Doc, now time.Time) (bool, error) {
 		work, exhausted = nil, nil
 		if d.Env == nil {
 			return false, nil
@@ -122,18 +131,26 @@ func (a *Authority) claimStalled(ctx context.Context, env string, stall time.Dur
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, nil, fmt.Errorf("sweep %s: %w", env, err)
 	}
+	if err == nil && d != nil && d.Env != nil && d.Env.Split && len(d.Env.Log) > 0 {
+		// Intents of several scopes in the head's log: one whose accepter stopped after the
+		// head's write reaches its scopes here (and stalls there, to be re-driven) when no other
+		// writer of them comes.
+		if err := a.completeLog(ctx, env); err != nil {
+			return nil, nil, fmt.Errorf("sweep %s: apply the head's log: %w", env, err)
+		}
+	}
 	return work, exhausted, nil
 }
 
 // Stalled lists, without changing anything, the work a sweep would re-drive now and the work whose
 // attempts have run out.
 func (a *Authority) Stalled(ctx context.Context, stall time.Duration, maxAttempts int) (work, exhausted []StalledWork, err error) {
-	envs, err := a.Pending(ctx)
+	envs, scopes, err := a.pending(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	for _, env := range envs {
-		d, err := a.readEnv(ctx, env)
+		d, err := a.readEnvNamed(ctx, env, pendingScopes(scopes[env]))
 		if err != nil {
 			return nil, nil, err
 		}

@@ -31,3 +31,9 @@ mutant "a loser of a scope's race takes a new generation though its own is the n
 mutant "a generation an accept takes does not raise its scope's applied" internal/authority/scoped.go \
   's/\t\t\ts\.Applied = max\(s\.Applied, took\)/\t\t\ts.Applied = max(s.Applied, took*0)/' \
   TestConformanceSplit/Generations/LoserOfTheScopesRace
+mutant "the sweep of the per-scope layout reads every scope, not the pending ones" internal/authority/sweep.go \
+  's/return scopesOf\(append\(\[\]string\{\}, listed\.\.\.\)\)/return nil/' \
+  TestConformanceSplit/Sweep/ReadsThePendingScopesOnly
+mutant "the sweep leaves an intent of several scopes whose accepter stopped in the head's log" internal/authority/sweep.go \
+  's/d\.Env\.Split && len\(d\.Env\.Log\) > 0 \{/d.Env.Split \&\& len(d.Env.Log) < 0 {/' \
+  TestConformanceSplit/Sweep/FinishesAWideAcceptThatStopped

@@ -2,6 +2,9 @@ package storetest
 
 import (
 	"context"
+	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +18,104 @@ import (
 func sweepCases() []testCase {
 	return []testCase{
 		{"ConcurrentSweepersRedriveOnce", testSweepersRedriveOnce},
+		{"ReadsThePendingScopesOnly", testSweepReadsPendingScopes},
+		{"FinishesAWideAcceptThatStopped", testSweepFinishesWideAccept},
+	}
+}
+
+// scopeWritesFail fails every write of a scope's document of the per-scope layout: an accepter
+// that stops right after the head's write.
+type scopeWritesFail struct {
+	authority.Store
+	env string
+}
+
+func (s *scopeWritesFail) Put(ctx context.Context, d *authority.Doc) (int64, error) {
+	if strings.HasPrefix(d.Key, authority.ScopeKey(s.env, "")) {
+		return 0, errors.New("the accepter stopped")
+	}
+	return s.Store.Put(ctx, d)
+}
+
+// testSweepFinishesWideAccept: an intent of several scopes is accepted by the head's write; if
+// its accepter stops there and no one writes its scopes again, the sweep applies it to them
+// and, once it stalls, re-drives it on every one.
+func testSweepFinishesWideAccept(t *testing.T, h *harness) {
+	if !h.split {
+		t.Skip("the single document accepts an intent of several scopes in one write")
+	}
+	const env, stall = "staging", 10 * time.Minute
+	a := h.process()
+	h.live(a, env, "first", sha("a", 1), "api", "web", "worker")
+	in := push(env, "wide", sha("b", 1), "api", "web")
+	if _, err := h.authority(&scopeWritesFail{Store: h.store, env: env}).Accept(h.ctx, in, false); err == nil {
+		t.Fatal("the accept succeeded though none of its scopes could be written")
+	}
+	sweep := func() []authority.StalledWork {
+		rep, err := h.process().Sweep(h.ctx, stall, 3, func(context.Context, authority.StalledWork) error { return nil })
+		if err != nil || len(rep.Failed) > 0 {
+			t.Fatalf("sweep: %+v, %v", rep, err)
+		}
+		return rep.Redriven
+	}
+	sweep() // applies the log's entry: the scopes are active from now
+	h.clock.Advance(stall + time.Minute)
+	got := sweep()
+	if len(got) != 1 || !slices.Equal(got[0].Scopes, []string{"api", "web"}) {
+		t.Fatalf("re-driven %+v; want the wide intent on api and web", got)
+	}
+	for _, name := range []string{"api", "web"} {
+		if m := h.scope(env, name).Mailbox; m == nil || m.Sha != sha("b", 1) || m.Generation != got[0].Generation {
+			t.Fatalf("%s: pending %+v; want the wide intent at %d", name, m, got[0].Generation)
+		}
+	}
+}
+
+// readRecorder records the keys of the documents its process reads.
+type readRecorder struct {
+	authority.Store
+	mu   sync.Mutex
+	keys []string
+}
+
+func (s *readRecorder) Get(ctx context.Context, key string) (*authority.Doc, error) {
+	s.mu.Lock()
+	s.keys = append(s.keys, key)
+	s.mu.Unlock()
+	return s.Store.Get(ctx, key)
+}
+
+// testSweepReadsPendingScopes: in the per-scope layout the sweep reads the documents of the
+// scopes the pending index lists, not every scope of the environment: one stalled scope of 40
+// costs the head and that scope's document.
+func testSweepReadsPendingScopes(t *testing.T, h *harness) {
+	if !h.split {
+		t.Skip("the single document is one read whatever its scopes")
+	}
+	const env, stall = "staging", 10 * time.Minute
+	a := h.process()
+	all := scopeNames(0, 40)
+	h.live(a, env, "everything", sha("a", 1), all...)
+	stalled := all[7]
+	h.accept(a, push(env, "one", sha("b", 1), stalled), false)
+	h.clock.Advance(stall + time.Minute)
+
+	rec := &readRecorder{Store: h.store}
+	var redriven []string
+	rep, err := h.authority(rec).Sweep(h.ctx, stall, 3, func(_ context.Context, w authority.StalledWork) error {
+		redriven = append(redriven, w.Scopes...)
+		return nil
+	})
+	if err != nil || len(rep.Failed) > 0 {
+		t.Fatalf("sweep: %+v, %v", rep, err)
+	}
+	if len(redriven) != 1 || redriven[0] != stalled {
+		t.Fatalf("re-driven %v; want %s alone", redriven, stalled)
+	}
+	for _, k := range rec.keys {
+		if strings.HasPrefix(k, authority.ScopeKey(env, "")) && k != authority.ScopeKey(env, stalled) {
+			t.Fatalf("the sweep read %s (all its reads: %v); want only the pending scope's document %s", k, rec.keys, authority.ScopeKey(env, stalled))
+		}
 	}
 }
 
