@@ -25,3 +25,6 @@ mutant "the rollup of a timeline paged by time drops events by their per-scope n
 mutant "the delivery report of the per-scope layout reads on from the kept rollup by event numbers" internal/report/kept.go \
   's/\tif first\.Timed \{\n\t\t\/\/ Numbered per scope/\tif false \&\& first.Timed {\n\t\t\/\/ Numbered per scope/' \
   TestRollupOfThePerScopeLayout ./internal/report/
+mutant "a transition of one scope of the per-scope layout reads every scope" internal/authority/scoped.go \
+  's/\tif list == nil \{\n\t\tv\.all = true\n/\tif true {\n\t\tv.all = true\n/' \
+  TestConformanceSplit/Layout/AThousandScopes

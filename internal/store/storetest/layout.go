@@ -22,6 +22,83 @@ func layoutCases() []testCase {
 		{"MoveStoppedAtEveryRequest", testMoveStopped},
 		{"MoveRacingWriters", testMoveRacing},
 		{"NewEnvironmentsFollowTheSettings", testLayoutSettings},
+		{"AThousandScopes", testThousandScopes},
+	}
+}
+
+// maxItem is DynamoDB's limit on one item.
+const maxItem = 400 << 10
+
+// testThousandScopes: an environment of a thousand scopes (300 under -short) works as one of a
+// few does. A push naming every scope is accepted, claimed and deployed on all of them; a pass on
+// one scope then makes exactly the requests a pass makes in an environment of one scope; every
+// stored document stays far inside DynamoDB's item limit; the state reads whole and the timeline
+// pages.
+func testThousandScopes(t *testing.T, h *harness) {
+	if !h.split {
+		t.Skip("the single document holds at most 64 scopes")
+	}
+	n := rounds(1000, 300)
+	const env, small = "monorepo", "one-service"
+	names := scopeNames(0, n)
+	a := h.process()
+	res := h.accept(a, push(env, "everything", sha("a", 1), names...), true)
+	if len(res.Accepted) != n || res.Claim == nil || len(res.Claim.Claimed) != n {
+		t.Fatalf("a push naming %d scopes: accepted %d, claim %v", n, len(res.Accepted), res.Claim)
+	}
+	h.clock.Advance(time.Second)
+	g := h.gate(a, env, res.Generation, "wide-run", names...)
+	h.clock.Advance(time.Second)
+	out := h.complete(a, g, authority.OutcomeSuccess, "run-1")
+	for _, s := range names {
+		if out.Results[s] != authority.ResultDeployed {
+			t.Fatalf("%s: %s; want deployed", s, out.Results[s])
+		}
+	}
+	e := h.env(env)
+	if len(e.Scopes) != n || e.Observed != e.Desired {
+		t.Fatalf("%d scopes, observed %d of %d; want %d, all observed", len(e.Scopes), e.Observed, e.Desired, n)
+	}
+	for _, s := range names {
+		if l := e.Scopes[s].Live; l == nil || l.Sha != sha("a", 1) {
+			t.Fatalf("%s live %+v; want %s", s, l, sha("a", 1))
+		}
+	}
+
+	// A pass on one scope, from a process of its own, after one to warm each environment up.
+	h.live(a, small, "s-0", sha("s", 0), names[n-1])
+	requests := func(env, scope string, i int) int64 {
+		h.clock.Advance(time.Second)
+		before := h.store.gets.Load() + h.store.puts.Load() + h.store.recPuts.Load() + h.store.recGets.Load()
+		p := h.process()
+		h.complete(p, h.pass(p, env, fmt.Sprintf("%s-%d", env, i), sha("p", i), "run", scope), authority.OutcomeSuccess, "run")
+		return h.store.gets.Load() + h.store.puts.Load() + h.store.recPuts.Load() + h.store.recGets.Load() - before
+	}
+	requests(env, names[n-1], 1)
+	requests(small, names[n-1], 1)
+	if big, one := requests(env, names[n-1], 2), requests(small, names[n-1], 2); big != one {
+		t.Fatalf("a pass on one scope made %d requests in an environment of %d scopes and %d in one of one scope; want the same", big, n, one)
+	}
+
+	for _, key := range []string{authority.EnvKey(env), authority.DirKey(env), authority.ScopeKey(env, names[0]), authority.ScopeKey(env, names[n-1])} {
+		d, err := h.store.inner.Get(h.ctx, key)
+		if err != nil {
+			t.Fatalf("get %s: %v", key, err)
+		}
+		b, err := authority.EncodeDoc(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > maxItem/4 {
+			t.Fatalf("%s is %d bytes; want far inside DynamoDB's %d (a quarter at most)", key, len(b), maxItem)
+		}
+	}
+	page, err := a.History(h.ctx, env, 0, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Events) < 50 || !page.Timed || page.Before == 0 {
+		t.Fatalf("the newest page of the timeline: %d events (timed %v, before %d); want 50 and an older page", len(page.Events), page.Timed, page.Before)
 	}
 }
 
