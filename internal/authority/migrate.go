@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -130,31 +129,8 @@ func (a *Authority) finishMove(ctx context.Context, env string, head *Doc) error
 	if err := a.putDir(ctx, &Doc{Key: DirKey(env), Env: &Env{Name: env, Part: partDir, Dir: names}}); err != nil {
 		return fmt.Errorf("finish moving %s to the per-scope layout: the directory: %w", env, err)
 	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-		next  = make(chan string)
-	)
-	for range min(loadParallel, len(names)) {
-		wg.Go(func() {
-			for name := range next {
-				err := a.createScope(ctx, env, name, snap)
-				mu.Lock()
-				if err != nil && first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	for _, name := range names {
-		next <- name
-	}
-	close(next)
-	wg.Wait()
-	if first != nil {
-		return fmt.Errorf("finish moving %s to the per-scope layout: %w", env, first)
+	if err := eachParallel(len(names), func(i int) error { return a.createScope(ctx, env, names[i], snap) }); err != nil {
+		return fmt.Errorf("finish moving %s to the per-scope layout: %w", env, err)
 	}
 	h := &Env{Name: env, Part: partHead, Policy: snap.Policy, Requires: snap.Requires, Gates: snap.Gates, AlertAfter: snap.AlertAfter,
 		Desired: snap.Desired, EventSeq: snap.EventSeq, Outbox: snap.Outbox, Accepts: snap.Accepts}

@@ -64,8 +64,38 @@ func logScopes(log []logEntry) int {
 	return n
 }
 
-// loadParallel is how many documents a read of many scopes asks the store for at once.
+// loadParallel is how many documents a read or a write of many scopes asks the store for at once.
 const loadParallel = 16
+
+// eachParallel calls fn for 0 to n-1, up to loadParallel at once, and returns the first error
+// (the calls already begun run to their end).
+func eachParallel(n int, fn func(i int) error) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		next  = make(chan int)
+	)
+	for range min(loadParallel, n) {
+		wg.Go(func() {
+			for i := range next {
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
 
 const dirKeyPrefix = "scopes#"
 
@@ -280,32 +310,13 @@ func (a *Authority) loadMany(ctx context.Context, keys []string, fresh bool) ([]
 		}
 		return out, mem, nil
 	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-		next  = make(chan int)
-	)
-	for range min(loadParallel, len(todo)) {
-		wg.Go(func() {
-			for i := range next {
-				d, err := a.load(ctx, keys[i])
-				mu.Lock()
-				if err != nil && first == nil {
-					first = err
-				}
-				out[i] = d
-				mu.Unlock()
-			}
-		})
-	}
-	for _, i := range todo {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if first != nil {
-		return nil, nil, first
+	err := eachParallel(len(todo), func(j int) error {
+		d, err := a.load(ctx, keys[todo[j]])
+		out[todo[j]] = d
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	return out, mem, nil
 }
@@ -806,42 +817,21 @@ func (a *Authority) commit(ctx context.Context, v *view, p *plan, flush, first b
 // putScopes writes the scopes' documents, up to loadParallel at once, and returns those that met
 // a conflict.
 func (a *Authority) putScopes(ctx context.Context, docs []*Doc, flush, first bool) ([]*Doc, error) {
-	if len(docs) == 1 {
-		ok, err := a.putPart(ctx, docs[0], flush, first)
-		if err != nil || ok {
-			return nil, err
-		}
-		return docs, nil
-	}
 	var (
-		wg         sync.WaitGroup
-		mu         sync.Mutex
-		lost       []*Doc
-		firstError error
-		next       = make(chan *Doc)
+		mu   sync.Mutex
+		lost []*Doc
 	)
-	for range min(loadParallel, len(docs)) {
-		wg.Go(func() {
-			for d := range next {
-				ok, err := a.putPart(ctx, d, flush, first)
-				mu.Lock()
-				switch {
-				case err != nil && firstError == nil:
-					firstError = err
-				case err == nil && !ok:
-					lost = append(lost, d)
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	for _, d := range docs {
-		next <- d
-	}
-	close(next)
-	wg.Wait()
-	if firstError != nil {
-		return nil, firstError
+	err := eachParallel(len(docs), func(i int) error {
+		ok, err := a.putPart(ctx, docs[i], flush, first)
+		if err == nil && !ok {
+			mu.Lock()
+			lost = append(lost, docs[i])
+			mu.Unlock()
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	slices.SortFunc(lost, func(x, y *Doc) int { return strings.Compare(x.Key, y.Key) })
 	return lost, nil
