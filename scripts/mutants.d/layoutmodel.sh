@@ -15,3 +15,9 @@ mutant "the check never compares a gate with what ended before it" internal/layo
 mutant "the writer after a crash (the sweep, a later accept) does not read the head" internal/layoutmodel/model.go \
   's/if \(c\.p == FreshHead && c\.m != RememberedHead\) \|\| a\.recovery \{/if c.p == FreshHead \&\& c.m != RememberedHead {/' \
   TestProtocolsKeepMultiScopeAcceptsAllOrNone ./internal/layoutmodel/
+mutant "the counter check lets a scope apply an older generation after a newer one" internal/layoutmodel/counter.go \
+  's/\tif gen <= d\.top \{/\tif false \&\& gen <= d.top {/' \
+  TestTheCounterCheckCatchesBrokenProtocols ./internal/layoutmodel/
+mutant "under the counter protocol an accept of several scopes fills its entry with a generation older than its predecessor's" internal/layoutmodel/counter.go \
+  's/\t\tcase a\.gen <= c\.before\(a\.head, k\):/\t\tcase false:/' \
+  TestCounterKeepsEachScopeInOrder ./internal/layoutmodel/
