@@ -740,7 +740,15 @@ func (a *Authority) writeSplit(ctx context.Context, env string, head *Doc, names
 			return nil, err
 		}
 		if done {
-			a.woke(EnvKey(env))
+			if p.head != nil {
+				a.woke(EnvKey(env)) // what every scope's gate reads
+			} else {
+				written := make([]string, 0, len(p.scopes))
+				for _, d := range p.scopes {
+					written = append(written, strings.TrimPrefix(d.Key, ScopeKey(env, "")))
+				}
+				a.wokeScopes(env, written)
+			}
 			return work, ferr
 		}
 		if p.headDone && len(p.logged) == 0 {

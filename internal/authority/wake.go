@@ -1,11 +1,22 @@
 package authority
 
+import "strings"
+
 // Changed returns a channel that is closed at this process's next successful write of env's
 // document: a waiter that took it before asking and was refused asks again when it closes, so a
 // lease released through the same Authority is handed over without polling (the App's API long
 // poll). Writes by other processes close nothing; a waiter still asks again at the lease's expiry.
-func (a *Authority) Changed(env string) <-chan struct{} {
-	key := EnvKey(env)
+func (a *Authority) Changed(env string) <-chan struct{} { return a.changed(EnvKey(env)) }
+
+// ChangedScope is Changed for a waiter on one scope: its channel closes at this process's next
+// write of that scope's state or of what every scope's gate reads (the single document, the head
+// of the per-scope layout), but not at a write of another scope's document, so that the waiters
+// of a wide environment are not all woken by every write of it.
+func (a *Authority) ChangedScope(env, scope string) <-chan struct{} {
+	return a.changed(ScopeKey(env, scope))
+}
+
+func (a *Authority) changed(key string) <-chan struct{} {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.wake == nil {
@@ -19,12 +30,35 @@ func (a *Authority) Changed(env string) <-chan struct{} {
 	return ch
 }
 
-// woke closes the channel of key's waiters, if any: its document was just written.
+// woke closes the channels of the waiters on env: its document (or the head) was just written,
+// which every scope's waiters are woken by too.
 func (a *Authority) woke(key string) {
+	env, _ := strings.CutPrefix(key, envKeyPrefix)
+	a.wokeScopes(env, nil)
+}
+
+// wokeScopes closes the channels of the waiters on env and on the scopes written (nil: every
+// scope of it).
+func (a *Authority) wokeScopes(env string, scopes []string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if ch, ok := a.wake[key]; ok {
-		close(ch)
-		delete(a.wake, key)
+	wake := func(key string) {
+		if ch, ok := a.wake[key]; ok {
+			close(ch)
+			delete(a.wake, key)
+		}
+	}
+	wake(EnvKey(env))
+	if scopes != nil {
+		for _, s := range scopes {
+			wake(ScopeKey(env, s))
+		}
+		return
+	}
+	prefix := ScopeKey(env, "")
+	for key := range a.wake {
+		if strings.HasPrefix(key, prefix) {
+			wake(key)
+		}
 	}
 }

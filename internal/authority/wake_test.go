@@ -1,6 +1,9 @@
 package authority
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // TestChangedClosesAtTheNextWrite: a waiter's channel closes at this process's next write of its
 // environment, not at a write of another environment nor at a refused write, and a channel taken
@@ -59,5 +62,49 @@ func TestChangedClosesAtTheNextWrite(t *testing.T) {
 	}
 	if !closed(released) {
 		t.Fatal("a release left the waiters' channel open")
+	}
+}
+
+// TestChangedScopeClosesAtItsScopesWrites: in the per-scope layout a waiter on one scope is woken
+// by a write of that scope's document and by a write of the head (which every gate reads), not by
+// a write of another scope's document; a waiter on the environment is woken by all of them.
+func TestChangedScopeClosesAtItsScopesWrites(t *testing.T) {
+	ctx := t.Context()
+	a := New(newMapStore(), WithClock(fixedClock{t0}), WithSkew(5*time.Second), WithScopeDocuments())
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	res, err := a.Accept(ctx, *mainPush("d1", testSha(1), "", "api", "web"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, web, env := a.ChangedScope("staging", "api"), a.ChangedScope("staging", "web"), a.Changed("staging")
+	g, err := a.Gate(ctx, GateRequest{Environment: "staging", Generation: res.Generation, Scopes: []string{"api"}, Phase: "deploy", Holder: "h", LeaseTTL: DefaultLeaseTTL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !closed(api) || !closed(env) {
+		t.Fatalf("a grant on api: api's waiters woken %v, the environment's %v; want both", closed(api), closed(env))
+	}
+	if closed(web) {
+		t.Fatal("a write of api's document woke web's waiters")
+	}
+	if err := a.Release(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if closed(web) {
+		t.Fatal("a release on api woke web's waiters")
+	}
+	// An accept takes its generation in the head: every scope's waiters are woken.
+	if _, err := a.Accept(ctx, *mainPush("d2", testSha(2), "", "api"), false); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(web) {
+		t.Fatal("a write of the head left web's waiters asleep")
 	}
 }

@@ -37,3 +37,9 @@ mutant "the sweep of the per-scope layout reads every scope, not the pending one
 mutant "the sweep leaves an intent of several scopes whose accepter stopped in the head's log" internal/authority/sweep.go \
   's/d\.Env\.Split && len\(d\.Env\.Log\) > 0 \{/d.Env.Split \&\& len(d.Env.Log) < 0 {/' \
   TestConformanceSplit/Sweep/FinishesAWideAcceptThatStopped
+mutant "a write of one scope's document wakes the waiters of every scope" internal/authority/scoped.go \
+  's/\t\t\t\ta\.wokeScopes\(env, written\)\n/\t\t\t\ta.wokeScopes(env, nil)\n/' \
+  TestChangedScopeClosesAtItsScopesWrites ./internal/authority/
+mutant "a write of one scope's document wakes none of its waiters" internal/authority/wake.go \
+  's/\t\t\twake\(ScopeKey\(env, s\)\)\n/\t\t\t_ = s\n/' \
+  TestChangedScopeClosesAtItsScopesWrites ./internal/authority/

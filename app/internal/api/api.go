@@ -108,15 +108,19 @@ func (p *server) overview(ctx context.Context, log *slog.Logger, wl *Workload) (
 const recheck = 800 * time.Millisecond
 
 // gateWait asks the gate, and while another holder has the lease asks again each time this
-// process writes the environment (a release, a completion), at the lease's expiry and every
-// recheck, until wait has passed: then it answers the last refusal. The hand-over of a lease
-// released through this process costs no polling.
+// process writes what the gate reads (a release, a completion; for a gate of one scope in the
+// per-scope layout, that scope's document or the head, not the other scopes'), at the lease's
+// expiry and every recheck, until wait has passed: then it answers the last refusal. The
+// hand-over of a lease released through this process costs no polling.
 func (p *server) gateWait(ctx context.Context, req authority.GateRequest, wait time.Duration) (*authority.Grant, error) {
 	auth := p.app.Auth
 	deadline := time.Now().Add(wait)
 	for {
 		// Taken before asking, so that a write between the refusal and the wait is not missed.
 		changed := auth.Changed(req.Environment)
+		if len(req.Scopes) == 1 {
+			changed = auth.ChangedScope(req.Environment, req.Scopes[0]) // not woken by the other scopes' writes
+		}
 		g, err := auth.Gate(ctx, req)
 		var held *authority.HeldError
 		left := time.Until(deadline)
