@@ -70,6 +70,9 @@ const loadParallel = 16
 // eachParallel calls fn for 0 to n-1, up to loadParallel at once, and returns the first error
 // (the calls already begun run to their end).
 func eachParallel(n int, fn func(i int) error) error {
+	if n == 1 {
+		return fn(0)
+	}
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -299,16 +302,6 @@ func (a *Authority) loadMany(ctx context.Context, keys []string, fresh bool) ([]
 			}
 		}
 		todo = append(todo, i)
-	}
-	if len(todo) <= 1 {
-		for _, i := range todo {
-			d, err := a.load(ctx, keys[i])
-			if err != nil {
-				return nil, nil, err
-			}
-			out[i] = d
-		}
-		return out, mem, nil
 	}
 	err := eachParallel(len(todo), func(j int) error {
 		d, err := a.load(ctx, keys[todo[j]])
