@@ -30,11 +30,19 @@ func (a *Authority) changed(key string) <-chan struct{} {
 	return ch
 }
 
-// woke closes the channels of the waiters on env: its document (or the head) was just written,
-// which every scope's waiters are woken by too.
+// woke closes the channels of key's waiters: its document was just written. For an
+// environment's document (or head) that is every scope's waiters too.
 func (a *Authority) woke(key string) {
-	env, _ := strings.CutPrefix(key, envKeyPrefix)
-	a.wokeScopes(env, nil)
+	if env, ok := strings.CutPrefix(key, envKeyPrefix); ok {
+		a.wokeScopes(env, nil)
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if ch, ok := a.wake[key]; ok {
+		close(ch)
+		delete(a.wake, key)
+	}
 }
 
 // wokeScopes closes the channels of the waiters on env and on the scopes written (nil: every
