@@ -17,7 +17,7 @@ mutant "the snapshot drops the outbox without storing it" internal/authority/mig
   's/\t\tif err := a\.archive\(ctx, d\); err != nil \{/\t\tif err := error(nil); err != nil {/' \
   TestConformance/Layout/MoveKeepsEverything
 mutant "the head is written without the snapshot before the scopes' documents" internal/authority/migrate.go \
-  's/\tfor range min\(loadParallel, len\(names\)\) \{/\tif _, err := a.store.Put(ctx, \&Doc{Key: head.Key, Rev: head.Rev, Env: \&Env{Name: env, Part: partHead, Desired: snap.Desired, EventSeq: snap.EventSeq, Policy: snap.Policy, Requires: snap.Requires}}); err == nil {\n\t\thead.Rev++\n\t}\n\tfor range min(loadParallel, len(names)) {/' \
+  's/\tif err := eachParallel\(len\(names\), func\(i int\) error \{ return a.createScope/\tif _, err := a.store.Put(ctx, \&Doc{Key: head.Key, Rev: head.Rev, Env: \&Env{Name: env, Part: partHead, Desired: snap.Desired, EventSeq: snap.EventSeq, Policy: snap.Policy, Requires: snap.Requires}}); err == nil {\n\t\thead.Rev++\n\t}\n\tif err := eachParallel(len(names), func(i int) error { return a.createScope/' \
   TestConformance/Layout/MoveStoppedAtEveryRequest
 mutant "the rollup of a timeline paged by time drops events by their per-scope numbers" internal/report/rollupread.go \
   's/\t\t\tr\.add\(ev, OrderOf\(state, ev\)\)/\t\t\tr.AddOrdered(ev, OrderOf(state, ev))/' \
