@@ -331,7 +331,10 @@ func (a *Authority) Release(ctx context.Context, g *Grant) error {
 		if d.Env == nil {
 			return false, &LostError{Resource: g.Environment, Reason: "environment not found"}
 		}
-		scopes := sortedKeys(g.Tokens)
+		scopes := d.Env.unlanded(sortedKeys(g.Tokens))
+		if len(scopes) == 0 {
+			return false, nil // released by an earlier attempt, whose last write lost a race
+		}
 		if err := d.Env.checkTokens(scopes, g.Holder, g.Generation, g.Tokens); err != nil {
 			return false, err
 		}
@@ -380,12 +383,28 @@ func (a *Authority) Complete(ctx context.Context, c Completion) (*CompleteResult
 		if err := d.Env.requireScopes(c.Scopes); err != nil {
 			return false, err
 		}
+		prev := res
 		if res = d.Env.repeatedSuccess(&c); res != nil {
 			return false, nil // the success took effect before: nothing to write
 		}
+		// The scopes an earlier attempt completed, before its write of another lost a race,
+		// keep what it decided for them.
+		rest := c
+		if prev != nil {
+			rest.Scopes = d.Env.unlanded(c.Scopes)
+			if len(rest.Scopes) == 0 {
+				res = prev
+				return false, nil
+			}
+		}
 		var err error
-		res, err = d.Env.complete(&c, now, a.skew)
-		return err == nil, err
+		if res, err = d.Env.complete(&rest, now, a.skew); err != nil {
+			return false, err
+		}
+		if len(rest.Scopes) < len(c.Scopes) {
+			res.keep(prev, c.Scopes, d.Env.Landed)
+		}
+		return true, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("complete generation %d in %s: %w", c.Generation, c.Environment, err)

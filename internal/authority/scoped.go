@@ -67,8 +67,8 @@ func logScopes(log []logEntry) int {
 // loadParallel is how many documents a read or a write of many scopes asks the store for at once.
 const loadParallel = 16
 
-// eachParallel calls fn for 0 to n-1, up to loadParallel at once, and returns the first error
-// (the calls already begun run to their end).
+// eachParallel calls fn for 0 to n-1, up to loadParallel at once, and returns the first error:
+// once one has failed no more calls begin, and those already begun run to their end.
 func eachParallel(n int, fn func(i int) error) error {
 	if n == 1 {
 		return fn(0)
@@ -93,6 +93,12 @@ func eachParallel(n int, fn func(i int) error) error {
 		})
 	}
 	for i := range n {
+		mu.Lock()
+		failed := first != nil
+		mu.Unlock()
+		if failed {
+			break
+		}
 		next <- i
 	}
 	close(next)
@@ -203,26 +209,6 @@ type view struct {
 	// whose document holds it, "" for the head.
 	accepts map[string]string
 	doc     *Doc // the assembled environment
-	// reused: the newest of the generations a retry takes again (writeSplit), 0: none.
-	reused int64
-}
-
-// newest is the newest generation applied to any scope of the view, or that the head's log
-// applies to one of them.
-func (v *view) newest() int64 {
-	n := int64(0)
-	for name, d := range v.scopes {
-		n = max(n, appliedOf(d))
-		if v.head.Env == nil {
-			continue
-		}
-		for _, l := range v.head.Env.Log {
-			if slices.Contains(l.Intent.Scopes, name) {
-				n = max(n, l.Generation)
-			}
-		}
-	}
-	return n
 }
 
 // isSplit reports whether d is the head of an environment in the per-scope layout.
@@ -377,14 +363,6 @@ func (v *view) assemble(a *Authority, now time.Time) {
 	v.doc = &Doc{Key: EnvKey(v.env), Rev: v.head.Rev, Pending: v.head.Pending, Env: e, Assembled: true}
 }
 
-// desiredOf is the generation counter of a head as read (0: nothing stored yet).
-func desiredOf(head *Doc) int64 {
-	if head.Env == nil {
-		return 0
-	}
-	return head.Env.Desired
-}
-
 func appliedOf(d *Doc) int64 {
 	if d.Env == nil {
 		return 0
@@ -423,7 +401,8 @@ func (e *Env) logIntent(in *Intent, gen int64, answers map[string]verdict, claim
 
 // plan is what one attempt of a transition writes, in order.
 type plan struct {
-	headDone bool // the head's write landed
+	headDone bool     // the head's write landed
+	wrote    []string // the scopes whose writes landed
 	dir      *Doc
 	head     *Doc
 	scopes   []*Doc
@@ -443,16 +422,6 @@ func (a *Authority) split(v *view, work *Env, now time.Time) (*plan, error) {
 		h.EventSeq, h.Outbox, h.Accepts = old.EventSeq, slices.Clone(old.Outbox), nil
 	}
 	h.Policy, h.Requires, h.Gates, h.AlertAfter, h.Desired = work.Policy, work.Requires, work.Gates, work.AlertAfter, work.Desired
-	took := v.reused // the newest generation this transition took, 0: none
-	if old != nil {
-		// A retry may reuse generations an earlier attempt's head write took (writeSplit).
-		if work.Desired > old.Desired {
-			took = work.Desired
-		}
-		h.Desired = max(h.Desired, old.Desired)
-	} else if work.Desired > 0 {
-		took = work.Desired
-	}
 	h.Log = work.Log
 	headMoves := old == nil || old.Policy != h.Policy || old.AlertAfter != h.AlertAfter || old.Desired != h.Desired || len(old.Log) != len(h.Log)
 	if !headMoves {
@@ -543,15 +512,9 @@ func (a *Authority) split(v *view, work *Env, now time.Time) (*plan, error) {
 		}
 		s.Accepts = keep[name]
 		s.appendEvents(routed[name])
-		changed, err := differs(d.Env, s)
-		if err != nil {
+		if changed, err := differs(d.Env, s); err != nil {
 			return nil, err
-		}
-		if changed && took > 0 {
-			// A generation this transition took touched no scope but those it changes.
-			s.Applied = max(s.Applied, took)
-		}
-		if changed || d.Pending != s.HasPending() {
+		} else if changed || d.Pending != s.HasPending() {
 			p.scopes = append(p.scopes, &Doc{Key: ScopeKey(env, name), Rev: d.Rev, Pending: s.HasPending(), Env: s})
 		}
 	}
@@ -637,12 +600,18 @@ func (a *Authority) writeSplit(ctx context.Context, env string, head *Doc, names
 		defer a.lock(k)()
 	}
 	fresh := false
-	// taken: the generations an attempt's head write took (from lo to hi) before its scope's write
-	// lost a race. The retry takes them again while no scope it reads has a newer one applied:
-	// every log entry older than lo was in the head that write replaced, so the retry has applied
-	// those that name its scopes, and a loser does not take a new generation (a head write) each
-	// time round.
-	var taken struct{ lo, hi int64 }
+	// What the attempts wrote, a failed one's first writes too: their waiters are woken however
+	// the transition ends. A head written wakes every waiter of the environment (every scope's
+	// gate reads it); scopes alone wake their own.
+	var wroteHead bool
+	var wrote []string
+	defer func() {
+		if wroteHead {
+			a.woke(EnvKey(env))
+		} else if len(wrote) > 0 {
+			a.wokeScopes(env, wrote)
+		}
+	}()
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if attempt > 0 {
 			var err error
@@ -678,20 +647,14 @@ func (a *Authority) writeSplit(ctx context.Context, env string, head *Doc, names
 			}
 		}
 		work := cloneDoc(v.doc)
+		if work.Env != nil && len(wrote) > 0 {
+			work.Env.Landed = map[string]bool{}
+			for _, name := range wrote {
+				work.Env.Landed[name] = true
+			}
+		}
 		now := a.clock.Now()
-		reuse := taken.hi > 0 && work.Env != nil && work.Env.Desired >= taken.hi && v.newest() < taken.lo
-		if reuse {
-			work.Env.Desired = taken.lo - 1
-		}
 		changed, ferr := fn(work, now)
-		if reuse && (!changed || work.Env == nil || work.Env.Desired != taken.hi) {
-			// This attempt takes other generations than the one that lost: new ones.
-			reuse, work = false, cloneDoc(v.doc)
-			changed, ferr = fn(work, now)
-		}
-		if reuse {
-			v.reused = taken.hi
-		}
 		if !changed && !fresh && v.fromMemory() {
 			fresh = true // a decision on remembered scopes that writes nothing is confirmed on fresh ones
 			continue
@@ -729,25 +692,13 @@ func (a *Authority) writeSplit(ctx context.Context, env string, head *Doc, names
 			continue
 		}
 		done, err := a.commit(ctx, v, p, flush, attempt == 0)
+		wroteHead = wroteHead || p.headDone
+		wrote = append(wrote, p.wrote...)
 		if err != nil {
 			return nil, err
 		}
 		if done {
-			if p.head != nil {
-				a.woke(EnvKey(env)) // what every scope's gate reads
-			} else {
-				written := make([]string, 0, len(p.scopes))
-				for _, d := range p.scopes {
-					written = append(written, strings.TrimPrefix(d.Key, ScopeKey(env, "")))
-				}
-				a.wokeScopes(env, written)
-			}
 			return work, ferr
-		}
-		if p.headDone && len(p.logged) == 0 {
-			if was := desiredOf(v.head); p.head.Env.Desired > was {
-				taken.lo, taken.hi = was+1, p.head.Env.Desired
-			}
 		}
 		// A lost race for the head (accepts, one small document) is retried after a short pause
 		// that grows slowly: the head's writes are quick, and the racers for it are accepts of
@@ -791,13 +742,17 @@ func (a *Authority) commit(ctx context.Context, v *view, p *plan, flush, first b
 			if err != nil || !ok {
 				return false, err
 			}
+			p.wrote = append(p.wrote, strings.TrimPrefix(d.Key, ScopeKey(v.env, "")))
 		}
 		return true, nil
 	}
 	// An intent in the log: every scope gets it whatever its write meets, so the writes go out
 	// together (a wide intent's hundreds of them), and a scope lost to a race is completed from
 	// the log.
-	lost, err := a.putScopes(ctx, p.scopes, flush, first)
+	lost, landed, err := a.putScopes(ctx, p.scopes, flush, first)
+	for _, d := range landed {
+		p.wrote = append(p.wrote, strings.TrimPrefix(d.Key, ScopeKey(v.env, "")))
+	}
 	if err != nil {
 		return false, err
 	}
@@ -816,26 +771,26 @@ func (a *Authority) commit(ctx context.Context, v *view, p *plan, flush, first b
 }
 
 // putScopes writes the scopes' documents, up to loadParallel at once, and returns those that met
-// a conflict.
-func (a *Authority) putScopes(ctx context.Context, docs []*Doc, flush, first bool) ([]*Doc, error) {
-	var (
-		mu   sync.Mutex
-		lost []*Doc
-	)
-	err := eachParallel(len(docs), func(i int) error {
+// a conflict, and those whose writes landed (on an error too).
+func (a *Authority) putScopes(ctx context.Context, docs []*Doc, flush, first bool) (lost, landed []*Doc, err error) {
+	var mu sync.Mutex
+	err = eachParallel(len(docs), func(i int) error {
 		ok, err := a.putPart(ctx, docs[i], flush, first)
-		if err == nil && !ok {
-			mu.Lock()
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil && ok:
+			landed = append(landed, docs[i])
+		case err == nil:
 			lost = append(lost, docs[i])
-			mu.Unlock()
 		}
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, landed, err
 	}
 	slices.SortFunc(lost, func(x, y *Doc) int { return strings.Compare(x.Key, y.Key) })
-	return lost, nil
+	return lost, landed, nil
 }
 
 // putPart writes one document of the per-scope layout, storing the outbox it replaces first as
@@ -940,8 +895,12 @@ func (a *Authority) completeScope(ctx context.Context, env, name string) error {
 			return nil
 		}
 		ok, err := a.putPart(ctx, p.scopes[0], false, true)
-		if err != nil || ok {
+		if err != nil {
 			return err
+		}
+		if ok {
+			a.wokeScopes(env, []string{name}) // an intent newer than their own reached the scope
+			return nil
 		}
 		if err := backoff(ctx, attempt); err != nil {
 			return err
@@ -999,10 +958,9 @@ func (a *Authority) completeLog(ctx context.Context, env string) error {
 			names[s] = true
 		}
 	}
-	for _, name := range sortedKeys(names) {
-		if err := a.completeScope(ctx, env, name); err != nil {
-			return err
-		}
+	all := sortedKeys(names)
+	if err := eachParallel(len(all), func(i int) error { return a.completeScope(ctx, env, all[i]) }); err != nil {
+		return err
 	}
 	return a.trimLog(ctx, env, gens)
 }

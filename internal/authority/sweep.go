@@ -51,8 +51,9 @@ func (a *Authority) Sweep(ctx context.Context, stall time.Duration, maxAttempts 
 	for _, env := range envs {
 		work, exhausted, err := a.claimStalled(ctx, env, pendingScopes(scopes[env]), stall, maxAttempts)
 		if err != nil {
+			// A failure after the re-drives were recorded (the head's log) still re-drives them:
+			// their attempts are counted already.
 			rep.fail(env, err)
-			continue
 		}
 		rep.Exhausted = append(rep.Exhausted, exhausted...)
 		for _, w := range work {
@@ -97,7 +98,8 @@ func pendingScopes(listed []string) namesFunc {
 }
 
 // claimStalled records the re-drives of an environment's stalled work in one write; names are
-// the scopes of the per-scope layout that may hold it.
+// the scopes of the per-scope layout that may hold it. It then applies the head's log of the
+// per-scope layout: an error there comes with the work recorded, to be re-driven all the same.
 func (a *Authority) claimStalled(ctx context.Context, env string, names namesFunc, stall time.Duration, maxAttempts int) ([]StalledWork, []StalledWork, error) {
 	var work, exhausted []StalledWork
 	req := newRequired()
@@ -136,7 +138,7 @@ func (a *Authority) claimStalled(ctx context.Context, env string, names namesFun
 		// head's write reaches its scopes here (and stalls there, to be re-driven) when no other
 		// writer of them comes.
 		if err := a.completeLog(ctx, env); err != nil {
-			return nil, nil, fmt.Errorf("sweep %s: apply the head's log: %w", env, err)
+			return work, exhausted, fmt.Errorf("sweep %s: apply the head's log: %w", env, err)
 		}
 	}
 	return work, exhausted, nil

@@ -285,6 +285,32 @@ type CompleteResult struct {
 	Superseded map[string]*SupersededError `json:"superseded,omitempty"`
 }
 
+// keep copies into r what prev said of the scopes of names that landed.
+func (r *CompleteResult) keep(prev *CompleteResult, names []string, landed map[string]bool) {
+	for _, name := range names {
+		if !landed[name] {
+			continue
+		}
+		if res, ok := prev.Results[name]; ok {
+			r.Results[name] = res
+		}
+		if sup := prev.Superseded[name]; sup != nil {
+			if r.Superseded == nil {
+				r.Superseded = map[string]*SupersededError{}
+			}
+			r.Superseded[name] = sup
+		}
+	}
+}
+
+// unlanded is names without the scopes an earlier attempt of this transition wrote (Env.Landed).
+func (e *Env) unlanded(names []string) []string {
+	if len(e.Landed) == 0 {
+		return names
+	}
+	return slices.DeleteFunc(slices.Clone(names), func(name string) bool { return e.Landed[name] })
+}
+
 // Overall folds the per-scope results into one: failed beats retry beats superseded beats deployed.
 func (r *CompleteResult) Overall() Result {
 	rank := map[Result]int{ResultDeployed: 0, ResultSuperseded: 1, ResultRetry: 2, ResultFailed: 3, ResultUnapproved: 4}

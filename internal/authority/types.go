@@ -143,11 +143,13 @@ type Env struct {
 	// Log, in the head of the per-scope layout: the intents of several scopes accepted and not yet
 	// known to be applied to all of them.
 	Log []logEntry `json:"-"`
-	// Applied, in a scope document: the newest generation applied to it, of the head's log or
-	// of an accept of its own. Every log entry naming the scope up to it is applied there (an
-	// accept applies the entries older than its generation first), and no accept newer than it
-	// touched the scope.
+	// Applied, in a scope document: the newest generation of the head's log applied to it.
 	Applied int64 `json:"-"`
+	// Landed, in an environment of the per-scope layout as a retry of a transition decides on
+	// it: the scopes whose documents an earlier attempt of the same transition wrote before
+	// another's write lost its race. Their part of the transition took effect; the retry does
+	// the rest.
+	Landed map[string]bool `json:"-"`
 	// Dir, in the directory of the per-scope layout: every scope's name, sorted.
 	Dir []string `json:"-"`
 	// Streams, in an environment of the per-scope layout read whole: its event streams.

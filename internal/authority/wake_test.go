@@ -1,6 +1,7 @@
 package authority
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -106,5 +107,60 @@ func TestChangedScopeClosesAtItsScopesWrites(t *testing.T) {
 	}
 	if !closed(web) {
 		t.Fatal("a write of the head left web's waiters asleep")
+	}
+}
+
+// conflictOnce answers ErrConflict to the first write of key, which it does not make: a race lost
+// to another process.
+type conflictOnce struct {
+	Store
+	key  string
+	lost bool
+}
+
+func (s *conflictOnce) Put(ctx context.Context, d *Doc) (int64, error) {
+	if d.Key == s.key && !s.lost {
+		s.lost = true
+		return 0, ErrConflict
+	}
+	return s.Store.Put(ctx, d)
+}
+
+// TestChangedScopeClosesAtAnEarlierAttemptsWrites: a transition of two scopes whose first attempt
+// wrote one and lost the other's race wakes the waiters of both, though its last attempt wrote
+// only the second.
+func TestChangedScopeClosesAtAnEarlierAttemptsWrites(t *testing.T) {
+	ctx := t.Context()
+	s := &conflictOnce{Store: newMapStore(), key: ScopeKey("staging", "web"), lost: true}
+	a := New(s, WithClock(fixedClock{t0}), WithSkew(5*time.Second), WithScopeDocuments())
+	res, err := a.Accept(ctx, *mainPush("d1", testSha(1), "", "api", "web"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := a.Gate(ctx, GateRequest{Environment: "staging", Generation: res.Generation, Scopes: []string{"api", "web"}, Phase: "deploy", Holder: "h", LeaseTTL: DefaultLeaseTTL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := a.ChangedScope("staging", "api")
+	s.lost = false // the release's first write of web loses its race, after api's landed
+	if err := a.Release(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if !s.lost {
+		t.Fatal("the release never wrote web")
+	}
+	select {
+	case <-api:
+	default:
+		t.Fatal("api's lease was released by the first attempt, whose write of web lost; api's waiters were left asleep")
+	}
+	e, err := a.State(ctx, "staging")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"api", "web"} {
+		if l := e.Scopes[name].Lease; l.Holder != "" {
+			t.Fatalf("%s still leased to %+v after the release", name, l)
+		}
 	}
 }

@@ -22,15 +22,24 @@ mutant "a completion of one scope clears the pending mark of the others" interna
 mutant "a page far back in the per-scope layout's timeline reads once past the newer events" internal/authority/scoped.go \
   's/\t\t\tfor n := int64\(limit\); ; n \*= 2 \{/\t\t\tfor n, i := int64(limit), 0; i < 2; n, i = n*2, i+1 {/' \
   TestConformanceSplit/Outbox/HistoryPagesByTime
-mutant "a loser of a scope's race keeps its generation though the winner's is newer" internal/authority/scoped.go \
-  's/ && v\.newest\(\) < taken\.lo\n/ \&\& v.newest() >= 0\n/' \
+mutant "a loser of a scope's race takes again a generation taken before" internal/authority/scoped.go \
+  's/\t\tchanged, ferr := fn\(work, now\)\n/\t\tif attempt > 0 \&\& work.Env != nil \&\& work.Env.Desired > 0 {\n\t\t\twork.Env.Desired--\n\t\t}\n\t\tchanged, ferr := fn(work, now)\n/' \
   TestConformanceSplit/Generations/LoserOfTheScopesRace
-mutant "a loser of a scope's race takes a new generation though its own is the newer" internal/authority/scoped.go \
-  's/\t\treuse := taken\.hi > 0 && /\t\treuse := false \&\& taken.hi > 0 \&\& /' \
-  TestConformanceSplit/Generations/LoserOfTheScopesRace
-mutant "a generation an accept takes does not raise its scope's applied" internal/authority/scoped.go \
-  's/\t\t\ts\.Applied = max\(s\.Applied, took\)/\t\t\ts.Applied = max(s.Applied, took*0)/' \
-  TestConformanceSplit/Generations/LoserOfTheScopesRace
+mutant "a retry of a transition does not know the scopes its earlier attempt wrote" internal/authority/scoped.go \
+  's/\t\t\t\twork\.Env\.Landed\[name\] = true/\t\t\t\twork.Env.Landed[name] = false/' \
+  TestConformanceSplit/Outcomes/EndingOfSeveralScopesMeetsARace
+mutant "a release's retry releases again what its earlier attempt released" internal/authority/authority.go \
+  's/scopes := d\.Env\.unlanded\(sortedKeys\(g\.Tokens\)\)/scopes := sortedKeys(g.Tokens)/' \
+  TestConformanceSplit/Outcomes/EndingOfSeveralScopesMeetsARace
+mutant "a completion's retry forgets what its earlier attempt decided for the scopes it wrote" internal/authority/authority.go \
+  's/\t\t\tres\.keep\(prev, c\.Scopes, d\.Env\.Landed\)/\t\t\t_ = prev/' \
+  TestConformanceSplit/Outcomes/EndingOfSeveralScopesMeetsARace
+mutant "a transition wakes only what its last attempt wrote" internal/authority/scoped.go \
+  's/\t\t\ta\.wokeScopes\(env, wrote\)\n/\t\t\ta.wokeScopes(env, wrote[len(wrote)-1:])\n/' \
+  TestChangedScopeClosesAtAnEarlierAttemptsWrites ./internal/authority/
+mutant "a sweep whose head's log fails drops the re-drives it recorded" internal/authority/sweep.go \
+  's/return work, exhausted, fmt\.Errorf\("sweep %s: apply the head/return nil, nil, fmt.Errorf("sweep %s: apply the head/' \
+  TestConformanceSplit/Sweep/RedrivesWhenTheLogCannotBeApplied
 mutant "the sweep of the per-scope layout reads every scope, not the pending ones" internal/authority/sweep.go \
   's/return scopesOf\(append\(\[\]string\{\}, listed\.\.\.\)\)/return nil/' \
   TestConformanceSplit/Sweep/ReadsThePendingScopesOnly
@@ -38,7 +47,7 @@ mutant "the sweep leaves an intent of several scopes whose accepter stopped in t
   's/d\.Env\.Split && len\(d\.Env\.Log\) > 0 \{/d.Env.Split \&\& len(d.Env.Log) < 0 {/' \
   TestConformanceSplit/Sweep/FinishesAWideAcceptThatStopped
 mutant "a write of one scope's document wakes the waiters of every scope" internal/authority/scoped.go \
-  's/\t\t\t\ta\.wokeScopes\(env, written\)\n/\t\t\t\ta.wokeScopes(env, nil)\n/' \
+  's/\t\t\ta\.wokeScopes\(env, wrote\)\n/\t\t\ta.wokeScopes(env, nil)\n/' \
   TestChangedScopeClosesAtItsScopesWrites ./internal/authority/
 mutant "a write of one scope's document wakes none of its waiters" internal/authority/wake.go \
   's/\t\t\twake\(ScopeKey\(env, s\)\)\n/\t\t\t_ = s\n/' \

@@ -49,16 +49,15 @@ func (s *putPausingStore) Put(ctx context.Context, d *authority.Doc) (int64, err
 }
 
 // testLoserOfTheScopesRace: in the per-scope layout an accept takes its generation in the head's
-// write, then writes its scope's document; one that loses the scope's race to another accept
-// decides again. If the winner's generation is newer, the loser takes a new one, so that the
-// scope sees its generations in order and the later arrival still wins; if the loser's is the
-// newer, it keeps its own and takes no other (no head write, no generation skipped).
+// write, then writes its scope's document; one that loses the scope's race decides again on what
+// the winner left and takes a new generation, newer than every one taken so far. So the later
+// arrival still wins when the winner was another accept, and observed, which the status shows,
+// does not go back when the winner was a completion and other scopes settled meanwhile.
 func testLoserOfTheScopesRace(t *testing.T, h *harness) {
 	if !h.split {
 		t.Skip("the single document takes a generation and changes the scope in one write")
 	}
 	const env = "staging"
-	h.accept(h.process(), push(env, "seed", sha("s", 1), "api"), false)
 	api := authority.ScopeKey(env, "api")
 	accept := func(a *authority.Authority, in authority.Intent) chan *authority.AcceptResult {
 		done := make(chan *authority.AcceptResult, 1)
@@ -73,8 +72,9 @@ func testLoserOfTheScopesRace(t *testing.T, h *harness) {
 	}
 	pending := func() *authority.Ref { return h.env(env).Scopes["api"].Mailbox }
 
-	// The loser's generation is the older one: B takes 2 and stops before its scope's write; A
-	// takes 3 and writes api; B decides again on what A left.
+	// The winner is an accept: B takes its generation and stops before its scope's write; A takes
+	// the next and writes api; B decides again on what A left.
+	h.accept(h.process(), push(env, "seed", sha("s", 1), "api"), false)
 	pb := newPutPausing(h.store, api)
 	b := accept(h.authority(pb), push(env, "b", sha("b", 1), "api"))
 	<-pb.paused
@@ -91,28 +91,36 @@ func testLoserOfTheScopesRace(t *testing.T, h *harness) {
 		t.Fatalf("api's pending intent %+v; want B's at %d, which superseded A", m, resB.Generation)
 	}
 
-	// The loser's generation is the newer one: C takes one and stops, D takes the next and stops;
-	// C writes api, then D decides again and keeps its generation.
-	pc, pd := newPutPausing(h.store, api), newPutPausing(h.store, api)
+	// The winner is a completion: C stops before api's write, the pass at B's generation
+	// completes on api, and a pass on web settles the environment; then C decides again.
+	a := h.process()
+	h.claim(a, env, resB.Generation, "api")
+	g := h.gate(a, env, resB.Generation, "run-b", "api")
+	pc := newPutPausing(h.store, api)
 	c := accept(h.authority(pc), push(env, "c", sha("c", 1), "api"))
 	<-pc.paused
-	d := accept(h.authority(pd), push(env, "d", sha("d", 1), "api"))
-	<-pd.paused
+	h.complete(a, g, authority.OutcomeSuccess, "run-b")
+	gw := h.pass(a, env, "w", sha("w", 1), "run-w", "web")
+	h.complete(a, gw, authority.OutcomeSuccess, "run-w")
+	settled := h.env(env)
+	if settled.Observed != settled.Desired || settled.HasPending() {
+		t.Fatalf("observed %d of %d with work pending before C's retry; want the environment settled", settled.Observed, settled.Desired)
+	}
 	close(pc.resumed)
 	resC := <-c
-	close(pd.resumed)
-	resD := <-d
 	if t.Failed() {
 		return
 	}
-	if resD.Generation != resC.Generation+1 {
-		t.Fatalf("D took generation %d after C's %d lost nothing to it; want it to keep %d", resD.Generation, resC.Generation, resC.Generation+1)
+	after := h.env(env)
+	if after.Observed < settled.Observed {
+		t.Fatalf("observed went back from %d to %d when C, which lost api's race, was accepted at %d; want C to take a generation past %d",
+			settled.Observed, after.Observed, resC.Generation, settled.Desired)
 	}
-	if got := h.env(env).Desired; got != resD.Generation {
-		t.Fatalf("desired %d after D at %d; want no generation taken past D's", got, resD.Generation)
+	if resC.Generation <= settled.Desired || after.Desired != resC.Generation {
+		t.Fatalf("C accepted at %d after the environment settled at %d, desired now %d; want a new generation, the newest", resC.Generation, settled.Desired, after.Desired)
 	}
-	if m := pending(); m == nil || m.Sha != sha("d", 1) || m.Generation != resD.Generation {
-		t.Fatalf("api's pending intent %+v; want D's at %d, which superseded C", m, resD.Generation)
+	if m := pending(); m == nil || m.Sha != sha("c", 1) || m.Generation != resC.Generation {
+		t.Fatalf("api's pending intent %+v; want C's at %d", m, resC.Generation)
 	}
 }
 

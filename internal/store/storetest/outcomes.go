@@ -21,6 +21,70 @@ func outcomeCases() []testCase {
 		{"Invalid", testOutcomeInvalid},
 		{"TerminalWithoutMessage", testTerminalWithoutMessage},
 		{"ReportedByDeploymentStatus", testReported},
+		{"EndingOfSeveralScopesMeetsARace", testEndingMeetsARace},
+	}
+}
+
+// testEndingMeetsARace: in the per-scope layout the completion or release of a pass of several
+// scopes writes their documents one by one, and another process may write one of them in between
+// (a push naming it alone). The ending that lost that race finishes what it began: it reports
+// the deploys, frees every lease, and does not take its own earlier write for a lease lost.
+func testEndingMeetsARace(t *testing.T, h *harness) {
+	if !h.split {
+		t.Skip("the single document ends every scope of a pass in one write")
+	}
+	const env = "staging"
+	web := authority.ScopeKey(env, "web")
+	for i, end := range []string{"complete", "release"} {
+		first := h.accept(h.process(), push(env, fmt.Sprintf("%s-pass", end), sha("p", i), "api", "web"), true)
+		g := h.gate(h.process(), env, first.Generation, "run-"+end, "api", "web")
+		paused := newPutPausing(h.store, web)
+		a := h.authority(paused)
+		type ended struct {
+			res *authority.CompleteResult
+			err error
+		}
+		done := make(chan ended, 1)
+		go func() {
+			if end == "release" {
+				done <- ended{err: a.Release(h.ctx, g)}
+				return
+			}
+			res, err := a.Complete(h.ctx, authority.Completion{Environment: env, Generation: g.Generation, Scopes: []string{"api", "web"},
+				Holder: g.Holder, Tokens: g.Tokens, Outcome: authority.OutcomeSuccess, Attempt: 1, MaxAttempts: 3, Run: "run-" + end})
+			done <- ended{res, err}
+		}()
+		<-paused.paused // api's document is written, web's not yet
+		newer := h.accept(h.process(), push(env, fmt.Sprintf("%s-newer", end), sha("n", i), "web"), false)
+		close(paused.resumed)
+		got := <-done
+		if got.err != nil {
+			t.Fatalf("%s of the pass at %d after a push on web wrote web's document between its writes: %v; want it to finish", end, g.Generation, got.err)
+		}
+		e := h.env(env)
+		for _, name := range []string{"api", "web"} {
+			if l := e.Scopes[name].Lease; l.Holder != "" {
+				t.Fatalf("%s: %s still leased to %s (token %d) after the %s", end, name, l.Holder, l.Token, end)
+			}
+		}
+		if end == "complete" {
+			for _, name := range []string{"api", "web"} {
+				if got.res.Results[name] != authority.ResultDeployed {
+					t.Fatalf("completion results %v; want both scopes deployed", got.res.Results)
+				}
+				if live := e.Scopes[name].Live; live == nil || live.Generation != g.Generation {
+					t.Fatalf("%s live %+v; want the pass at %d", name, live, g.Generation)
+				}
+			}
+		}
+		if m := e.Scopes["web"].Mailbox; m == nil || m.Generation != newer.Generation {
+			t.Fatalf("web's pending intent %+v; want the newer push at %d", m, newer.Generation)
+		}
+		// The newer push deploys, so that the next round starts on settled scopes.
+		h.deploy(h.process(), env, newer.Generation, "run-newer-"+end, "run-newer-"+end, "web")
+		if end == "release" {
+			h.deploy(h.process(), env, first.Generation, "run-again", "run-again", "api")
+		}
 	}
 }
 

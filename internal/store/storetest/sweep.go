@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ func sweepCases() []testCase {
 		{"ConcurrentSweepersRedriveOnce", testSweepersRedriveOnce},
 		{"ReadsThePendingScopesOnly", testSweepReadsPendingScopes},
 		{"FinishesAWideAcceptThatStopped", testSweepFinishesWideAccept},
+		{"RedrivesWhenTheLogCannotBeApplied", testSweepRedrivesDespiteTheLog},
 	}
 }
 
@@ -68,6 +70,55 @@ func testSweepFinishesWideAccept(t *testing.T, h *harness) {
 		if m := h.scope(env, name).Mailbox; m == nil || m.Sha != sha("b", 1) || m.Generation != got[0].Generation {
 			t.Fatalf("%s: pending %+v; want the wide intent at %d", name, m, got[0].Generation)
 		}
+	}
+}
+
+// keyWritesFail fails every write of its keys, as a store that throttles them.
+type keyWritesFail struct {
+	authority.Store
+	keys []string
+}
+
+func (s *keyWritesFail) Put(ctx context.Context, d *authority.Doc) (int64, error) {
+	if slices.Contains(s.keys, d.Key) {
+		return 0, fmt.Errorf("write %s: throttled", d.Key)
+	}
+	return s.Store.Put(ctx, d)
+}
+
+// testSweepRedrivesDespiteTheLog: a sweep that records the re-drive of stalled work and then
+// cannot apply the head's log to other scopes (their writes fail) still re-drives the work it
+// recorded, whose attempt it counted, and reports the failure.
+func testSweepRedrivesDespiteTheLog(t *testing.T, h *harness) {
+	if !h.split {
+		t.Skip("the single document has no log of intents of several scopes")
+	}
+	const env, stall = "staging", 10 * time.Minute
+	a := h.process()
+	h.live(a, env, "first", sha("a", 1), "api", "web", "worker")
+	h.accept(a, push(env, "one", sha("b", 1), "api"), false) // stalls
+	wide := push(env, "wide", sha("c", 1), "web", "worker")
+	if _, err := h.authority(&scopeWritesFail{Store: h.store, env: env}).Accept(h.ctx, wide, false); err == nil {
+		t.Fatal("the accept succeeded though none of its scopes could be written")
+	}
+	h.clock.Advance(stall + time.Minute)
+	failing := &keyWritesFail{Store: h.store, keys: []string{authority.ScopeKey(env, "web"), authority.ScopeKey(env, "worker")}}
+	var redriven []string
+	rep, err := h.authority(failing).Sweep(h.ctx, stall, 3, func(_ context.Context, w authority.StalledWork) error {
+		redriven = append(redriven, w.Scopes...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(redriven, []string{"api"}) {
+		t.Fatalf("re-driven %v; want api, whose re-drive the sweep recorded before the head's log failed", redriven)
+	}
+	if m := h.scope(env, "api").Mailbox; m == nil || m.Attempt != 1 {
+		t.Fatalf("api pending %+v; want its first re-drive counted", m)
+	}
+	if len(rep.Failed) == 0 {
+		t.Fatalf("sweep report %+v; want the failure to apply the head's log reported", rep)
 	}
 }
 
