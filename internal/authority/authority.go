@@ -291,8 +291,14 @@ func (a *Authority) Gate(ctx context.Context, r GateRequest) (*Grant, error) {
 			return false, err
 		}
 		before := d.Env.EventSeq
+		prev := g
 		var err error
 		g, err = d.Env.gate(r.Generation, r.Scopes, r.Phase, r.Holder, r.LeaseTTL, now, a.skew, req)
+		if err != nil && prev != nil {
+			// An earlier attempt granted the scopes it wrote before its write of another lost a
+			// race, and this one refuses: those leases are given back, not left to their TTL.
+			d.Env.giveBack(prev, d.Env.Landed, now)
+		}
 		return d.Env.EventSeq != before, err
 	})
 	a.observeGate(r, g, err)

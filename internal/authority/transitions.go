@@ -303,6 +303,20 @@ func (r *CompleteResult) keep(prev *CompleteResult, names []string, landed map[s
 	}
 }
 
+// giveBack frees the leases of g on the scopes of landed (an earlier attempt's writes) that g
+// still holds, and records why.
+func (e *Env) giveBack(g *Grant, landed map[string]bool, now time.Time) {
+	for _, name := range sortedKeys(g.Tokens) {
+		sc := e.Scopes[name]
+		if !landed[name] || sc == nil || sc.Lease.Holder != g.Holder || sc.Lease.Token != g.Tokens[name] || sc.Lease.Generation != g.Generation {
+			continue
+		}
+		e.release([]string{name}, g.Holder, g.Generation, g.Tokens, now)
+		e.record(now, Event{Kind: EventReleased, Scope: name, Generation: g.Generation, Holder: g.Holder, Token: g.Tokens[name],
+			Message: fmt.Sprintf("Pass %d gave %s back: its gate was refused on another scope", g.Generation, name)})
+	}
+}
+
 // unlanded is names without the scopes an earlier attempt of this transition wrote (Env.Landed).
 func (e *Env) unlanded(names []string) []string {
 	if len(e.Landed) == 0 {

@@ -52,3 +52,6 @@ mutant "a write of one scope's document wakes the waiters of every scope" intern
 mutant "a write of one scope's document wakes none of its waiters" internal/authority/wake.go \
   's/\t\t\twake\(ScopeKey\(env, s\)\)\n/\t\t\t_ = s\n/' \
   TestChangedScopeClosesAtItsScopesWrites ./internal/authority/
+mutant "a gate refused on its retry leaves the leases its earlier attempt wrote" internal/authority/authority.go \
+  's/\t\t\td\.Env\.giveBack\(prev, d\.Env\.Landed, now\)/\t\t\t_ = prev/' \
+  TestConformanceSplit/Leases/GateOfSeveralScopesMeetsARace

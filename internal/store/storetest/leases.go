@@ -26,7 +26,42 @@ func leaseCases() []testCase {
 		{"Independent", testLeasesIndependent},
 		{"NamedLifecycle", testNamedLifecycle},
 		{"AlarmKept", testAlarmKeptWithItsLease},
+		{"GateOfSeveralScopesMeetsARace", testGateMeetsARace},
 	}
+}
+
+// testGateMeetsARace: in the per-scope layout a deploy gate of several scopes writes their
+// leases one by one. When a push naming one of them alone lands between those writes, the
+// gate's retry refuses (that scope is superseded), and the lease its first attempt granted on
+// the other is given back at once: the pass got no grant, and a newer pass there does not wait
+// for that lease's TTL.
+func testGateMeetsARace(t *testing.T, h *harness) {
+	if !h.split {
+		t.Skip("the single document grants every scope of a gate in one write")
+	}
+	const env = "staging"
+	first := h.accept(h.process(), push(env, "pass", sha("p", 1), "api", "web"), true)
+	paused := newPutPausing(h.store, authority.ScopeKey(env, "web"))
+	a := h.authority(paused)
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Gate(h.ctx, authority.GateRequest{Environment: env, Generation: first.Generation, Scopes: []string{"api", "web"},
+			Phase: "deploy", Holder: "run-1", LeaseTTL: testTTL})
+		done <- err
+	}()
+	<-paused.paused // api's lease is written, web's not yet
+	newer := h.accept(h.process(), push(env, "newer", sha("n", 1), "web"), true)
+	close(paused.resumed)
+	if err := <-done; !errors.Is(err, authority.ErrSuperseded) {
+		t.Fatalf("gate of api and web after a push on web landed between its writes: %v; want superseded", err)
+	}
+	if l := h.scope(env, "api").Lease; l.Holder != "" {
+		t.Fatalf("api leased to %s (token %d, generation %d) by a gate that was refused; want it given back", l.Holder, l.Token, l.Generation)
+	}
+	// The newer intent deploys on web at once, and a newer pass on api gets its lease.
+	h.deploy(h.process(), env, newer.Generation, "run-2", "run-2", "web")
+	again := h.accept(h.process(), push(env, "again", sha("a", 1), "api"), true)
+	h.deploy(h.process(), env, again.Generation, "run-3", "run-3", "api")
 }
 
 // wantHeld fails the test unless err is a *HeldError naming holder, with a whole number of seconds
