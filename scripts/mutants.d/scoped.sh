@@ -55,3 +55,6 @@ mutant "a write of one scope's document wakes none of its waiters" internal/auth
 mutant "a gate refused on its retry leaves the leases its earlier attempt wrote" internal/authority/authority.go \
   's/\t\t\td\.Env\.giveBack\(prev, d\.Env\.Landed, now\)/\t\t\t_ = prev/' \
   TestConformanceSplit/Leases/GateOfSeveralScopesMeetsARace
+mutant "the sweep applies the head's log to its scopes and leaves the entries in the log" internal/authority/scoped.go \
+  's/\treturn a\.trimLog\(ctx, env, gens\)\n\}/\treturn nil\n}/' \
+  TestConformanceSplit/Sweep/FinishesAWideAcceptThatStopped

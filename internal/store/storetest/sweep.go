@@ -61,6 +61,13 @@ func testSweepFinishesWideAccept(t *testing.T, h *harness) {
 		return rep.Redriven
 	}
 	sweep() // applies the log's entry: the scopes are active from now
+	head, err := h.store.inner.Get(h.ctx, authority.EnvKey(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(head.Env.Log) != 0 || head.Pending {
+		t.Fatalf("the head's log holds %d entries (pending %v) after the sweep applied them to their scopes; want it trimmed", len(head.Env.Log), head.Pending)
+	}
 	h.clock.Advance(stall + time.Minute)
 	got := sweep()
 	if len(got) != 1 || !slices.Equal(got[0].Scopes, []string{"api", "web"}) {
