@@ -6,6 +6,16 @@ import (
 	"time"
 )
 
+// closed reports whether ch is closed, without waiting.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // TestChangedClosesAtTheNextWrite: a waiter's channel closes at this process's next write of its
 // environment, not at a write of another environment nor at a refused write, and a channel taken
 // after the write waits for the one after.
@@ -13,14 +23,6 @@ func TestChangedClosesAtTheNextWrite(t *testing.T) {
 	ctx := t.Context()
 	s := newMapStore()
 	a := newTestAuthority(s)
-	closed := func(ch <-chan struct{}) bool {
-		select {
-		case <-ch:
-			return true
-		default:
-			return false
-		}
-	}
 	staging := a.Changed("staging")
 	if closed(staging) {
 		t.Fatal("the channel is closed before any write")
@@ -72,14 +74,6 @@ func TestChangedClosesAtTheNextWrite(t *testing.T) {
 func TestChangedScopeClosesAtItsScopesWrites(t *testing.T) {
 	ctx := t.Context()
 	a := New(newMapStore(), WithClock(fixedClock{t0}), WithSkew(5*time.Second), WithScopeDocuments())
-	closed := func(ch <-chan struct{}) bool {
-		select {
-		case <-ch:
-			return true
-		default:
-			return false
-		}
-	}
 	res, err := a.Accept(ctx, *mainPush("d1", testSha(1), "", "api", "web"), true)
 	if err != nil {
 		t.Fatal(err)
@@ -149,9 +143,7 @@ func TestChangedScopeClosesAtAnEarlierAttemptsWrites(t *testing.T) {
 	if !s.lost {
 		t.Fatal("the release never wrote web")
 	}
-	select {
-	case <-api:
-	default:
+	if !closed(api) {
 		t.Fatal("api's lease was released by the first attempt, whose write of web lost; api's waiters were left asleep")
 	}
 	e, err := a.State(ctx, "staging")

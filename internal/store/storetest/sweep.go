@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -25,18 +24,28 @@ func sweepCases() []testCase {
 	}
 }
 
-// scopeWritesFail fails every write of a scope's document of the per-scope layout: an accepter
-// that stops right after the head's write.
-type scopeWritesFail struct {
+// writesFail fails every write of a document whose key fails says.
+type writesFail struct {
 	authority.Store
-	env string
+	fails func(key string) bool
 }
 
-func (s *scopeWritesFail) Put(ctx context.Context, d *authority.Doc) (int64, error) {
-	if strings.HasPrefix(d.Key, authority.ScopeKey(s.env, "")) {
-		return 0, errors.New("the accepter stopped")
+func (s *writesFail) Put(ctx context.Context, d *authority.Doc) (int64, error) {
+	if s.fails(d.Key) {
+		return 0, fmt.Errorf("write %s: the store refused it", d.Key)
 	}
 	return s.Store.Put(ctx, d)
+}
+
+// scopeWritesFail fails every write of a scope's document of env in the per-scope layout: an
+// accepter that stops right after the head's write.
+func scopeWritesFail(s authority.Store, env string) *writesFail {
+	return &writesFail{Store: s, fails: func(key string) bool { return strings.HasPrefix(key, authority.ScopeKey(env, "")) }}
+}
+
+// keyWritesFail fails every write of keys, as a store that throttles them.
+func keyWritesFail(s authority.Store, keys ...string) *writesFail {
+	return &writesFail{Store: s, fails: func(key string) bool { return slices.Contains(keys, key) }}
 }
 
 // testSweepFinishesWideAccept: an intent of several scopes is accepted by the head's write; if
@@ -50,7 +59,7 @@ func testSweepFinishesWideAccept(t *testing.T, h *harness) {
 	a := h.process()
 	h.live(a, env, "first", sha("a", 1), "api", "web", "worker")
 	in := push(env, "wide", sha("b", 1), "api", "web")
-	if _, err := h.authority(&scopeWritesFail{Store: h.store, env: env}).Accept(h.ctx, in, false); err == nil {
+	if _, err := h.authority(scopeWritesFail(h.store, env)).Accept(h.ctx, in, false); err == nil {
 		t.Fatal("the accept succeeded though none of its scopes could be written")
 	}
 	sweep := func() []authority.StalledWork {
@@ -80,19 +89,6 @@ func testSweepFinishesWideAccept(t *testing.T, h *harness) {
 	}
 }
 
-// keyWritesFail fails every write of its keys, as a store that throttles them.
-type keyWritesFail struct {
-	authority.Store
-	keys []string
-}
-
-func (s *keyWritesFail) Put(ctx context.Context, d *authority.Doc) (int64, error) {
-	if slices.Contains(s.keys, d.Key) {
-		return 0, fmt.Errorf("write %s: throttled", d.Key)
-	}
-	return s.Store.Put(ctx, d)
-}
-
 // testSweepRedrivesDespiteTheLog: a sweep that records the re-drive of stalled work and then
 // cannot apply the head's log to other scopes (their writes fail) still re-drives the work it
 // recorded, whose attempt it counted, and reports the failure.
@@ -105,11 +101,11 @@ func testSweepRedrivesDespiteTheLog(t *testing.T, h *harness) {
 	h.live(a, env, "first", sha("a", 1), "api", "web", "worker")
 	h.accept(a, push(env, "one", sha("b", 1), "api"), false) // stalls
 	wide := push(env, "wide", sha("c", 1), "web", "worker")
-	if _, err := h.authority(&scopeWritesFail{Store: h.store, env: env}).Accept(h.ctx, wide, false); err == nil {
+	if _, err := h.authority(scopeWritesFail(h.store, env)).Accept(h.ctx, wide, false); err == nil {
 		t.Fatal("the accept succeeded though none of its scopes could be written")
 	}
 	h.clock.Advance(stall + time.Minute)
-	failing := &keyWritesFail{Store: h.store, keys: []string{authority.ScopeKey(env, "web"), authority.ScopeKey(env, "worker")}}
+	failing := keyWritesFail(h.store, authority.ScopeKey(env, "web"), authority.ScopeKey(env, "worker"))
 	var redriven []string
 	rep, err := h.authority(failing).Sweep(h.ctx, stall, 3, func(_ context.Context, w authority.StalledWork) error {
 		redriven = append(redriven, w.Scopes...)
