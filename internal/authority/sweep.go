@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
@@ -105,7 +106,11 @@ func (a *Authority) claimStalled(ctx context.Context, env string, names namesFun
 	req := newRequired()
 	prepare := func(ctx context.Context, d *Doc) error { return a.readRequired(ctx, d.Env, d.Env.heads(), req) }
 	d, err := a.write(ctx, EnvKey(env), names, prepare, false, func(d *Doc, now time.Time) (bool, error) {
+		// The re-drives an earlier attempt recorded on the scopes it wrote (the per-scope layout,
+		// before its write of another lost a race to another sweeper) are this sweep's to make.
+		keptWork, keptExhausted := landedWork(work, d.Env), landedWork(exhausted, d.Env)
 		work, exhausted = nil, nil
+		defer func() { work, exhausted = append(keptWork, work...), append(keptExhausted, exhausted...) }()
 		if d.Env == nil {
 			return false, nil
 		}
@@ -142,6 +147,31 @@ func (a *Authority) claimStalled(ctx context.Context, env string, names namesFun
 		}
 	}
 	return work, exhausted, nil
+}
+
+// landedWork is the part of ws on the scopes an earlier attempt of this transition wrote (Env.Landed).
+func landedWork(ws []StalledWork, e *Env) []StalledWork {
+	if e == nil || len(e.Landed) == 0 {
+		return nil
+	}
+	var kept []StalledWork
+	for _, w := range ws {
+		k := w
+		k.Scopes = slices.DeleteFunc(slices.Clone(w.Scopes), func(name string) bool { return !e.Landed[name] })
+		if len(k.Scopes) == 0 {
+			continue
+		}
+		if w.Origins != nil {
+			k.Origins = map[string]string{}
+			for _, name := range k.Scopes {
+				if o, ok := w.Origins[name]; ok {
+					k.Origins[name] = o
+				}
+			}
+		}
+		kept = append(kept, k)
+	}
+	return kept
 }
 
 // Stalled lists, without changing anything, the work a sweep would re-drive now and the work whose

@@ -58,3 +58,6 @@ mutant "a gate refused on its retry leaves the leases its earlier attempt wrote"
 mutant "the sweep applies the head's log to its scopes and leaves the entries in the log" internal/authority/scoped.go \
   's/\treturn a\.trimLog\(ctx, env, gens\)\n\}/\treturn nil\n}/' \
   TestConformanceSplit/Sweep/FinishesAWideAcceptThatStopped
+mutant "a sweep whose retry finds nothing stalled drops the re-drives its earlier attempt wrote" internal/authority/sweep.go \
+  's/keptWork, keptExhausted := landedWork\(work, d\.Env\), landedWork\(exhausted, d\.Env\)/keptWork, keptExhausted := landedWork(nil, d.Env), landedWork(nil, d.Env)/' \
+  TestConformanceSplit/Sweep/SweepersMeetOnAnIntentOfSeveralScopes

@@ -18,6 +18,7 @@ import (
 func sweepCases() []testCase {
 	return []testCase{
 		{"ConcurrentSweepersRedriveOnce", testSweepersRedriveOnce},
+		{"SweepersMeetOnAnIntentOfSeveralScopes", testSweepersMeetOnAnIntent},
 		{"ReadsThePendingScopesOnly", testSweepReadsPendingScopes},
 		{"FinishesAWideAcceptThatStopped", testSweepFinishesWideAccept},
 		{"RedrivesWhenTheLogCannotBeApplied", testSweepRedrivesDespiteTheLog},
@@ -122,6 +123,53 @@ func testSweepRedrivesDespiteTheLog(t *testing.T, h *harness) {
 	}
 	if len(rep.Failed) == 0 {
 		t.Fatalf("sweep report %+v; want the failure to apply the head's log reported", rep)
+	}
+}
+
+// testSweepersMeetOnAnIntent: in the per-scope layout a sweep records the re-drive of an intent
+// stalled on several scopes in one write of each. When another sweeper, which read one of them
+// after the first sweep's write and the other before it, re-drives the other in between, each
+// scope is still re-driven exactly once: the first sweep re-drives the scope it wrote though its
+// retry finds nothing stalled any more.
+func testSweepersMeetOnAnIntent(t *testing.T, h *harness) {
+	if !h.split {
+		t.Skip("the single document records every re-drive of an environment in one write")
+	}
+	const env, stall = "staging", 10 * time.Minute
+	a := h.process()
+	res := h.accept(a, push(env, "wide", sha("w", 1), "api", "web"), true)
+	h.gate(a, env, res.Generation, "crashed", "api", "web") // took the leases, then died
+	h.clock.Advance(testTTL + h.skew + stall)
+
+	var mu sync.Mutex
+	redriven := map[string]int{}
+	count := func(_ context.Context, w authority.StalledWork) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, name := range w.Scopes {
+			redriven[name]++
+		}
+		return nil
+	}
+	paused := newPutPausing(h.store, authority.ScopeKey(env, "web"))
+	done := make(chan error, 1)
+	go func() {
+		rep, err := h.authority(paused).Sweep(h.ctx, stall, 3, count)
+		if err == nil && len(rep.Failed) > 0 {
+			err = fmt.Errorf("failed: %v", rep.Failed)
+		}
+		done <- err
+	}()
+	<-paused.paused // api's re-drive is written, web's not yet
+	if rep, err := h.process().Sweep(h.ctx, stall, 3, count); err != nil || len(rep.Failed) > 0 {
+		t.Fatalf("second sweep: %+v, %v", rep, err)
+	}
+	close(paused.resumed)
+	if err := <-done; err != nil {
+		t.Fatalf("first sweep: %v", err)
+	}
+	if redriven["api"] != 1 || redriven["web"] != 1 {
+		t.Fatalf("re-drives per scope by two sweeps that met: %v; want api once and web once", redriven)
 	}
 }
 
