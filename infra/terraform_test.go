@@ -482,7 +482,7 @@ func TestTerraformModule(t *testing.T) {
 
 // tfMutants are broken modules TestTerraformModule must refuse: each replaces text of one file.
 var tfMutants = map[string]struct{ file, from, to string }{
-	"a Scan allowed":            {"main.tf", `"dynamodb:Query"]`, `"dynamodb:Query", "dynamodb:Scan"]`},
+	"a Scan allowed":            {"main.tf", `"dynamodb:UpdateItem"]`, `"dynamodb:UpdateItem", "dynamodb:Scan"]`},
 	"a wildcard action":         {"main.tf", `actions   = ["ssm:GetParameter"]`, `actions   = ["ssm:*"]`},
 	"every table's index":       {"main.tf", `"${aws_dynamodb_table.state.arn}/index/pending",`, `"${aws_dynamodb_table.state.arn}/index/*",`},
 	"KMS not through SSM":       {"main.tf", `variable = "kms:ViaService"`, `variable = "kms:CallerAccount"`},
@@ -492,7 +492,7 @@ var tfMutants = map[string]struct{ file, from, to string }{
 	"an x86 function":           {"main.tf", `architectures = ["arm64"]`, `architectures = ["x86_64"]`},
 	"direct invocation for all": {"main.tf", "invoked_via_function_url = true", "invoked_via_function_url = false"},
 	"a table that may be lost":  {"main.tf", "prevent_destroy = true", "prevent_destroy = false"},
-	"a workflow may Scan": {"main.tf", `"dynamodb:Query"]
+	"a workflow may Scan": {"main.tf", `"dynamodb:UpdateItem"]
     resources = [
       aws_dynamodb_table.state.arn,
       "${aws_dynamodb_table.state.arn}/index/pending",
@@ -500,7 +500,7 @@ var tfMutants = map[string]struct{ file, from, to string }{
   }
 }
 
-# The role a workflow`, `"dynamodb:Query", "dynamodb:Scan"]
+# The role a workflow`, `"dynamodb:UpdateItem", "dynamodb:Scan"]
     resources = [
       aws_dynamodb_table.state.arn,
       "${aws_dynamodb_table.state.arn}/index/pending",

@@ -36,6 +36,7 @@ var storeCalls = map[string]string{
 	"Query":          "the sweep's query of the sparse pending index",
 	"BatchGetItem":   "reads history records and intent ids",
 	"BatchWriteItem": "stores history records and intent ids",
+	"UpdateItem":     "adds to a counter in one request (ADD)",
 }
 
 // storeActions are the IAM actions of storeCalls, sorted.
@@ -214,8 +215,8 @@ func templateWorkflowProblems(t *testing.T, tpl *template) []string {
 var templateMutants = map[string]struct{ from, to string }{
 	"any audience": {"token.actions.githubusercontent.com:aud: sts.amazonaws.com", "token.actions.githubusercontent.com:aud: \"*\""},
 	"any subject":  {"token.actions.githubusercontent.com:sub:\n                  Ref: GitHubSubjects", "token.actions.githubusercontent.com:sub: \"*\""},
-	"a workflow may Scan": {"                  - dynamodb:Query\n                Resource:\n                  - Fn::GetAtt: [Table, Arn]\n                  - Fn::Sub: ${Table.Arn}/index/pending\n\nOutputs:",
-		"                  - dynamodb:Query\n                  - dynamodb:Scan\n                Resource:\n                  - Fn::GetAtt: [Table, Arn]\n                  - Fn::Sub: ${Table.Arn}/index/pending\n\nOutputs:"},
+	"a workflow may Scan": {"                  - dynamodb:UpdateItem\n                Resource:\n                  - Fn::GetAtt: [Table, Arn]\n                  - Fn::Sub: ${Table.Arn}/index/pending\n\nOutputs:",
+		"                  - dynamodb:UpdateItem\n                  - dynamodb:Scan\n                Resource:\n                  - Fn::GetAtt: [Table, Arn]\n                  - Fn::Sub: ${Table.Arn}/index/pending\n\nOutputs:"},
 	"any pattern allowed":     {"    AllowedPattern: \"^([^*?].*)?$\"\n", ""},
 	"a role without patterns": {"    Type: AWS::IAM::Role\n    Condition: GitHubSubjectsGiven\n", "    Type: AWS::IAM::Role\n"},
 }

@@ -122,7 +122,7 @@ data "aws_iam_policy_document" "function" {
   statement {
     sid     = "Table"
     effect  = "Allow"
-    actions = ["dynamodb:BatchGetItem", "dynamodb:BatchWriteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"]
+    actions = ["dynamodb:BatchGetItem", "dynamodb:BatchWriteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"]
     resources = [
       aws_dynamodb_table.state.arn,
       "${aws_dynamodb_table.state.arn}/index/pending",
@@ -353,7 +353,7 @@ data "aws_iam_policy_document" "workflow" {
   statement {
     sid     = "Table"
     effect  = "Allow"
-    actions = ["dynamodb:BatchGetItem", "dynamodb:BatchWriteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"]
+    actions = ["dynamodb:BatchGetItem", "dynamodb:BatchWriteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"]
     resources = [
       aws_dynamodb_table.state.arn,
       "${aws_dynamodb_table.state.arn}/index/pending",

@@ -15,6 +15,7 @@ type mapStore struct {
 	mu        sync.Mutex
 	docs      map[string][]byte
 	records   map[string]Record
+	counts    map[string]int64
 	gets      int
 	puts      int
 	conflicts int
@@ -25,7 +26,7 @@ type mapStore struct {
 var _ Store = (*mapStore)(nil)
 
 func newMapStore() *mapStore {
-	return &mapStore{docs: map[string][]byte{}, records: map[string]Record{}}
+	return &mapStore{docs: map[string][]byte{}, records: map[string]Record{}, counts: map[string]int64{}}
 }
 
 func (s *mapStore) PutRecords(ctx context.Context, recs []Record) error {
@@ -92,6 +93,16 @@ func (s *mapStore) Put(ctx context.Context, doc *Doc) (int64, error) {
 }
 
 func (s *mapStore) Pending(ctx context.Context) ([]string, error) { return nil, nil }
+
+func (s *mapStore) Add(ctx context.Context, key string, delta int64) (int64, error) {
+	if delta < 0 {
+		return 0, fmt.Errorf("add %d to %s: %w", delta, key, ErrInvalidInput)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counts[key] += delta
+	return s.counts[key], nil
+}
 
 func eventsOfKind(events []Event, kind EventKind) []Event {
 	var out []Event

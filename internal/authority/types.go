@@ -8,7 +8,8 @@ import (
 )
 
 // Store is the port every adapter implements: single-document reads and conditional writes, the
-// sparse index of environments with pending work, and immutable records kept beside the documents.
+// sparse index of environments with pending work, atomic counters, and immutable records kept
+// beside the documents.
 // Adapters make one attempt per call; retries on conflict live in Authority. Every conditional write
 // is one document, so a store needs no transactions: records are copied out of a document's outbox
 // by a write after the one that put them there (docs/design.md, "The outbox").
@@ -17,7 +18,7 @@ type Store interface {
 	Records
 }
 
-// Documents are the mutable items: an environment's hot state, a named lease.
+// Documents are the mutable items: an environment's hot state, a named lease; and counters.
 type Documents interface {
 	// Get returns the document stored under key, or an error matching ErrNotFound.
 	Get(ctx context.Context, key string) (*Doc, error)
@@ -28,6 +29,19 @@ type Documents interface {
 	Put(ctx context.Context, doc *Doc) (int64, error)
 	// Pending lists the environments whose last stored document had Pending set.
 	Pending(ctx context.Context) ([]string, error)
+	// Add adds delta to the counter stored under key and returns its value after the addition, in
+	// one atomic request to the store; a counter nobody added to reads 0. Delta 0 reads the value
+	// (strongly consistently, where the store has the choice) and changes nothing; a negative delta
+	// is refused with an error matching ErrInvalidInput. A counter is an item of its own: a key
+	// names a counter or a document, never both (the Authority keeps counters under CounterKey),
+	// Get does not return a counter, and Pending never lists one.
+	//
+	// Every value an Add with delta > 0 returns is returned to no other caller, and values are
+	// linearizable: an Add that starts after another returned v returns more than v. Unlike Put,
+	// a lost response need not be resolved: an adapter (or its client) that sends the request
+	// again may move the counter twice for one call, so a value can be skipped, but never handed
+	// out twice. An Add that fails may have moved the counter.
+	Add(ctx context.Context, key string, delta int64) (int64, error)
 }
 
 // Records are immutable items: timeline events and accepted intents, each kept for the retention.
@@ -87,6 +101,9 @@ const (
 	leaseKeyPrefix  = "lease#"
 	eventKeyPrefix  = "event#"
 	intentKeyPrefix = "intent#"
+	// counterKeyPrefix: counters (Documents.Add) are no documents, and no "env#" key, so that
+	// nothing that lists environments or pending work takes one for an environment.
+	counterKeyPrefix = "counter#"
 )
 
 // EventKey is the record key of an environment's event number seq.
@@ -102,6 +119,9 @@ func EnvKey(env string) string { return envKeyPrefix + env }
 
 // LeaseKey is the document key of a named lease.
 func LeaseKey(name string) string { return leaseKeyPrefix + name }
+
+// CounterKey is the key of an environment's counter of generations (Documents.Add).
+func CounterKey(env string) string { return counterKeyPrefix + env }
 
 // Env is an environment's authoritative state: counters, and per scope the mailbox, owner, live
 // state, lease and last failure. It is stored as one small document (the hot item) so that every

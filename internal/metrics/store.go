@@ -40,6 +40,12 @@ func (c *countingStore) Pending(ctx context.Context) ([]string, error) {
 	return envs, err
 }
 
+func (c *countingStore) Add(ctx context.Context, key string, delta int64) (int64, error) {
+	n, err := c.Store.Add(ctx, key, delta)
+	c.count("add", err)
+	return n, err
+}
+
 func (c *countingStore) PutRecords(ctx context.Context, recs []authority.Record) error {
 	err := c.Store.PutRecords(ctx, recs)
 	c.count("put_records", err)

@@ -89,6 +89,16 @@ func (s *tracingStore) Pending(ctx context.Context) ([]string, error) {
 	return envs, err
 }
 
+func (s *tracingStore) Add(ctx context.Context, key string, delta int64) (int64, error) {
+	ctx, span := s.start(ctx, "add", append(keyAttrs(key), attribute.Int64("latestwins.store.delta", delta))...)
+	n, err := s.Store.Add(ctx, key, delta)
+	if err == nil {
+		span.SetAttributes(attribute.Int64("latestwins.store.value", n))
+	}
+	end(span, err)
+	return n, err
+}
+
 func (s *tracingStore) PutRecords(ctx context.Context, recs []authority.Record) error {
 	ctx, span := s.start(ctx, "put_records", attribute.Int("latestwins.store.records", len(recs)))
 	err := s.Store.PutRecords(ctx, recs)

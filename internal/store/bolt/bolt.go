@@ -11,7 +11,9 @@
 // included; "pending" holds the names of the environments whose last stored document had Pending set
 // (kept in the same transaction as the write); "records" maps a record key (an event, an accepted
 // intent) to its JSON, and "expiry" orders the record keys by expiry so that expired records are
-// deleted as new ones are written; "meta" holds the schema version.
+// deleted as new ones are written; "counters" maps a counter's key (authority.Store's Add) to its
+// value in decimal, made by the first Add (a file without it holds no counter, and a latestwins
+// that knows no counters leaves it be); "meta" holds the schema version.
 //
 // Schema 2 stores environments in their compact form beside records of their history. A file of
 // schema 1 is read as it is and upgraded by its first write (the records buckets created, the
@@ -56,12 +58,13 @@ const (
 )
 
 var (
-	bucketDocs    = []byte("docs")
-	bucketPending = []byte("pending")
-	bucketMeta    = []byte("meta")
-	bucketRecords = []byte("records")
-	bucketExpiry  = []byte("expiry")
-	keySchema     = []byte("schema")
+	bucketDocs     = []byte("docs")
+	bucketPending  = []byte("pending")
+	bucketMeta     = []byte("meta")
+	bucketRecords  = []byte("records")
+	bucketExpiry   = []byte("expiry")
+	bucketCounters = []byte("counters")
+	keySchema      = []byte("schema")
 )
 
 var (
@@ -413,6 +416,69 @@ func (s *Store) Pending(ctx context.Context) ([]string, error) {
 	return out, nil // bbolt keeps keys sorted
 }
 
+// Add implements authority.Store: the read and the write of the counter in one write transaction,
+// which the file lock makes atomic across processes. Delta 0 is a read transaction. A commit that
+// reports an error may have reached the disk; the Add fails then, and the value it would have
+// returned is skipped if it did.
+func (s *Store) Add(ctx context.Context, key string, delta int64) (int64, error) {
+	if delta < 0 {
+		return 0, fmt.Errorf("add %d to counter %s: %w", delta, key, authority.ErrInvalidInput)
+	}
+	var n int64
+	if delta == 0 {
+		err := s.read(ctx, func(tx *bbolt.Tx) error {
+			var err error
+			n, err = counter(tx.Bucket(bucketCounters), key)
+			return err
+		})
+		if err != nil {
+			return 0, fmt.Errorf("read counter %s: %w", key, err)
+		}
+		return n, nil
+	}
+	if s.mode == modeReadOnly {
+		return 0, fmt.Errorf("add to counter %s: %w", key, ErrReadOnly)
+	}
+	err := s.write(ctx, false, false, func(tx *bbolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketCounters)
+		if err != nil {
+			return fmt.Errorf("create bucket %s: %w", bucketCounters, err)
+		}
+		cur, err := counter(b, key)
+		if err != nil {
+			return err
+		}
+		n = cur + delta
+		if n < cur {
+			return fmt.Errorf("counter at %d: adding %d overflows: %w", cur, delta, authority.ErrInvalidInput)
+		}
+		if err := b.Put([]byte(key), strconv.AppendInt(nil, n, 10)); err != nil {
+			return fmt.Errorf("write counter: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("add %d to counter %s: %w", delta, key, err)
+	}
+	return n, nil
+}
+
+// counter reads the value of the counter under key in b (nil: no counter yet); absent is 0.
+func counter(b *bbolt.Bucket, key string) (int64, error) {
+	if b == nil {
+		return 0, nil
+	}
+	v := b.Get([]byte(key))
+	if v == nil {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil || n < 0 {
+		return 0, damagef("the counter %s holds %q, not a count", key, v)
+	}
+	return n, nil
+}
+
 // --- one transaction per opening of the file ------------------------------------------------------
 
 // read runs fn in a read transaction on a shared opening of the file.
@@ -709,7 +775,7 @@ func checkSchema(tx *bbolt.Tx) error {
 // checkBuckets finds damage where a bucket belongs: a plain value under a bucket's name.
 func checkBuckets(tx *bbolt.Tx) error {
 	c := tx.Cursor()
-	for _, name := range [][]byte{bucketDocs, bucketPending, bucketMeta} {
+	for _, name := range [][]byte{bucketDocs, bucketPending, bucketMeta, bucketCounters} {
 		if k, v := c.Seek(name); bytes.Equal(k, name) && v != nil {
 			return damagef("a plain value stands where its %s bucket belongs", name)
 		}

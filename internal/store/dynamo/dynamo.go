@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,7 +29,7 @@ import (
 
 // Attribute and index names of the table.
 const (
-	attrPK         = "pk"         // S: the document key, "env#NAME", "lease#NAME" or "meta#schema"
+	attrPK         = "pk"         // S: the document key, "env#NAME", "lease#NAME" or "meta#schema"; a counter's, "counter#NAME"
 	attrRev        = "rev"        // N: the document's revision, 1 for the first write
 	attrWID        = "wid"        // S: the random id of the write that stored this revision
 	attrWIDs       = "wids"       // L of S: ids of the newest writes, newest first (wid included)
@@ -41,6 +42,7 @@ const (
 	attrDeliveries = "deliveries" // M: authority.DeliveryCursor, on the App's delivery cursor
 	attrKept       = "kept"       // S: a value kept beside an environment (authority.Doc.Kept, Record.Kept), as JSON
 	attrPending    = "pending"    // S: pendingValue while the environment has pending work, absent otherwise
+	attrCount      = "count"      // N: a counter's value (Store.Add), the only attribute of a counter's item besides pk
 
 	// PendingIndex is the sparse global secondary index of environments with pending work.
 	PendingIndex = "pending"
@@ -65,6 +67,7 @@ const (
 type API interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
 	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
@@ -156,7 +159,8 @@ func (s *Store) Get(ctx context.Context, key string) (*authority.Doc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", key, err)
 	}
-	if _, record := item[attrExpires]; item == nil || record {
+	_, record := item[attrExpires]
+	if _, counter := item[attrCount]; item == nil || record || counter {
 		return nil, fmt.Errorf("get %s: %w", key, authority.ErrNotFound)
 	}
 	doc, h, err := decodeItem(item)
@@ -252,6 +256,65 @@ func (s *Store) Put(ctx context.Context, doc *authority.Doc) (int64, error) {
 				doc.Key, doc.Rev, s.table, errors.Join(perr, r.err))
 		}
 	}
+}
+
+// Add implements authority.Store: one UpdateItem that ADDs delta to the item's count (DynamoDB
+// creates the item, and the attribute at 0, when absent) and returns the value it made; delta 0
+// is a consistent GetItem. The SDK sends the request again after a lost response, which may add
+// twice: the value of the first addition is then skipped. The condition keeps the addition off an
+// item that is no counter (a document, a record).
+func (s *Store) Add(ctx context.Context, key string, delta int64) (int64, error) {
+	if delta < 0 {
+		return 0, fmt.Errorf("add %d to counter %s: %w", delta, key, authority.ErrInvalidInput)
+	}
+	if delta == 0 {
+		item, err := s.read(ctx, key, attrPK, attrCount)
+		if err != nil {
+			return 0, fmt.Errorf("read counter %s: %w", key, err)
+		}
+		if item == nil {
+			return 0, nil
+		}
+		n, err := decodeCount(item)
+		if err != nil {
+			return 0, fmt.Errorf("read counter %s in table %s: %w", key, s.table, err)
+		}
+		return n, nil
+	}
+	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       map[string]types.AttributeValue{attrPK: &types.AttributeValueMemberS{Value: key}},
+		UpdateExpression:          aws.String("ADD #count :delta"),
+		ConditionExpression:       aws.String("attribute_not_exists(#pk) OR attribute_exists(#count)"),
+		ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#count": attrCount},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":delta": number(delta)},
+		ReturnValues:              types.ReturnValueUpdatedNew,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return 0, fmt.Errorf("add %d to counter %s in table %s: the item under the key is no counter: %w", delta, key, s.table, err)
+	case err != nil:
+		return 0, fmt.Errorf("add %d to counter %s in table %s (it may have been added): %w", delta, key, s.table, err)
+	}
+	n, err := decodeCount(out.Attributes)
+	if err != nil {
+		return 0, fmt.Errorf("add %d to counter %s in table %s: the answer: %w", delta, key, s.table, err)
+	}
+	return n, nil
+}
+
+// decodeCount reads the value of a counter's item.
+func decodeCount(item map[string]types.AttributeValue) (int64, error) {
+	av, ok := item[attrCount].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, fmt.Errorf("the item holds no number %q: it is no counter", attrCount)
+	}
+	n, err := strconv.ParseInt(av.Value, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("attribute %q: %w", attrCount, err)
+	}
+	return n, nil
 }
 
 type outcome int

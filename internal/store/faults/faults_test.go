@@ -65,6 +65,11 @@ func newNetwork(t *testing.T, seed uint64, broken func(dynamo.API) dynamo.API) *
 // ambiguous write, without a retry quota, so that the proxy's faults reach the adapter rather than
 // exhausting the client.
 func (n *network) process(opts ...authority.Option) *authority.Authority {
+	return authority.New(n.store(), opts...)
+}
+
+// store is a process's store: its own SDK client through the proxy, as process describes.
+func (n *network) store() *dynamo.Store {
 	var api dynamo.API = dynamodb.New(dynamodb.Options{
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(n.proxy.URL),
@@ -78,7 +83,7 @@ func (n *network) process(opts ...authority.Option) *authority.Authority {
 	if n.broken != nil {
 		api = n.broken(api)
 	}
-	return authority.New(dynamo.New(api, n.table), opts...)
+	return dynamo.New(api, n.table)
 }
 
 func (n *network) processes(count int, opts ...authority.Option) []*authority.Authority {

@@ -14,11 +14,12 @@ import (
 const FullConformanceVar = "LATESTWINS_GITREF_CONFORMANCE"
 
 // portGroups are the conformance groups that run by default: the store port itself (documents and
-// their conditional writes under racing writers, the pending index, records). The other groups
-// drive the domain through the port; on this store they take minutes (about 6.5 minutes for the
-// pending index, outbox, fencing, leases and deliveries groups alone on two cores), so they run
-// under the long setting.
-var portGroups = []string{"Port"}
+// their conditional writes under racing writers, the pending index, records, counters under a few
+// racing adders). The other groups drive the domain through the port, or race 32 adders on one
+// counter (CounterRace); on this store they take minutes (about 6.5 minutes for the pending index,
+// outbox, fencing, leases and deliveries groups alone on two cores), so they run under the long
+// setting.
+var portGroups = []string{"Port", "Counter"}
 
 // TestConformanceFile runs the suite every adapter passes on local bare repositories, each subtest
 // on a new one, reached through git's upload-pack and receive-pack.

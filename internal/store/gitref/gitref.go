@@ -13,6 +13,8 @@
 //     of the ref names.
 //   - records/ENV: the environment's records (events, accepted intents), one blob each in a tree
 //     fanned out by a hash of the key, written in batches under the same compare-and-swap.
+//   - counters/KEY: one ref per counter (Add), at a root commit whose tree holds the value, moved
+//     by a compare-and-swap loop (counter.go).
 //
 // Every Get, Pending and GetRecords is one fetch (the ref advertisement, and a pack only for
 // commits not seen before); every Put is one push that names the expected old id of each ref, so
@@ -56,6 +58,8 @@ type Store struct {
 
 	mu   sync.Mutex
 	docs map[string]*seen // the commit last read or written of each document
+	// counters is the commit last read or written of each counter (counter.go)
+	counters map[string]counterSeen
 
 	recMu  sync.Mutex // one records operation at a time in the process
 	groups map[string]*group
@@ -86,7 +90,7 @@ func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
 
 // New returns a Store on the repository tr reaches.
 func New(tr Transport, opts ...Option) *Store {
-	s := &Store{tr: tr, log: slog.New(slog.DiscardHandler), now: time.Now, docs: map[string]*seen{}, groups: map[string]*group{},
+	s := &Store{tr: tr, log: slog.New(slog.DiscardHandler), now: time.Now, docs: map[string]*seen{}, counters: map[string]counterSeen{}, groups: map[string]*group{},
 		compactEvery: defaultCompactEvery, keep: keptWrites}
 	for _, o := range opts {
 		o(s)

@@ -14,12 +14,13 @@ import (
 // or tags.
 const Namespace = "refs/latestwins/"
 
-// The three kinds of refs: one per document, one marker per environment with pending work, one
-// per group of records (an environment's events and intents).
+// The four kinds of refs: one per document, one marker per environment with pending work, one
+// per group of records (an environment's events and intents), one per counter.
 const (
-	docsPrefix    = Namespace + "docs/"
-	pendingPrefix = Namespace + "pending/"
-	recordsPrefix = Namespace + "records/"
+	docsPrefix     = Namespace + "docs/"
+	pendingPrefix  = Namespace + "pending/"
+	recordsPrefix  = Namespace + "records/"
+	countersPrefix = Namespace + "counters/"
 )
 
 // maxComponent bounds an encoded name: a ref is a file on most servers, and file names stop at 255
@@ -117,6 +118,11 @@ func unhex(c byte) int {
 func docRef(key string) (plumbing.ReferenceName, error) {
 	n, err := encodeName(key)
 	return plumbing.ReferenceName(docsPrefix + n), err
+}
+
+func counterRef(key string) (plumbing.ReferenceName, error) {
+	n, err := encodeName(key)
+	return plumbing.ReferenceName(countersPrefix + n), err
 }
 
 func pendingRef(env string) (plumbing.ReferenceName, error) {

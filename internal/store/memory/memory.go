@@ -21,13 +21,14 @@ type Store struct {
 	revs    map[string]int64
 	pending map[string]bool
 	records map[string][]byte
+	counts  map[string]int64 // the counters (Add), apart from the documents
 }
 
 var _ authority.Store = (*Store)(nil)
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{docs: map[string][]byte{}, revs: map[string]int64{}, pending: map[string]bool{}, records: map[string][]byte{}}
+	return &Store{docs: map[string][]byte{}, revs: map[string]int64{}, pending: map[string]bool{}, records: map[string][]byte{}, counts: map[string]int64{}}
 }
 
 // Get implements authority.Store.
@@ -88,6 +89,20 @@ func (s *Store) Pending(ctx context.Context) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// Add implements authority.Store: the read and the write of the counter under one lock.
+func (s *Store) Add(ctx context.Context, key string, delta int64) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if delta < 0 {
+		return 0, fmt.Errorf("add %d to counter %s: %w", delta, key, authority.ErrInvalidInput)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counts[key] += delta
+	return s.counts[key], nil
 }
 
 // Environments lists every environment stored, sorted (authority.Lister).

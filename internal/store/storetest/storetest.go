@@ -60,6 +60,8 @@ func runGroups(t *testing.T, newStore func(t *testing.T) authority.Store, split 
 		cases []testCase
 	}{
 		{"Port", portCases()},
+		{"Counter", counterCases()},
+		{"CounterRace", counterRaceCases()},
 		{"Generations", generationCases()},
 		{"Mailbox", mailboxCases()},
 		{"Claim", claimCases()},
@@ -180,7 +182,7 @@ func newHarness(t *testing.T, s authority.Store) *harness {
 	}
 	h := &harness{t: t, ctx: t.Context(), store: &countingStore{inner: s}, clock: NewClock(start), skew: testSkew}
 	t.Cleanup(func() {
-		t.Logf("store requests: %d get, %d put, %d pending", h.store.gets.Load(), h.store.puts.Load(), h.store.pendings.Load())
+		t.Logf("store requests: %d get, %d put, %d pending, %d add", h.store.gets.Load(), h.store.puts.Load(), h.store.pendings.Load(), h.store.adds.Load())
 	})
 	return h
 }
@@ -380,6 +382,7 @@ type countingStore struct {
 	pendings atomic.Int64
 	recPuts  atomic.Int64
 	recGets  atomic.Int64
+	adds     atomic.Int64
 }
 
 var _ authority.Store = (*countingStore)(nil)
@@ -397,6 +400,11 @@ func (s *countingStore) Put(ctx context.Context, doc *authority.Doc) (int64, err
 func (s *countingStore) Pending(ctx context.Context) ([]string, error) {
 	s.pendings.Add(1)
 	return s.inner.Pending(ctx)
+}
+
+func (s *countingStore) Add(ctx context.Context, key string, delta int64) (int64, error) {
+	s.adds.Add(1)
+	return s.inner.Add(ctx, key, delta)
 }
 
 func (s *countingStore) PutRecords(ctx context.Context, recs []authority.Record) error {

@@ -124,6 +124,10 @@ func (s *lastWriteWins) Put(ctx context.Context, doc *authority.Doc) (int64, err
 
 func (s *lastWriteWins) Pending(ctx context.Context) ([]string, error) { return s.inner.Pending(ctx) }
 
+func (s *lastWriteWins) Add(ctx context.Context, key string, delta int64) (int64, error) {
+	return s.inner.Add(ctx, key, delta)
+}
+
 func (s *lastWriteWins) PutRecords(ctx context.Context, recs []authority.Record) error {
 	return s.inner.PutRecords(ctx, recs)
 }
@@ -166,6 +170,10 @@ func (s *checkThenWrite) Put(ctx context.Context, doc *authority.Doc) (int64, er
 }
 
 func (s *checkThenWrite) Pending(ctx context.Context) ([]string, error) { return s.inner.Pending(ctx) }
+
+func (s *checkThenWrite) Add(ctx context.Context, key string, delta int64) (int64, error) {
+	return s.inner.Add(ctx, key, delta)
+}
 
 func (s *checkThenWrite) PutRecords(ctx context.Context, recs []authority.Record) error {
 	return s.inner.PutRecords(ctx, recs)
@@ -213,6 +221,10 @@ func (s *sharedDocs) PutRecords(ctx context.Context, recs []authority.Record) er
 
 func (s *sharedDocs) GetRecords(ctx context.Context, keys []string) ([]authority.Record, error) {
 	return s.records.GetRecords(ctx, keys)
+}
+
+func (s *sharedDocs) Add(ctx context.Context, key string, delta int64) (int64, error) {
+	return s.records.Add(ctx, key, delta)
 }
 
 func (s *sharedDocs) Get(ctx context.Context, key string) (*authority.Doc, error) {
@@ -364,6 +376,10 @@ func (s *ignoresCancel) Put(ctx context.Context, doc *authority.Doc) (int64, err
 
 func (s *ignoresCancel) Pending(ctx context.Context) ([]string, error) {
 	return s.inner.Pending(context.WithoutCancel(ctx))
+}
+
+func (s *ignoresCancel) Add(ctx context.Context, key string, delta int64) (int64, error) {
+	return s.inner.Add(context.WithoutCancel(ctx), key, delta)
 }
 
 func (s *ignoresCancel) PutRecords(ctx context.Context, recs []authority.Record) error {
