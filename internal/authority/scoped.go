@@ -113,6 +113,9 @@ const dirKeyPrefix = "scopes#"
 // with pending work (as ENV#SCOPE; Authority.Pending names their environments).
 func ScopeKey(env, scope string) string { return EnvKey(env) + "#" + scope }
 
+// scopeOfKey is the scope whose document of env is under key (ScopeKey).
+func scopeOfKey(env, key string) string { return strings.TrimPrefix(key, ScopeKey(env, "")) }
+
 // DirKey is the document key of the directory of an environment in the per-scope layout.
 func DirKey(env string) string { return dirKeyPrefix + env }
 
@@ -742,7 +745,7 @@ func (a *Authority) commit(ctx context.Context, v *view, p *plan, flush, first b
 			if err != nil || !ok {
 				return false, err
 			}
-			p.wrote = append(p.wrote, strings.TrimPrefix(d.Key, ScopeKey(v.env, "")))
+			p.wrote = append(p.wrote, scopeOfKey(v.env, d.Key))
 		}
 		return true, nil
 	}
@@ -751,13 +754,13 @@ func (a *Authority) commit(ctx context.Context, v *view, p *plan, flush, first b
 	// the log.
 	lost, landed, err := a.putScopes(ctx, p.scopes, flush, first)
 	for _, d := range landed {
-		p.wrote = append(p.wrote, strings.TrimPrefix(d.Key, ScopeKey(v.env, "")))
+		p.wrote = append(p.wrote, scopeOfKey(v.env, d.Key))
 	}
 	if err != nil {
 		return false, err
 	}
 	for _, d := range lost {
-		name := strings.TrimPrefix(d.Key, ScopeKey(v.env, ""))
+		name := scopeOfKey(v.env, d.Key)
 		if err := a.completeScope(ctx, v.env, name); err != nil {
 			return false, err
 		}
