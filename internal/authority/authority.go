@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"regexp"
 	"slices"
@@ -168,10 +169,20 @@ func (a *Authority) Accept(ctx context.Context, in Intent, claim bool, opts ...A
 		}
 		return in.Scopes
 	}
+	reservedHere := false // an attempt of this call reserved the intent's entry (counter.go)
 	_, err := a.updateIn(ctx, in.Environment, names, prepare, false, func(d *Doc, now time.Time) (bool, error) {
 		if d.Env == nil {
 			d.Env = newEnv(in.Environment)
-			d.Env.Split = d.Assembled // a new environment is written in the per-scope layout when the store's settings say so
+			d.Env.Split = d.Assembled   // a new environment is written in the per-scope layout when the store's settings say so
+			d.Env.Counted = d.Assembled // and takes its generations from the counter
+			d.Env.Taken = d.Taken
+		}
+		if reservedHere && prior != nil {
+			// This call's reservation, which another writer filled before this attempt (one that
+			// lost a scope's race while applying the log): it is this call's accept, not a
+			// repeat, and its scopes say what it did.
+			res = &AcceptResult{Accepted: []string{}, Reserved: true}
+			return false, nil
 		}
 		if prior == nil {
 			if err := d.Env.checkCapacity(in.Scopes); err != nil {
@@ -186,6 +197,14 @@ func (a *Authority) Accept(ctx context.Context, in Intent, claim bool, opts ...A
 		if err := d.Env.checkQueuedSize(); err != nil {
 			return false, err
 		}
+		if res.Reserved {
+			_, again := d.Env.logged(in.ID)
+			if !again {
+				d.Env.reserve(&in, answers, claim, now)
+			}
+			reservedHere = true
+			return d.Env.EventSeq != before || !again, nil
+		}
 		if claim && len(res.Accepted) > 0 {
 			res.Claim = d.Env.claim(res.Generation, res.Accepted, now)
 		}
@@ -195,6 +214,9 @@ func (a *Authority) Accept(ctx context.Context, in Intent, claim bool, opts ...A
 		// A repeat of an accepted intent, re-claimed by its own pass, records nothing and writes nothing.
 		return d.Env.EventSeq != before, nil
 	})
+	if err == nil && res.Reserved {
+		res, err = a.acceptReserved(ctx, in, claim)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("accept intent %q in %s: %w", in.ID, in.Environment, err)
 	}
@@ -232,9 +254,18 @@ func checkGeneration(d *Doc, env string, gen int64) error {
 	if d.Env == nil {
 		return &InputError{Field: "environment", Value: env, Fix: "nothing was ever accepted for it; check the name, or accept an intent first (latestwins claim)"}
 	}
-	if gen < 1 || gen > d.Env.Desired {
+	top := d.Env.Desired
+	if d.Env.Counted && (gen < 1 || gen > top) {
+		// What the documents read hold is not every generation handed out (counter.go): the
+		// counter says.
+		if d.Env.Counter < 0 {
+			return errReadCounter
+		}
+		top = max(top, d.Env.Counter)
+	}
+	if gen < 1 || gen > top {
 		return &InputError{Field: "generation", Value: fmt.Sprint(gen),
-			Fix: fmt.Sprintf("%s has generations 1 to %d; pass the generation your claim returned", env, d.Env.Desired)}
+			Fix: fmt.Sprintf("%s has generations 1 to %d; pass the generation your claim returned", env, top)}
 	}
 	return nil
 }
@@ -932,6 +963,8 @@ func (e *Env) clone() *Env {
 	c.Gates = e.Gates.clone()
 	c.Log = slices.Clone(e.Log)
 	c.Dir = slices.Clone(e.Dir)
+	c.Tops = maps.Clone(e.Tops)
+	c.Results = maps.Clone(e.Results)
 	c.Scopes = make(map[string]*Scope, len(e.Scopes))
 	for name, s := range e.Scopes {
 		sc := *s

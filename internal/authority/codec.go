@@ -63,6 +63,7 @@ type storedEnv struct {
 	Lg []storedLogEntry        `json:"lg,omitempty"` // the head's log, version 7
 	Ap int64                   `json:"ap,omitempty"` // a scope document's applied generation, version 7
 	Dr []string                `json:"dr,omitempty"` // the directory's scope names, version 7
+	Ct bool                    `json:"ct,omitempty"` // a head whose generations come from the counter, version 7
 }
 
 type storedScope struct {
@@ -318,7 +319,7 @@ func EncodeEnv(e *Env) ([]byte, error) {
 		s.V, s.Gt = storedVersionGates, e.Gates
 	}
 	if e.Part != "" {
-		s.V, s.Pt, s.Ap, s.Dr = storedVersionScoped, string(e.Part), e.Applied, e.Dir
+		s.V, s.Pt, s.Ap, s.Dr, s.Ct = storedVersionScoped, string(e.Part), e.Applied, e.Dir, e.Counted
 		for _, l := range e.Log {
 			s.Lg = append(s.Lg, encodeLogEntry(l))
 		}
@@ -423,7 +424,7 @@ func decodeEnv(b []byte) (*Env, error) {
 		default:
 			return nil, fmt.Errorf("decode environment: a document of stored layout 7 says it is the %q part, which this build does not know: upgrade latestwins", s.Pt)
 		}
-		e.Applied, e.Dir = s.Ap, s.Dr
+		e.Applied, e.Dir, e.Counted = s.Ap, s.Dr, s.Ct
 		for _, l := range s.Lg {
 			e.Log = append(e.Log, decodeLogEntry(l))
 		}

@@ -65,10 +65,10 @@ func (e *Env) checkInvariants() error {
 	bad := func(inv, format string, args ...any) error {
 		return &CorruptError{Key: EnvKey(e.Name), Invariant: inv, Detail: fmt.Sprintf(format, args...)}
 	}
-	if e.Part == partScope || e.Part == partDir {
-		// A scope's document and the directory hold no generation counter: the head does, and
-		// a read of them alone cannot bound their generations (checkSplitInvariants does, with
-		// the head).
+	if e.Part == partScope || e.Part == partDir || e.Counted {
+		// A scope's document and the directory hold no generation counter, and a counted head's
+		// generations come from the counter above its Desired (counter.go): a read of one of
+		// them alone cannot bound their generations.
 		c := *e
 		c.Desired = math.MaxInt64
 		e = &c

@@ -84,6 +84,14 @@ func (a *Authority) MoveToScopes(ctx context.Context, env string) (*LayoutMove, 
 			return res, a.finishMove(ctx, env, d)
 		case isSplit(d):
 			res.Already, res.Desired = true, d.Env.Desired
+			if d.Env.Counted {
+				// The head's Desired is where its counter starts: the newest is in the scopes.
+				all, err := a.readEnv(ctx, env)
+				if err != nil {
+					return nil, err
+				}
+				res.Desired = all.Env.Desired
+			}
 			return res, nil
 		}
 		// The outbox goes to records first, so that the snapshot holds none of it.
@@ -133,7 +141,7 @@ func (a *Authority) finishMove(ctx context.Context, env string, head *Doc) error
 		return fmt.Errorf("finish moving %s to the per-scope layout: %w", env, err)
 	}
 	h := &Env{Name: env, Part: partHead, Policy: snap.Policy, Requires: snap.Requires, Gates: snap.Gates, AlertAfter: snap.AlertAfter,
-		Desired: snap.Desired, EventSeq: snap.EventSeq, Outbox: snap.Outbox, Accepts: snap.Accepts}
+		Desired: snap.Desired, EventSeq: snap.EventSeq, Outbox: snap.Outbox, Accepts: snap.Accepts, Counted: true}
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		ok, err := a.putPart(ctx, &Doc{Key: head.Key, Rev: head.Rev, Env: h}, false, true)
 		if err != nil {

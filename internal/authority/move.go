@@ -351,7 +351,7 @@ func (a *Authority) moveSplit(ctx context.Context, env, to string, target Store)
 		}
 	}
 	h := &Env{Name: env, Part: partHead, Policy: e.Policy, Requires: e.Requires, Gates: e.Gates, AlertAfter: e.AlertAfter,
-		Desired: e.Desired, EventSeq: head.Env.EventSeq}
+		Desired: e.Desired, EventSeq: head.Env.EventSeq, Counted: true}
 	if _, err := target.Put(ctx, &Doc{Key: EnvKey(env), Env: h}); err != nil {
 		return nil, fmt.Errorf("move %s: write the state in the target: %w", env, err)
 	}

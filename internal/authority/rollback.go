@@ -149,8 +149,10 @@ func (e *Env) rollback(r RollbackRequest, id string, now time.Time) (*AcceptResu
 	if ref == "" && sc.Live != nil {
 		ref = sc.Live.Ref
 	}
-	e.Desired++
-	gen := e.Desired
+	gen, err := e.nextGeneration([]string{r.Scope})
+	if err != nil {
+		return nil, err
+	}
 	for _, m := range sc.Entries() {
 		if m.Failed {
 			continue // it has its outcome already; it only stops blocking

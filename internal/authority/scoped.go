@@ -329,7 +329,7 @@ func (v *view) unwritten(p *plan) bool {
 func (v *view) assemble(a *Authority, now time.Time) {
 	e := &Env{Name: v.env, Split: true, Scopes: map[string]*Scope{}}
 	if h := v.head.Env; h != nil {
-		e.Policy, e.Requires, e.Gates, e.AlertAfter, e.Desired, e.Moved = h.Policy, h.Requires, h.Gates, h.AlertAfter, h.Desired, h.Moved
+		e.Policy, e.Requires, e.Gates, e.AlertAfter, e.Desired, e.Moved, e.Counted = h.Policy, h.Requires, h.Gates, h.AlertAfter, h.Desired, h.Moved, h.Counted
 		e.Log = slices.Clone(h.Log)
 		e.Accepts = slices.Clone(h.Accepts)
 		e = e.clone() // its own requirements and gates
@@ -345,6 +345,7 @@ func (v *view) assemble(a *Authority, now time.Time) {
 		}
 		c := d.Env.clone()
 		e.Scopes[name] = c.Scopes[name]
+		e.applied(name, d.Env.Applied)
 		for _, in := range c.Accepts {
 			e.Accepts = append(e.Accepts, in)
 			v.accepts[in.ID] = name
@@ -354,10 +355,23 @@ func (v *view) assemble(a *Authority, now time.Time) {
 		e.Dir = slices.Clone(v.dir.Env.Dir)
 	}
 	for _, l := range e.Log {
+		if l.Generation == 0 {
+			continue // reserved: not accepted yet (counter.go)
+		}
 		for _, name := range l.Intent.Scopes {
 			if d, ok := v.scopes[name]; ok && l.Generation > appliedOf(d) {
 				e.applyEntry(l, name, a.queueLimit, now)
 			}
+		}
+	}
+	if e.Counted {
+		// The head's Desired is where the counter starts: the environment's is the newest
+		// generation its documents hold.
+		for _, l := range e.Log {
+			e.Desired = max(e.Desired, l.Generation)
+		}
+		for name := range e.Scopes {
+			e.Desired = max(e.Desired, e.topOf(name))
 		}
 	}
 	if v.head.Env == nil {
@@ -376,7 +390,15 @@ func appliedOf(d *Doc) int64 {
 // applyEntry applies a log entry to one of its scopes, as its accept did to the others. A scope
 // that cannot take it any more (its queue filled meanwhile) records why it was left out.
 func (e *Env) applyEntry(l logEntry, name string, limit int, now time.Time) {
-	res := &AcceptResult{Generation: l.Generation}
+	res := e.Results[l.Generation]
+	if res == nil {
+		res = &AcceptResult{Generation: l.Generation}
+		if e.Results == nil {
+			e.Results = map[int64]*AcceptResult{}
+		}
+		e.Results[l.Generation] = res
+	}
+	e.applied(name, l.Generation)
 	if err := e.applyIntent(&l.Intent, l.Generation, name, l.Answers, limit, now, res); err != nil {
 		e.record(now, Event{Kind: EventWithdrawn, Scope: name, Generation: l.Generation, Sha: l.Intent.Sha,
 			Message: fmt.Sprintf("Not accepted here: %v", err)})
@@ -425,6 +447,13 @@ func (a *Authority) split(v *view, work *Env, now time.Time) (*plan, error) {
 		h.EventSeq, h.Outbox, h.Accepts = old.EventSeq, slices.Clone(old.Outbox), nil
 	}
 	h.Policy, h.Requires, h.Gates, h.AlertAfter, h.Desired = work.Policy, work.Requires, work.Gates, work.AlertAfter, work.Desired
+	h.Counted = work.Counted
+	if old != nil {
+		h.Counted = old.Counted
+	}
+	if h.Counted {
+		h.Desired = old.desiredOrZero() // where the counter starts; it never moves
+	}
 	h.Log = work.Log
 	headMoves := old == nil || old.Policy != h.Policy || old.AlertAfter != h.AlertAfter || old.Desired != h.Desired || len(old.Log) != len(h.Log)
 	if !headMoves {
@@ -480,9 +509,12 @@ func (a *Authority) split(v *view, work *Env, now time.Time) (*plan, error) {
 	h.appendEvents(routed[""])
 	pending := len(h.Log) > 0 // the scopes' own documents say which of them have pending work
 	for _, l := range h.Log {
-		if !slices.ContainsFunc(old.logOrNil(), func(o logEntry) bool { return o.Generation == l.Generation }) {
+		if l.Generation != 0 && !slices.ContainsFunc(old.logOrNil(), func(o logEntry) bool { return o.Generation == l.Generation }) {
 			p.logged = append(p.logged, l.Generation)
 		}
+	}
+	if work.Wide != 0 {
+		p.logged = []int64{work.Wide} // the scopes complete an entry filled before
 	}
 	if changed, err := differs(old, h); err != nil {
 		return nil, err
@@ -508,11 +540,7 @@ func (a *Authority) split(v *view, work *Env, now time.Time) (*plan, error) {
 		} else {
 			added = append(added, name)
 		}
-		for _, l := range work.Log {
-			if slices.Contains(l.Intent.Scopes, name) {
-				s.Applied = max(s.Applied, l.Generation)
-			}
-		}
+		s.Applied = max(s.Applied, work.topOf(name))
 		s.Accepts = keep[name]
 		s.appendEvents(routed[name])
 		if changed, err := differs(d.Env, s); err != nil {
@@ -538,6 +566,13 @@ func (a *Authority) split(v *view, work *Env, now time.Time) (*plan, error) {
 		}
 	}
 	return p, nil
+}
+
+func (e *Env) desiredOrZero() int64 {
+	if e == nil {
+		return 0
+	}
+	return e.Desired
 }
 
 func (e *Env) logOrNil() []logEntry {
@@ -603,6 +638,9 @@ func (a *Authority) writeSplit(ctx context.Context, env string, head *Doc, names
 		defer a.lock(k)()
 	}
 	fresh := false
+	taken := int64(0)    // the generation taken from the counter, on a counted head
+	counter := int64(-1) // the newest generation the counter handed out, once read (-1: not read)
+	tookNow := false     // the attempt before took a generation, and nothing else
 	// What the attempts wrote, a failed one's first writes too: their waiters are woken however
 	// the transition ends. A head written wakes every waiter of the environment (every scope's
 	// gate reads it); scopes alone wake their own.
@@ -644,12 +682,17 @@ func (a *Authority) writeSplit(ctx context.Context, env string, head *Doc, names
 				return nil, err
 			}
 		}
-		if prepare != nil {
+		if prepare != nil && !tookNow {
 			if err := prepare(ctx, v.doc); err != nil {
 				return nil, err
 			}
 		}
+		tookNow = false
 		work := cloneDoc(v.doc)
+		work.Taken = taken
+		if work.Env != nil {
+			work.Env.Taken, work.Env.Counter = taken, counter
+		}
 		if work.Env != nil && len(wrote) > 0 {
 			work.Env.Landed = map[string]bool{}
 			for _, name := range wrote {
@@ -658,6 +701,29 @@ func (a *Authority) writeSplit(ctx context.Context, env string, head *Doc, names
 		}
 		now := a.clock.Now()
 		changed, ferr := fn(work, now)
+		switch {
+		case errors.Is(ferr, errTakeGeneration):
+			// Taken before the head is read again (counter.go).
+			if taken, err = a.takeGeneration(ctx, env, v.head.Env.desiredOrZero()); err != nil {
+				return nil, err
+			}
+			// What prepare read (an intent's record, say) is current still: what could change it
+			// writes a document this transition writes, and its conditional write would fail.
+			tookNow = true
+			continue
+		case errors.Is(ferr, errFillReserved):
+			if _, err := a.fillReserved(ctx, env, ""); err != nil {
+				return nil, err
+			}
+			continue
+		case errors.Is(ferr, errReadCounter):
+			n, err := a.store.Add(ctx, CounterKey(env), 0)
+			if err != nil {
+				return nil, fmt.Errorf("read the generation counter of %s: %w", env, err)
+			}
+			counter = v.head.Env.desiredOrZero() + n
+			continue
+		}
 		if !changed && !fresh && v.fromMemory() {
 			fresh = true // a decision on remembered scopes that writes nothing is confirmed on fresh ones
 			continue
@@ -702,6 +768,11 @@ func (a *Authority) writeSplit(ctx context.Context, env string, head *Doc, names
 		}
 		if done {
 			return work, ferr
+		}
+		if len(p.wrote) == 0 {
+			// A loser of its scope's race takes a new generation, so that one taken before a
+			// newer one settled elsewhere does not take observed back (design.md section 9).
+			taken = 0
 		}
 		// A lost race for the head (accepts, one small document) is retried after a short pause
 		// that grows slowly: the head's writes are quick, and the racers for it are accepts of
@@ -923,7 +994,7 @@ func (a *Authority) trimLog(ctx context.Context, env string, gens []int64) error
 			return nil
 		}
 		h := head.Env.clone()
-		h.Log = slices.DeleteFunc(h.Log, func(l logEntry) bool { return slices.Contains(gens, l.Generation) })
+		h.Log = slices.DeleteFunc(h.Log, func(l logEntry) bool { return l.Generation != 0 && slices.Contains(gens, l.Generation) })
 		if len(h.Log) == len(head.Env.Log) {
 			return nil
 		}
@@ -949,6 +1020,11 @@ func (a *Authority) trimLog(ctx context.Context, env string, gens []int64) error
 // completeLog applies every entry of the head's log to all its scopes and drops the entries from
 // the log: what the sweep does, and an accept that finds the log full.
 func (a *Authority) completeLog(ctx context.Context, env string) error {
+	// An entry reserved by an accept that did not finish is filled first: its intent is
+	// accepted, as its accept would have done (counter.go).
+	if _, err := a.fillReserved(ctx, env, ""); err != nil {
+		return err
+	}
 	head, err := a.load(ctx, EnvKey(env))
 	if err != nil || !isSplit(head) || len(head.Env.Log) == 0 || head.Env.Moved != nil {
 		return err
@@ -956,6 +1032,9 @@ func (a *Authority) completeLog(ctx context.Context, env string) error {
 	var gens []int64
 	names := map[string]bool{}
 	for _, l := range head.Env.Log {
+		if l.Generation == 0 {
+			continue // reserved after the fill: the next pass completes it
+		}
 		gens = append(gens, l.Generation)
 		for _, s := range l.Intent.Scopes {
 			names[s] = true
@@ -1003,6 +1082,7 @@ func (a *Authority) readEnvNamed(ctx context.Context, env string, nf namesFunc) 
 	}
 	e.Observed = 0
 	e.settle()
+	e.Tops, e.Results = nil, nil // what a transition would decide with, not what is stored
 	// Every scope's newest event, so that readers that show "the newest" see one number.
 	for _, name := range sortedKeys(v.scopes) {
 		if s := v.scopes[name].Env; s != nil {

@@ -170,6 +170,9 @@ type AcceptResult struct {
 	// Ahead says, per scope where the intent waits behind others (policy queue, or a barrier), how
 	// many pending intents are ahead of it.
 	Ahead map[string]int `json:"ahead,omitempty"`
+	// Reserved: on a counted head, an intent of several scopes that has its entry in the
+	// head's log and no generation yet (counter.go).
+	Reserved bool `json:"-"`
 }
 
 func (r *AcceptResult) ahead(scope string, n int) {
@@ -434,8 +437,25 @@ func (e *Env) accept(in *Intent, prior *IntentRecord, order map[string]verdict, 
 			Message: fmt.Sprintf("%s from %s%s joined generation %d, which already has it pending", shortSha(in.Sha), orUnknown(in.Source), byActor(in.Actor), gen)})
 		return res, nil
 	}
-	e.Desired++
-	gen := e.Desired
+	if e.Counted && len(in.Scopes) > 1 {
+		// On a counted head an intent of several scopes is reserved first, and filled and
+		// applied after (Authority.Accept). What would refuse it now (a full queue) refuses it
+		// before it is reserved, as it refuses an intent of one scope.
+		trial, top := e.clone(), int64(0)
+		for _, name := range in.Scopes {
+			top = max(top, e.topOf(name))
+		}
+		for _, name := range in.Scopes {
+			if err := trial.applyIntent(in, top+1, name, order, limit, now, &AcceptResult{}); err != nil {
+				return nil, err
+			}
+		}
+		return &AcceptResult{Accepted: []string{}, Reserved: true}, nil
+	}
+	gen, err := e.nextGeneration(in.Scopes)
+	if err != nil {
+		return nil, err
+	}
 	rec.Generation = gen
 	res := &AcceptResult{Generation: gen, Accepted: []string{}}
 	for _, name := range in.Scopes {
@@ -455,6 +475,7 @@ func (e *Env) accept(in *Intent, prior *IntentRecord, order map[string]verdict, 
 func (e *Env) applyIntent(in *Intent, gen int64, name string, order map[string]verdict, limit int, now time.Time, res *AcceptResult) error {
 	sc := e.scope(name)
 	sc.ActiveAt = now
+	e.applied(name, gen)
 	if by, stale := e.staleFor(sc, in, order, now); stale {
 		if res.Stale == nil {
 			res.Stale = map[string]int64{}

@@ -93,6 +93,9 @@ type Doc struct {
 	// assembled from its parts (or none yet, for one the transition creates in that layout).
 	// Never stored.
 	Assembled bool `json:"-"`
+	// Taken: the generation a transition of a counted head took from the counter (counter.go),
+	// for the environment it creates. Never stored.
+	Taken int64 `json:"-"`
 }
 
 // Document and record keys. Environment names hold no '#', so a key names one item.
@@ -163,8 +166,29 @@ type Env struct {
 	// Log, in the head of the per-scope layout: the intents of several scopes accepted and not yet
 	// known to be applied to all of them.
 	Log []logEntry `json:"-"`
-	// Applied, in a scope document: the newest generation of the head's log applied to it.
+	// Applied, in a scope document: the newest generation applied to it (of the head's log, and,
+	// where generations come from the counter, of any intent).
 	Applied int64 `json:"-"`
+	// Counted, in the head of the per-scope layout: its generations come from the environment's
+	// counter (CounterKey, Documents.Add) above Desired, which then never moves (counter.go).
+	// Desired of an environment assembled from such a head is the newest generation its
+	// documents hold.
+	Counted bool `json:"-"`
+	// Taken, in an environment of a counted head as a transition decides on it: the generation
+	// the transition took from the counter for the intent it accepts (0: none yet).
+	Taken int64 `json:"-"`
+	// Counter, in an environment of a counted head as a transition decides on it: the newest
+	// generation the counter handed out, when the transition read it (-1: not read).
+	Counter int64 `json:"-"`
+	// Tops, in an environment of the per-scope layout as a transition decides on it: per scope,
+	// the newest generation the transition applied there.
+	Tops map[string]int64 `json:"-"`
+	// Results, as a transition of the per-scope layout decides: what applying each log entry
+	// did on the scopes it applied it to, by generation.
+	Results map[int64]*AcceptResult `json:"-"`
+	// Wide, set by the transition that applies an intent of several scopes on a counted head:
+	// the generation of its entry, which the writes of its scopes complete.
+	Wide int64 `json:"-"`
 	// Landed, in an environment of the per-scope layout as a retry of a transition decides on
 	// it: the scopes whose documents an earlier attempt of the same transition wrote before
 	// another's write lost its race. Their part of the transition took effect; the retry does

@@ -95,8 +95,16 @@ func TestChangedScopeClosesAtItsScopesWrites(t *testing.T) {
 	if closed(web) {
 		t.Fatal("a release on api woke web's waiters")
 	}
-	// An accept takes its generation in the head: every scope's waiters are woken.
+	// An accept of one scope takes its generation from the counter and writes no head: web's
+	// waiters sleep on.
 	if _, err := a.Accept(ctx, *mainPush("d2", testSha(2), "", "api"), false); err != nil {
+		t.Fatal(err)
+	}
+	if closed(web) {
+		t.Fatal("an accept on api woke web's waiters")
+	}
+	// An accept of several scopes goes through the head's log: every scope's waiters are woken.
+	if _, err := a.Accept(ctx, *mainPush("d3", testSha(3), "", "api", "db"), false); err != nil {
 		t.Fatal(err)
 	}
 	if !closed(web) {

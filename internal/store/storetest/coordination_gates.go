@@ -169,12 +169,12 @@ func (c *coRun) opApprove(env, sha, login string) {
 	_, err := c.proc().ApproveCommit(c.ctx(), authority.CommitApprovalRequest{Environment: env, Sha: sha, Login: login, Door: authority.ApprovalDoorCLI})
 	next := c.read(env)
 	eff := newEffect()
-	want := map[string]int64{}
+	want := map[string][]int64{} // every pending entry of the commit, in every scope
 	if prev != nil {
 		for _, s := range sortedKeys(prev.Scopes) {
 			for _, r := range prev.Scopes[s].Entries() {
 				if r.Sha == sha && !r.Rollback {
-					want[s] = r.Generation
+					want[s] = append(want[s], r.Generation)
 				}
 			}
 		}
@@ -189,11 +189,13 @@ func (c *coRun) opApprove(env, sha, login string) {
 		c.fail("approving %.7s, pending in %v: %v", sha, want, err)
 	default:
 		c.seen["approve"]++
-		for s, gen := range want {
-			eff.approved[s] = gen
-			r := entryAt(next, s, gen)
-			if r == nil || !slices.ContainsFunc(r.Approvals, func(a authority.CommitApproval) bool { return a.Login == login }) {
-				c.fail("%s/%s generation %d: approvals %+v after %s approved it", env, s, gen, r, login)
+		for s, gens := range want {
+			eff.approved[s] = gens
+			for _, gen := range gens {
+				r := entryAt(next, s, gen)
+				if r == nil || !slices.ContainsFunc(r.Approvals, func(a authority.CommitApproval) bool { return a.Login == login }) {
+					c.fail("%s/%s generation %d: approvals %+v after %s approved it", env, s, gen, r, login)
+				}
 			}
 		}
 	}
@@ -259,7 +261,7 @@ func (c *coRun) gatesChanged(k coKey, was, now *authority.Ref, eff *coEffect) {
 	if len(now.Approvals) < len(was.Approvals) || !slices.EqualFunc(was.Approvals, now.Approvals[:len(was.Approvals)], func(a, b authority.CommitApproval) bool { return a.Login == b.Login }) {
 		c.fail("%s: approvals went from %+v to %+v: an approval is never taken back", k, was.Approvals, now.Approvals)
 	}
-	if len(now.Approvals) != len(was.Approvals) && eff.approved[k.scope] != k.gen {
+	if len(now.Approvals) != len(was.Approvals) && !slices.Contains(eff.approved[k.scope], k.gen) {
 		c.fail("%s: approvals changed from %+v to %+v at a step that did not approve it", k, was.Approvals, now.Approvals)
 	}
 	switch {

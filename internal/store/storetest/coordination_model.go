@@ -252,7 +252,7 @@ type coEffect struct {
 	unfroze    map[string]bool            // scopes whose freeze the step lifts
 	owner      map[string]int64           // scope -> the owner the step must leave (claims)
 	claimed    map[string]int64           // scope -> a waiting intent the step marks claimed
-	approved   map[string]int64           // scope -> the pending intent the step approves
+	approved   map[string][]int64         // scope -> the pending intents the step approves
 	brokeGlass map[string]int64           // scope -> the pending intent the step breaks the glass for
 	dropped    bool                       // failed intents may leave (they have their outcome)
 	supplant   bool                       // intents may leave as superseded, each with an event saying so
@@ -262,7 +262,7 @@ func newEffect() *coEffect {
 	return &coEffect{granted: map[string]int64{}, freed: map[string]bool{}, renewed: map[string]bool{}, live: map[string]*authority.Live{},
 		ended: map[string]int64{}, stale: map[string]int64{}, failed: map[string]int64{}, retried: map[string]int64{}, entered: map[string]int64{},
 		froze: map[string]int64{}, unfroze: map[string]bool{}, owner: map[string]int64{}, claimed: map[string]int64{},
-		approved: map[string]int64{}, brokeGlass: map[string]int64{}}
+		approved: map[string][]int64{}, brokeGlass: map[string]int64{}}
 }
 
 // coKey names one accepted intent in one scope.

@@ -167,6 +167,13 @@ func (s *stoppingStore) Put(ctx context.Context, doc *authority.Doc) (int64, err
 	return s.Store.Put(ctx, doc)
 }
 
+func (s *stoppingStore) Add(ctx context.Context, key string, delta int64) (int64, error) {
+	if err := s.step(); err != nil {
+		return 0, err
+	}
+	return s.Store.Add(ctx, key, delta)
+}
+
 func (s *stoppingStore) PutRecords(ctx context.Context, recs []authority.Record) error {
 	if err := s.step(); err != nil {
 		return err
@@ -208,8 +215,8 @@ func testCrashAtEveryStep(t *testing.T, h *harness) {
 		if h.split {
 			want = e.Desired // a stop after the head's write leaves its generation unused: the retry takes the next
 		}
-		if e.Desired != want || e.Scopes["api"].Live == nil || e.Scopes["api"].Live.Generation != want {
-			t.Fatalf("stopped at request %d: %d/%d, live %+v; want the pass deployed at generation 1", stop, e.Observed, e.Desired, e.Scopes["api"].Live)
+		if e.Desired != want || e.Observed != e.Desired || e.Scopes["api"].Live == nil || e.Scopes["api"].Live.Generation != want {
+			t.Fatalf("stopped at request %d: %d/%d, live %+v; want the pass deployed at generation 1, observed", stop, e.Observed, e.Desired, e.Scopes["api"].Live)
 		}
 		if n := countEvents(e, authority.EventAccepted, func(authority.Event) bool { return true }); n != 1 {
 			t.Fatalf("stopped at request %d: %d accepted events in %+v; want 1", stop, n, events)

@@ -136,8 +136,9 @@ func testQueueBound(t *testing.T, h *harness) {
 		t.Fatalf("the refused intent wrote: rev %d -> %d, desired %d, %d pending", before.Rev, after.Rev, after.Env.Desired, len(after.Env.Scopes["api"].Entries()))
 	}
 	h.deploy(a, "staging", 1, "run-1", "run-1", "api")
-	if res := h.accept(a, queued("staging", "p3", sha("b", 3), "api"), false); res.Generation != 4 || res.Ahead["api"] != 2 {
-		t.Fatalf("after the head deployed: %+v; want generation 4, 2 ahead", res)
+	// The per-scope layout may skip the generation the refused accept took (design.md §9).
+	if res := h.accept(a, queued("staging", "p3", sha("b", 3), "api"), false); res.Generation < 4 || !h.split && res.Generation != 4 || res.Ahead["api"] != 2 {
+		t.Fatalf("after the head deployed: %+v; want generation 4 (or newer, in the per-scope layout), 2 ahead", res)
 	}
 }
 
