@@ -22,9 +22,6 @@ mutant "a completion of one scope clears the pending mark of the others" interna
 mutant "a page far back in the per-scope layout's timeline reads once past the newer events" internal/authority/scoped.go \
   's/\t\t\tfor n := int64\(limit\); ; n \*= 2 \{/\t\t\tfor n, i := int64(limit), 0; i < 2; n, i = n*2, i+1 {/' \
   TestConformanceSplit/Outbox/HistoryPagesByTime
-mutant "a loser of a scope's race takes again a generation taken before" internal/authority/scoped.go \
-  's/\t\tchanged, ferr := fn\(work, now\)\n/\t\tif attempt > 0 \&\& work.Env != nil \&\& work.Env.Desired > 0 {\n\t\t\twork.Env.Desired--\n\t\t}\n\t\tchanged, ferr := fn(work, now)\n/' \
-  TestConformanceSplit/Generations/LoserOfTheScopesRace
 mutant "a retry of a transition does not know the scopes its earlier attempt wrote" internal/authority/scoped.go \
   's/\t\t\t\twork\.Env\.Landed\[name\] = true/\t\t\t\twork.Env.Landed[name] = false/' \
   TestConformanceSplit/Outcomes/EndingOfSeveralScopesMeetsARace

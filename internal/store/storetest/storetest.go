@@ -86,6 +86,7 @@ func runGroups(t *testing.T, newStore func(t *testing.T) authority.Store, split 
 		{"Approvals", approvalCases()},
 		{"Held", heldCases()},
 		{"Layout", layoutCases()},
+		{"Disjoint", disjointCases()},
 	}
 	for _, g := range groups {
 		if len(only) > 0 && !slices.Contains(only, g.name) {
