@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -155,7 +154,9 @@ func (s *checkThenWrite) Put(ctx context.Context, doc *authority.Doc) (int64, er
 	if rev != doc.Rev {
 		return 0, fmt.Errorf("put %s: %w", doc.Key, authority.ErrConflict)
 	}
-	runtime.Gosched() // the round trip between the check and the write
+	// The round trip between the check and the write: long enough that a loaded machine's
+	// scheduler still lets the other writers check in between (a yield alone did not, once).
+	time.Sleep(100 * time.Microsecond)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := *doc
