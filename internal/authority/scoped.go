@@ -752,11 +752,14 @@ func (a *Authority) writeSplit(ctx context.Context, env string, head *Doc, names
 			}
 			return work, ferr
 		}
-		if !fresh && v.fromMemory() && (p.head != nil && len(p.scopes) > 0 || len(p.scopes) > 1 || v.unwritten(p)) {
+		if !fresh && v.fromMemory() && work.Env.Wide == 0 && (p.head != nil && len(p.scopes) > 0 || len(p.scopes) > 1 || v.unwritten(p)) {
 			// A decision on remembered scopes is proved current only by the conditional writes of
 			// the scopes it writes: one that read a remembered scope it does not write, or that
 			// writes several documents (a conflict after the first would leave the others to a
-			// second decision, and a generation unused), is made again on fresh ones first.
+			// second decision, and a generation unused), is made again on fresh ones first. The
+			// application of a filled entry to its scopes (Wide) is exempt: its generation is
+			// the entry's whatever happens, each scope's write is conditional, and a retry leaves
+			// the scopes an earlier attempt wrote as written (Landed).
 			fresh = true
 			continue
 		}
