@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -25,27 +24,9 @@ func generationCases() []testCase {
 	}
 }
 
-// putPausingStore stops its process right before its first write of key, until resumed.
-type putPausingStore struct {
-	authority.Store
-	key     string
-	once    sync.Once
-	paused  chan struct{}
-	resumed chan struct{}
-}
-
-func newPutPausing(s authority.Store, key string) *putPausingStore {
-	return &putPausingStore{Store: s, key: key, paused: make(chan struct{}), resumed: make(chan struct{})}
-}
-
-func (s *putPausingStore) Put(ctx context.Context, d *authority.Doc) (int64, error) {
-	if d.Key == s.key {
-		s.once.Do(func() {
-			close(s.paused)
-			<-s.resumed
-		})
-	}
-	return s.Store.Put(ctx, d)
+// newPutPausing stops its process right before its first write of key, until resumed.
+func newPutPausing(s authority.Store, key string) *putNthPausingStore {
+	return newPutNthPausing(s, key, 1)
 }
 
 // testLoserOfTheScopesRace: in the per-scope layout an accept takes its generation in the head's
