@@ -399,7 +399,7 @@ func TestReadingNoStoreCreatesNothing(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 2 ||
-			!strings.Contains(string(out), "no store at bolt://./latestwins.db: nothing was ever recorded there; pass --store") {
+			!strings.Contains(string(out), "no store at bolt://./latestwins.db: nothing was ever recorded there; check the path, or pass --store") {
 			t.Errorf("%s with no store: %v\n%s", verb, err, out)
 		}
 	}

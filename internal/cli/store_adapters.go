@@ -30,7 +30,7 @@ func openBolt(_ context.Context, path string, mode storeMode) (authority.Store, 
 	case err == nil:
 		return st, st.Close, nil
 	case errors.Is(err, bolt.ErrNoStore):
-		return nil, nil, usageCause(err, "no store at bolt://%s: nothing was ever recorded there; pass --store (or set LATESTWINS_STORE) to name the store, "+
+		return nil, nil, usageCause(err, "no store at bolt://%s: nothing was ever recorded there; check the path, or pass --store (or set LATESTWINS_STORE) to name the store that holds your environments, "+
 			"e.g. --store bolt://PATH or --store dynamodb://TABLE?region=R", path)
 	case errors.Is(err, bolt.ErrUnusable):
 		return nil, nil, usageErrorf("store bolt://%s cannot be used: %w", path, err)

@@ -230,7 +230,7 @@ func TestStoreLocationsThatCannotWork(t *testing.T) {
 		{"a directory", "bolt://" + dir, claimArgs(), []string{"is a directory; give the path of a database file inside it"}},
 		{"not a database", "bolt://" + file, claimArgs(), []string{"is not a latestwins database"}},
 		{"status of no store", "bolt://" + missing, []string{"status", "staging"},
-			[]string{"no store at bolt://" + missing + ": nothing was ever recorded there; pass --store"}},
+			[]string{"no store at bolt://" + missing + ": nothing was ever recorded there; check the path, or pass --store"}},
 		{"history of no store", "bolt://" + missing, []string{"history", "staging"}, []string{"no store at bolt://" + missing}},
 		{"gate on no store", "bolt://" + missing, gateArgs(), []string{"no store at bolt://" + missing}},
 		{"unlock on no store", "bolt://" + missing, []string{"unlock", "staging/api", "--reason", "stuck"}, []string{"no store at bolt://" + missing}},
@@ -265,7 +265,7 @@ func TestReadingTheDefaultStoreCreatesNothing(t *testing.T) {
 	h.store = ""
 	for _, verb := range []string{"status", "history"} {
 		o := h.run(context.Background(), verb, "staging")
-		if o.code != ExitUsage || !strings.Contains(o.stderr, "no store at bolt://./latestwins.db: nothing was ever recorded there; pass --store") {
+		if o.code != ExitUsage || !strings.Contains(o.stderr, "no store at bolt://./latestwins.db: nothing was ever recorded there; check the path, or pass --store") {
 			t.Errorf("%s with no store named: exit %d\n%s", verb, o.code, o.stderr)
 		}
 	}
