@@ -266,9 +266,13 @@ func (a *Authority) moveSplit(ctx context.Context, env, to string, target Store)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := a.load(ctx, DirKey(env))
+	// The directory next: an accept of one scope writes no head, so the head's mark does not
+	// stop one that read the head before it from adding a scope; the directory's does (putDir
+	// refuses a marked directory), and a scope it listed before its mark is marked below, its
+	// document made if the accept has not made it yet.
+	dir, err := a.markDirMoved(ctx, env, *head.Env.Moved)
 	if err != nil {
-		return nil, fmt.Errorf("move %s: %w", env, err)
+		return nil, err
 	}
 	var names []string
 	if dir.Env != nil {
@@ -421,6 +425,38 @@ func (a *Authority) markMovedSplit(ctx context.Context, env, to string) (*Doc, e
 }
 
 // markScopeMoved writes the marker m into scope name's document, unless it holds one.
+// markDirMoved marks env's directory moved, with a conditional write, and returns it as marked.
+func (a *Authority) markDirMoved(ctx context.Context, env string, m Moved) (*Doc, error) {
+	key := DirKey(env)
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		d, err := a.load(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("move %s: %w", env, err)
+		}
+		if d.Env != nil && d.Env.Moved != nil {
+			return d, nil
+		}
+		work := cloneDoc(d)
+		if work.Env == nil {
+			work.Env = &Env{Name: env, Part: partDir}
+		}
+		work.Env.Moved = &m
+		rev, err := a.store.Put(ctx, work)
+		if err == nil {
+			a.forget(key)
+			work.Rev = rev
+			return work, nil
+		} else if !errors.Is(err, ErrConflict) {
+			return nil, fmt.Errorf("move %s: mark %s: %w", env, key, err)
+		}
+		a.forget(key)
+		if err := backoff(ctx, attempt); err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("move %s: mark %s: gave up after %d conflicting attempts: %w", env, key, maxAttempts, ErrConflict)
+}
+
 func (a *Authority) markScopeMoved(ctx context.Context, env, name string, m Moved) error {
 	key := ScopeKey(env, name)
 	for attempt := 0; attempt < maxAttempts; attempt++ {
@@ -428,10 +464,15 @@ func (a *Authority) markScopeMoved(ctx context.Context, env, name string, m Move
 		if err != nil {
 			return fmt.Errorf("move %s: %w", env, err)
 		}
-		if d.Env == nil || d.Env.Moved != nil {
+		if d.Env != nil && d.Env.Moved != nil {
 			return nil
 		}
 		work := cloneDoc(d)
+		if work.Env == nil {
+			// Listed, and not made yet by the accept that listed it: a document that holds only
+			// the mark, which that accept's write of the scope cannot go past.
+			work.Env = &Env{Name: env, Part: partScope, Scopes: map[string]*Scope{}}
+		}
 		work.Env.Moved = &m
 		work.Pending = false
 		if _, err := a.store.Put(ctx, work); err == nil {

@@ -313,6 +313,18 @@ func (v *view) fromMemory() bool {
 	return false
 }
 
+// revisions names the documents v was assembled from, by key and revision.
+func (v *view) revisions() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s@%d", v.head.Key, v.head.Rev)
+	for _, name := range sortedKeys(v.scopes) {
+		if d := v.scopes[name]; d != nil {
+			fmt.Fprintf(&b, " %s@%d", d.Key, d.Rev)
+		}
+	}
+	return b.String()
+}
+
 // unwritten reports whether the view holds a remembered scope that p does not write.
 func (v *view) unwritten(p *plan) bool {
 	for name, mem := range v.remembered {
@@ -638,9 +650,9 @@ func (a *Authority) writeSplit(ctx context.Context, env string, head *Doc, names
 		defer a.lock(k)()
 	}
 	fresh := false
-	taken := int64(0)    // the generation taken from the counter, on a counted head
+	taken := int64(0)    // the counter's value taken for this transition, on a counted head
 	counter := int64(-1) // the newest generation the counter handed out, once read (-1: not read)
-	tookNow := false     // the attempt before took a generation, and nothing else
+	prepared := ""       // the revisions of the documents prepare last decided on (revisions)
 	// What the attempts wrote, a failed one's first writes too: their waiters are woken however
 	// the transition ends. A head written wakes every waiter of the environment (every scope's
 	// gate reads it); scopes alone wake their own.
@@ -682,16 +694,31 @@ func (a *Authority) writeSplit(ctx context.Context, env string, head *Doc, names
 				return nil, err
 			}
 		}
-		if prepare != nil && !tookNow {
+		if err := movedError(v.dir); err != nil {
+			a.forget(DirKey(env))
+			return nil, err
+		}
+		if revs := v.revisions(); prepare != nil && revs != prepared {
+			// What prepare read (an intent's record, say) is current while the documents it
+			// decided on are: what could change it writes one of them. So an attempt that only
+			// took a generation since does not read it again.
 			if err := prepare(ctx, v.doc); err != nil {
 				return nil, err
 			}
+			prepared = revs
 		}
-		tookNow = false
+		// A generation is the head's Desired (where its counter starts) plus the counter's
+		// value, with the Desired of the head this attempt read.
+		base := v.head.Env.desiredOrZero()
 		work := cloneDoc(v.doc)
-		work.Taken = taken
+		if taken > 0 {
+			work.Taken = base + taken
+		}
 		if work.Env != nil {
-			work.Env.Taken, work.Env.Counter = taken, counter
+			work.Env.Taken, work.Env.Counter = work.Taken, counter
+			if counter >= 0 {
+				work.Env.Counter = base + counter
+			}
 		}
 		if work.Env != nil && len(wrote) > 0 {
 			work.Env.Landed = map[string]bool{}
@@ -704,12 +731,9 @@ func (a *Authority) writeSplit(ctx context.Context, env string, head *Doc, names
 		switch {
 		case errors.Is(ferr, errTakeGeneration):
 			// Taken before the head is read again (counter.go).
-			if taken, err = a.takeGeneration(ctx, env, v.head.Env.desiredOrZero()); err != nil {
+			if taken, err = a.takeGeneration(ctx, env, 0); err != nil {
 				return nil, err
 			}
-			// What prepare read (an intent's record, say) is current still: what could change it
-			// writes a document this transition writes, and its conditional write would fail.
-			tookNow = true
 			continue
 		case errors.Is(ferr, errFillReserved):
 			if _, err := a.fillReserved(ctx, env, ""); err != nil {
@@ -721,7 +745,7 @@ func (a *Authority) writeSplit(ctx context.Context, env string, head *Doc, names
 			if err != nil {
 				return nil, fmt.Errorf("read the generation counter of %s: %w", env, err)
 			}
-			counter = v.head.Env.desiredOrZero() + n
+			counter = n
 			continue
 		}
 		if !changed && !fresh && v.fromMemory() {
@@ -922,6 +946,9 @@ func (a *Authority) putDir(ctx context.Context, d *Doc) error {
 		cur, err := a.load(ctx, d.Key)
 		if err != nil {
 			return err
+		}
+		if err := movedError(cur); err != nil {
+			return err // a Move marked it: the scope stays out of this store's environment
 		}
 		names := []string{}
 		if cur.Env != nil {

@@ -441,6 +441,11 @@ func (e *Env) accept(in *Intent, prior *IntentRecord, order map[string]verdict, 
 		// On a counted head an intent of several scopes is reserved first, and filled and
 		// applied after (Authority.Accept). What would refuse it now (a full queue) refuses it
 		// before it is reserved, as it refuses an intent of one scope.
+		// An entry reserved already (by this intent's accept that stopped) is filled and
+		// applied whatever the queues hold now, as it would have been.
+		if _, reserved := e.logged(in.ID); reserved {
+			return &AcceptResult{Accepted: []string{}, Reserved: true}, nil
+		}
 		trial, top := e.clone(), int64(0)
 		for _, name := range in.Scopes {
 			top = max(top, e.topOf(name))

@@ -25,3 +25,14 @@ mutant "a request's generation beyond what the documents read hold is refused wi
 mutant "an intent of several scopes is reserved past a full queue" internal/authority/transitions.go \
   's/\t\t\tif err := trial\.applyIntent\(in, top\+1, name, order, limit, now, &AcceptResult\{\}\); err != nil \{/\t\t\tif err := trial.applyIntent(in, top+1, name, order, limit, now, \&AcceptResult{}); false \&\& err != nil {/' \
   TestConformanceSplit/Property/Coordination
+mutant "an attempt after a generation was taken decides on what prepare read before, whatever changed" internal/authority/scoped.go \
+  's/\t\tif revs := v\.revisions\(\); prepare != nil && revs != prepared \{/\t\tif revs := v.revisions(); prepare != nil \&\& prepared == "" {/' \
+  TestConformanceSplit/Disjoint/RepeatMeetsItsFirstDelivery
+
+M=internal/authority/move.go
+mutant "a move of the per-scope layout leaves the directory unmarked" $M \
+  's/\tdir, err := a\.markDirMoved\(ctx, env, \*head\.Env\.Moved\)/\tdir, err := a.load(ctx, DirKey(env))/' \
+  TestMove/AcceptOfANewScopePerScope
+mutant "a move leaves a listed scope that has no document yet unmarked" $M \
+  's/\t\tif work\.Env == nil \{\n\t\t\t\/\/ Listed, and not made yet/\t\tif work.Env == nil {\n\t\t\treturn nil \/\/ Listed, and not made yet/' \
+  TestMove/AcceptOfANewScopePerScope

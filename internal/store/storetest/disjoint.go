@@ -21,6 +21,7 @@ func disjointCases() []testCase {
 		{"WideAcceptMeetsOneScope", testWideAcceptMeetsOneScope},
 		{"MixedAcceptsKeepEachScopesOrder", testMixedAcceptsKeepOrder},
 		{"OneScopeReadsTheHeadAfterItsGeneration", testHeadAfterGeneration},
+		{"RepeatMeetsItsFirstDelivery", testRepeatMeetsFirstDelivery},
 	}
 }
 
@@ -310,5 +311,77 @@ func testHeadAfterGeneration(t *testing.T, h *harness) {
 		if want := []string{fmt.Sprintf("warm@%d", first), fmt.Sprintf("wide@%d", resWide.Generation), fmt.Sprintf("one@%d", resOne.Generation)}; !slices.Equal(api, want) {
 			t.Fatalf("stopped after the counter %v: api holds %v; want %v, in increasing generation", after, api, want)
 		}
+	}
+}
+
+// hookStore runs its hooks right before each write of a document and right after each addition
+// to a counter.
+type hookStore struct {
+	authority.Store
+	beforePut func(key string)
+	afterAdd  func()
+}
+
+func (s *hookStore) Put(ctx context.Context, d *authority.Doc) (int64, error) {
+	s.beforePut(d.Key)
+	return s.Store.Put(ctx, d)
+}
+
+func (s *hookStore) Add(ctx context.Context, key string, delta int64) (int64, error) {
+	n, err := s.Store.Add(ctx, key, delta)
+	if delta > 0 {
+		s.afterAdd()
+	}
+	return n, err
+}
+
+// testRepeatMeetsFirstDelivery: a delivery of intent x whose accept lost api's race (to another
+// intent), took a new generation and stopped right after it, while another delivery of x is
+// accepted, is a repeat when it goes on: it reads what it decides on again, and x is on api once.
+func testRepeatMeetsFirstDelivery(t *testing.T, h *harness) {
+	if !h.split {
+		t.Skip("the single document takes no generation from the counter")
+	}
+	const env = "repeat-meets-first"
+	h.accept(h.process(), queued(env, "warm", sha("w", 0), "api"), false)
+	api := authority.ScopeKey(env, "api")
+	pausedPut, resumePut := make(chan struct{}), make(chan struct{})
+	pausedAdd, resumeAdd := make(chan struct{}), make(chan struct{})
+	var puts, adds atomic.Int32
+	s := &hookStore{Store: h.store,
+		beforePut: func(key string) {
+			if key == api && puts.Add(1) == 1 {
+				close(pausedPut)
+				<-resumePut
+			}
+		},
+		afterAdd: func() {
+			if adds.Add(1) == 2 {
+				close(pausedAdd)
+				<-resumeAdd
+			}
+		}}
+	second := acceptAsync(h, h.authority(s), queued(env, "x", sha("x", 1), "api"))
+	<-pausedPut
+	h.accept(h.process(), queued(env, "y", sha("y", 1), "api"), false)
+	close(resumePut)
+	<-pausedAdd
+	first := h.accept(h.process(), queued(env, "x", sha("x", 1), "api"), false)
+	close(resumeAdd)
+	res := <-second
+	if t.Failed() {
+		return
+	}
+	if !res.Duplicate || res.Generation != first.Generation {
+		t.Fatalf("the second delivery of x: %+v; want a repeat of generation %d", res, first.Generation)
+	}
+	var xs int
+	for _, m := range h.env(env).Scopes["api"].Entries() {
+		if m.IntentID == "x" {
+			xs++
+		}
+	}
+	if xs != 1 {
+		t.Fatalf("api holds x %d times; want once", xs)
 	}
 }

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +32,7 @@ func RunMove(t *testing.T, newSource, newTarget func(t *testing.T) authority.Sto
 		{"InterruptedThenRunAgain", testMoveInterrupted},
 		{"RacingPasses", testMoveRacingPasses},
 		{"TransitionThatReadTheStateBefore", testMoveAfterARead},
+		{"AcceptOfANewScope", testMoveMeetsANewScope},
 	} {
 		for _, split := range []bool{false, true} {
 			name := c.name
@@ -345,5 +347,44 @@ func testMoveAfterARead(t *testing.T, src, dst authority.Store, split bool) {
 	}
 	if sc := th.env(moveEnv).Scopes["api"]; sc.Owner != 0 {
 		t.Fatalf("api in the target: owner %d; want the state the move copied, unclaimed", sc.Owner)
+	}
+}
+
+// testMoveMeetsANewScope: an accept of a scope the environment does not have yet, which read the
+// environment before the move began and stopped before its write of the directory, or after it
+// and before its scope's first write, is refused with where the state went once the move is
+// done: the scope's intent is in neither store, and the target holds what the move copied. In
+// the per-scope layout an accept of one scope writes no head, so only the directory's mark and
+// the scope's stop it.
+func testMoveMeetsANewScope(t *testing.T, src, dst authority.Store, split bool) {
+	h, th := movePair(t, src, dst, split)
+	for i, stop := range []string{"directory", "scope"} {
+		env := fmt.Sprintf("%s-%d", moveEnv, i)
+		key := map[string]string{"directory": authority.DirKey(env), "scope": authority.ScopeKey(env, "db")}[stop]
+		if !split {
+			if i > 0 {
+				return // the single document is one write
+			}
+			key = authority.EnvKey(env)
+		}
+		h.live(h.process(), env, "push-1", sha("a", 1), "api")
+		p := newPutNthPausing(src, key, 1)
+		accepted := make(chan error, 1)
+		go func() {
+			_, err := h.authority(p).Accept(h.ctx, push(env, "new-scope", sha("n", 1), "db"), false)
+			accepted <- err
+		}()
+		<-p.paused
+		if _, err := h.authority(src).Move(h.ctx, env, "elsewhere", dst); err != nil {
+			close(p.resumed)
+			t.Fatalf("stopped before writing the %s: move: %v", stop, err)
+		}
+		close(p.resumed)
+		if err := <-accepted; !errors.Is(err, authority.ErrMoved) {
+			t.Fatalf("stopped before writing the %s: an accept of a new scope that read the environment before the move: %v; want it refused with where the state went", stop, err)
+		}
+		if e := th.env(env); e.Scopes["db"] != nil || e.Scopes["api"] == nil || e.Scopes["api"].Live == nil {
+			t.Fatalf("stopped before writing the %s: the target holds %v; want api as copied and no db", stop, sortedKeys(e.Scopes))
+		}
 	}
 }
