@@ -424,10 +424,23 @@ func (a *Authority) markMovedSplit(ctx context.Context, env, to string) (*Doc, e
 	return nil, fmt.Errorf("move %s: gave up after %d conflicting attempts: %w", env, maxAttempts, ErrConflict)
 }
 
-// markScopeMoved writes the marker m into scope name's document, unless it holds one.
-// markDirMoved marks env's directory moved, with a conditional write, and returns it as marked.
+// markDirMoved writes the marker m into env's directory, unless it holds one, and returns the
+// directory as marked.
 func (a *Authority) markDirMoved(ctx context.Context, env string, m Moved) (*Doc, error) {
-	key := DirKey(env)
+	return a.markPartMoved(ctx, env, DirKey(env), &Env{Name: env, Part: partDir}, m)
+}
+
+// markScopeMoved writes the marker m into scope name's document, unless it holds one.
+func (a *Authority) markScopeMoved(ctx context.Context, env, name string, m Moved) error {
+	// A scope listed and not made yet by the accept that listed it gets a document that holds
+	// only the mark, which that accept's write of the scope cannot go past.
+	_, err := a.markPartMoved(ctx, env, ScopeKey(env, name), &Env{Name: env, Part: partScope, Scopes: map[string]*Scope{}}, m)
+	return err
+}
+
+// markPartMoved writes the marker m into the document of key, or into blank where none is
+// stored, with a conditional write, unless it holds one; it returns the document as marked.
+func (a *Authority) markPartMoved(ctx context.Context, env, key string, blank *Env, m Moved) (*Doc, error) {
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		d, err := a.load(ctx, key)
 		if err != nil {
@@ -438,9 +451,10 @@ func (a *Authority) markDirMoved(ctx context.Context, env string, m Moved) (*Doc
 		}
 		work := cloneDoc(d)
 		if work.Env == nil {
-			work.Env = &Env{Name: env, Part: partDir}
+			work.Env = blank
 		}
 		work.Env.Moved = &m
+		work.Pending = false
 		rev, err := a.store.Put(ctx, work)
 		if err == nil {
 			a.forget(key)
@@ -455,36 +469,4 @@ func (a *Authority) markDirMoved(ctx context.Context, env string, m Moved) (*Doc
 		}
 	}
 	return nil, fmt.Errorf("move %s: mark %s: gave up after %d conflicting attempts: %w", env, key, maxAttempts, ErrConflict)
-}
-
-func (a *Authority) markScopeMoved(ctx context.Context, env, name string, m Moved) error {
-	key := ScopeKey(env, name)
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		d, err := a.load(ctx, key)
-		if err != nil {
-			return fmt.Errorf("move %s: %w", env, err)
-		}
-		if d.Env != nil && d.Env.Moved != nil {
-			return nil
-		}
-		work := cloneDoc(d)
-		if work.Env == nil {
-			// Listed, and not made yet by the accept that listed it: a document that holds only
-			// the mark, which that accept's write of the scope cannot go past.
-			work.Env = &Env{Name: env, Part: partScope, Scopes: map[string]*Scope{}}
-		}
-		work.Env.Moved = &m
-		work.Pending = false
-		if _, err := a.store.Put(ctx, work); err == nil {
-			a.forget(key)
-			return nil
-		} else if !errors.Is(err, ErrConflict) {
-			return fmt.Errorf("move %s: mark %s: %w", env, key, err)
-		}
-		a.forget(key)
-		if err := backoff(ctx, attempt); err != nil {
-			return err
-		}
-	}
-	return fmt.Errorf("move %s: mark %s: gave up after %d conflicting attempts: %w", env, key, maxAttempts, ErrConflict)
 }

@@ -34,5 +34,5 @@ mutant "a move of the per-scope layout leaves the directory unmarked" $M \
   's/\tdir, err := a\.markDirMoved\(ctx, env, \*head\.Env\.Moved\)/\tdir, err := a.load(ctx, DirKey(env))/' \
   TestMove/AcceptOfANewScopePerScope
 mutant "a move leaves a listed scope that has no document yet unmarked" $M \
-  's/\t\tif work\.Env == nil \{\n\t\t\t\/\/ Listed, and not made yet/\t\tif work.Env == nil {\n\t\t\treturn nil \/\/ Listed, and not made yet/' \
+  's/\t\tif work\.Env == nil \{\n\t\t\twork\.Env = blank\n/\t\tif work.Env == nil {\n\t\t\tif blank.Part == partScope {\n\t\t\t\treturn d, nil\n\t\t\t}\n\t\t\twork.Env = blank\n/' \
   TestMove/AcceptOfANewScopePerScope
