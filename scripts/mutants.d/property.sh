@@ -57,7 +57,7 @@ mutant "a claim by a pass older than the owner is answered as claimed" $pt \
 
 # Generations and observed.
 mutant "a rollback takes the newest generation instead of a new one" $pr \
-  's/\te\.Desired\+\+\n\tgen := e\.Desired\n/\tgen := e.Desired\n/' \
+  's/\tgen, err := e\.nextGeneration\(\[\]string\{r\.Scope\}\)\n/\tgen, err := e.Desired, error(nil)\n/' \
   $prop
 mutant "observed follows the pending intents down after a retry" $pt \
   's/\tif obs > e\.Observed \{/\tif obs != e.Observed {/' \
