@@ -29,8 +29,8 @@ func newPutPausing(s authority.Store, key string) *putNthPausingStore {
 	return newPutNthPausing(s, key, 1)
 }
 
-// testLoserOfTheScopesRace: in the per-scope layout an accept takes its generation in the head's
-// write, then writes its scope's document; one that loses the scope's race decides again on what
+// testLoserOfTheScopesRace: in the per-scope layout an accept takes its generation from the
+// counter, then writes its scope's document; one that loses the scope's race decides again on what
 // the winner left and takes a new generation, newer than every one taken so far. So the later
 // arrival still wins when the winner was another accept, and observed, which the status shows,
 // does not go back when the winner was a completion and other scopes settled meanwhile.
@@ -40,24 +40,13 @@ func testLoserOfTheScopesRace(t *testing.T, h *harness) {
 	}
 	const env = "staging"
 	api := authority.ScopeKey(env, "api")
-	accept := func(a *authority.Authority, in authority.Intent) chan *authority.AcceptResult {
-		done := make(chan *authority.AcceptResult, 1)
-		go func() {
-			res, err := a.Accept(h.ctx, in, false)
-			if err != nil {
-				t.Errorf("accept %s: %v", in.ID, err)
-			}
-			done <- res
-		}()
-		return done
-	}
 	pending := func() *authority.Ref { return h.env(env).Scopes["api"].Mailbox }
 
 	// The winner is an accept: B takes its generation and stops before its scope's write; A takes
 	// the next and writes api; B decides again on what A left.
 	h.accept(h.process(), push(env, "seed", sha("s", 1), "api"), false)
 	pb := newPutPausing(h.store, api)
-	b := accept(h.authority(pb), push(env, "b", sha("b", 1), "api"))
+	b := acceptAsync(h, h.authority(pb), push(env, "b", sha("b", 1), "api"))
 	<-pb.paused
 	resA := h.accept(h.process(), push(env, "a", sha("a", 1), "api"), false)
 	close(pb.resumed)
@@ -78,7 +67,7 @@ func testLoserOfTheScopesRace(t *testing.T, h *harness) {
 	h.claim(a, env, resB.Generation, "api")
 	g := h.gate(a, env, resB.Generation, "run-b", "api")
 	pc := newPutPausing(h.store, api)
-	c := accept(h.authority(pc), push(env, "c", sha("c", 1), "api"))
+	c := acceptAsync(h, h.authority(pc), push(env, "c", sha("c", 1), "api"))
 	<-pc.paused
 	h.complete(a, g, authority.OutcomeSuccess, "run-b")
 	gw := h.pass(a, env, "w", sha("w", 1), "run-w", "web")
