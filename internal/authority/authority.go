@@ -136,6 +136,11 @@ func (a *Authority) Accept(ctx context.Context, in Intent, claim bool, opts ...A
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if o.enter != nil {
+		if err := o.enter.validate(claim); err != nil {
+			return nil, err
+		}
+	}
 	var (
 		res     *AcceptResult
 		prior   *IntentRecord
@@ -207,6 +212,9 @@ func (a *Authority) Accept(ctx context.Context, in Intent, claim bool, opts ...A
 		}
 		if claim && len(res.Accepted) > 0 {
 			res.Claim = d.Env.claim(res.Generation, res.Accepted, now)
+			if o.enter != nil {
+				res.Entered = d.enterAtOnce(o.enter, res.Claim, now, a.skew)
+			}
 		}
 		if !res.Duplicate && !res.Joined {
 			d.Env.logIntent(&in, res.Generation, answers, claim, now)
@@ -219,6 +227,9 @@ func (a *Authority) Accept(ctx context.Context, in Intent, claim bool, opts ...A
 	}
 	if err != nil {
 		return nil, fmt.Errorf("accept intent %q in %s: %w", in.ID, in.Environment, err)
+	}
+	if res.Entered != nil {
+		a.observeGate(GateRequest{Environment: in.Environment, Generation: res.Generation, Phase: "deploy"}, res.Entered, nil)
 	}
 	a.log.InfoContext(ctx, "accepted", "environment", in.Environment, "intent", in.ID, "generation", res.Generation, "duplicate", res.Duplicate)
 	return res, nil

@@ -139,6 +139,7 @@ type acceptOptions struct {
 	comparer Comparer
 	anyLive  bool // ask the comparer about live commits of other branches too
 	barriers BarrierFunc
+	enter    *entry // enter the deploy phase in the accept's write when the gate lets the pass go
 }
 
 // WithComparer lets Accept ask c about commits the payloads cannot order.

@@ -170,6 +170,9 @@ type AcceptResult struct {
 	// Ahead says, per scope where the intent waits behind others (policy queue, or a barrier), how
 	// many pending intents are ahead of it.
 	Ahead map[string]int `json:"ahead,omitempty"`
+	// Entered is the deploy phase's grant, with the leases, when Accept was asked to enter it
+	// (EnterDeploy) and the gate let the pass go in the same write.
+	Entered *Grant `json:"entered,omitempty"`
 	// Reserved: on a counted head, an intent of several scopes that has its entry in the
 	// head's log and no generation yet (counter.go).
 	Reserved bool `json:"-"`

@@ -87,6 +87,7 @@ func runGroups(t *testing.T, newStore func(t *testing.T) authority.Store, split 
 		{"Held", heldCases()},
 		{"Layout", layoutCases()},
 		{"Disjoint", disjointCases()},
+		{"Enter", enterCases()},
 	}
 	for _, g := range groups {
 		if len(only) > 0 && !slices.Contains(only, g.name) {
