@@ -75,11 +75,18 @@ func runRun(ctx context.Context, c *cmdEnv, args []string) error {
 	}
 	defer c.done()
 
+	var entered *authority.Grant // the deploy phase, entered by the claim's own write
 	if c.s.generation == 0 {
-		res, err := c.pass.Claim(ctx, in)
+		var res *authority.AcceptResult
+		if e, ok := c.pass.(pass.Enterer); ok {
+			res, err = e.ClaimAndEnter(ctx, in, c.s.holder, c.s.leaseTTL)
+		} else {
+			res, err = c.pass.Claim(ctx, in)
+		}
 		if err != nil {
 			return c.orderError(err)
 		}
+		entered = res.Entered
 		c.s.generation = res.Generation
 		if res.Claim == nil || len(res.Claim.Claimed) == 0 {
 			c.progress("generation %d: nothing to deploy: superseded on arrival", res.Generation)
@@ -98,12 +105,14 @@ func runRun(ctx context.Context, c *cmdEnv, args []string) error {
 		}
 		c.deploys = cr.Claimed
 	}
-	g, err := c.gate(ctx)
-	if err != nil {
-		if interrupted(ctx, err) {
-			return &exitError{code: ExitInterrupted, msg: "interrupted while waiting for the lease; nothing was taken, and the pass can be retried"}
+	g := entered
+	if g == nil {
+		if g, err = c.gate(ctx); err != nil {
+			if interrupted(ctx, err) {
+				return &exitError{code: ExitInterrupted, msg: "interrupted while waiting for the lease; nothing was taken, and the pass can be retried"}
+			}
+			return c.reportRefusal(err)
 		}
-		return c.reportRefusal(err)
 	}
 	if err := c.saveState(&passState{Environment: g.Environment, Generation: g.Generation, Scopes: splitList(c.s.scopes),
 		Holder: g.Holder, Tokens: g.Tokens, ExpiresAt: g.ExpiresAt}); err != nil {

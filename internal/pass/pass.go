@@ -68,6 +68,13 @@ type WaitGater interface {
 	LongPoll() time.Duration
 }
 
+// Enterer is an Authority that can claim an intent and enter its deploy phase in the same write
+// when the gate lets the pass go at once (authority.EnterDeploy): Local is one. AcceptResult.Entered
+// is the grant then; when it is nil, the pass asks Gate as usual.
+type Enterer interface {
+	ClaimAndEnter(ctx context.Context, in authority.Intent, holder string, ttl time.Duration) (*authority.AcceptResult, error)
+}
+
 // Renewer extends leases.
 type Renewer interface {
 	Renew(ctx context.Context, g *authority.Grant, ttl time.Duration) error
@@ -76,6 +83,7 @@ type Renewer interface {
 var (
 	_ Gater   = (*authority.Authority)(nil)
 	_ Renewer = (*authority.Authority)(nil)
+	_ Enterer = local{}
 )
 
 // Local runs a pass's steps on a local Authority (a store this process opens).
@@ -85,6 +93,15 @@ type local struct{ a *authority.Authority }
 
 func (l local) Claim(ctx context.Context, in authority.Intent) (*authority.AcceptResult, error) {
 	return Claim(ctx, l.a, in)
+}
+
+func (l local) ClaimAndEnter(ctx context.Context, in authority.Intent, holder string, ttl time.Duration) (*authority.AcceptResult, error) {
+	sent := SystemClock.Now()
+	res, err := Claim(ctx, l.a, in, authority.EnterDeploy(holder, ttl))
+	if err == nil && res.Entered != nil {
+		res.Entered.RequestedAt = sent
+	}
+	return res, err
 }
 
 func (l local) Gate(ctx context.Context, r authority.GateRequest) (*authority.Grant, error) {
