@@ -69,24 +69,25 @@ type countingStore struct {
 
 type counts struct {
 	gets, puts, conflicts atomic.Int64
+	adds                  atomic.Int64 // counter requests (Add)
 	records               atomic.Int64 // PutRecords and GetRecords calls
 	putRecs, getRecs      atomic.Int64
 	bytes                 atomic.Int64
 }
 
 // snapshot is what counts held at one moment.
-type snapshot struct{ gets, puts, conflicts, putRecs, getRecs, bytes int64 }
+type snapshot struct{ gets, puts, conflicts, putRecs, getRecs, adds, bytes int64 }
 
 func (c *counts) snapshot() snapshot {
-	return snapshot{c.gets.Load(), c.puts.Load(), c.conflicts.Load(), c.putRecs.Load(), c.getRecs.Load(), c.bytes.Load()}
+	return snapshot{c.gets.Load(), c.puts.Load(), c.conflicts.Load(), c.putRecs.Load(), c.getRecs.Load(), c.adds.Load(), c.bytes.Load()}
 }
 
 // since is what was counted between then and s.
 func (s snapshot) since(then snapshot) snapshot {
-	return snapshot{s.gets - then.gets, s.puts - then.puts, s.conflicts - then.conflicts, s.putRecs - then.putRecs, s.getRecs - then.getRecs, s.bytes - then.bytes}
+	return snapshot{s.gets - then.gets, s.puts - then.puts, s.conflicts - then.conflicts, s.putRecs - then.putRecs, s.getRecs - then.getRecs, s.adds - then.adds, s.bytes - then.bytes}
 }
 
-func (s snapshot) requests() int64 { return s.gets + s.puts + s.putRecs + s.getRecs }
+func (s snapshot) requests() int64 { return s.gets + s.puts + s.putRecs + s.getRecs + s.adds }
 
 var _ authority.Store = (*countingStore)(nil)
 
@@ -105,6 +106,11 @@ func (s *countingStore) Put(ctx context.Context, doc *authority.Doc) (int64, err
 		s.c.conflicts.Add(1)
 	}
 	return rev, err
+}
+
+func (s *countingStore) Add(ctx context.Context, key string, delta int64) (int64, error) {
+	s.c.adds.Add(1)
+	return s.Store.Add(ctx, key, delta)
 }
 
 func (s *countingStore) PutRecords(ctx context.Context, recs []authority.Record) error {

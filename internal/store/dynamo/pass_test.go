@@ -64,7 +64,8 @@ var phases = []string{"accept", "gate", "complete"}
 // runner runs uncontended passes (accept with claim, gate deploy with a lease, complete with
 // success) in one of three ways:
 //   - warm: one process for everything (the App); every phase writes from what it remembers.
-//   - cold-pass: a new process per pass; its first phase reads first.
+//   - cold-pass: a new process per pass (latestwins run); its first phase reads first, and its
+//     claim enters the deploy phase in its own write (authority.EnterDeploy).
 //   - cold: a new process per phase, as the Action's steps are; every phase reads first.
 type runner struct {
 	s    *Store
@@ -93,8 +94,13 @@ func (r *runner) pass(ctx context.Context, counter *requestCounter, env string, 
 	}
 	per := map[string]int{}
 	counter.take()
+	holder := fmt.Sprintf("run-%d", i)
+	var opts []authority.AcceptOption
+	if r.mode == "cold-pass" {
+		opts = append(opts, authority.EnterDeploy(holder, authority.DefaultLeaseTTL)) // as latestwins run claims
+	}
 	res, err := proc().Accept(ctx, authority.Intent{ID: fmt.Sprintf("delivery-%d", i), Environment: env, Scopes: []string{"api"},
-		Sha: fmt.Sprintf("%040x", i+1), Ref: "refs/heads/main"}, true) // i is -1 for the first pass
+		Sha: fmt.Sprintf("%040x", i+1), Ref: "refs/heads/main"}, true, opts...) // i is -1 for the first pass
 	if err != nil {
 		return nil, err
 	}
@@ -102,10 +108,12 @@ func (r *runner) pass(ctx context.Context, counter *requestCounter, env string, 
 		return nil, fmt.Errorf("pass %d: accept did not claim: %+v", i, res)
 	}
 	per["accept"] = total(counter.take())
-	g, err := proc().Gate(ctx, authority.GateRequest{Environment: env, Generation: res.Generation, Scopes: []string{"api"},
-		Phase: "deploy", Holder: fmt.Sprintf("run-%d", i), LeaseTTL: authority.DefaultLeaseTTL})
-	if err != nil {
-		return nil, err
+	g := res.Entered
+	if g == nil {
+		if g, err = proc().Gate(ctx, authority.GateRequest{Environment: env, Generation: res.Generation, Scopes: []string{"api"},
+			Phase: "deploy", Holder: holder, LeaseTTL: authority.DefaultLeaseTTL}); err != nil {
+			return nil, err
+		}
 	}
 	per["gate"] = total(counter.take())
 	out, err := proc().Complete(ctx, authority.Completion{Environment: env, Generation: res.Generation, Scopes: []string{"api"},
@@ -133,7 +141,7 @@ func TestRequestsPerPhase(t *testing.T) {
 	s := New(client, table, counter.option())
 	want := map[string]map[string]int{
 		"warm":      {"accept": 2, "gate": 1, "complete": 2},
-		"cold-pass": {"accept": 3, "gate": 1, "complete": 2},
+		"cold-pass": {"accept": 3, "gate": 0, "complete": 2},
 		"cold":      {"accept": 3, "gate": 2, "complete": 3},
 	}
 	for mode, want := range want {
