@@ -41,6 +41,18 @@ func runMigrate(ctx context.Context, c *cmdEnv, args []string) error {
 	return moveStores(ctx, c, from, to, c.positional)
 }
 
+// prepareStore creates or upgrades st's schema as latestwins migrate --store does.
+func prepareStore(ctx context.Context, st authority.Store) error {
+	switch s := st.(type) {
+	case *bolt.Store:
+		return s.Migrate(ctx)
+	case *dynamo.Store:
+		_, err := s.Migrate(ctx)
+		return err
+	}
+	return nil
+}
+
 // moveStores moves envs (all the source holds when none is named) from one store to another
 // (authority.Move), one environment at a time, and says what each carried.
 func moveStores(ctx context.Context, c *cmdEnv, from, to string, envs []string) error {
@@ -57,14 +69,7 @@ func moveStores(ctx context.Context, c *cmdEnv, from, to string, envs []string) 
 		return err
 	}
 	defer closeDst()
-	// The target is created or upgraded as `latestwins migrate --store TARGET` would.
-	switch s := dst.(type) {
-	case *bolt.Store:
-		err = s.Migrate(ctx)
-	case *dynamo.Store:
-		_, err = s.Migrate(ctx)
-	}
-	if err != nil {
+	if err := prepareStore(ctx, dst); err != nil {
 		return fmt.Errorf("prepare the target %s: %w", redactStoreURL(to), err)
 	}
 	opts, err := c.retention()
@@ -134,17 +139,28 @@ func redactStoreURL(raw string) string {
 // the per-scope layout (authority.MoveToScopes), one environment at a time, and says what each
 // carried. Run again, it finishes what a stopped run began and leaves the rest as it is.
 func migratePerScope(ctx context.Context, c *cmdEnv, envs []string) error {
-	st, closeFn, err := openStore(ctx, c.s.store, storeMustExist, c.io.Getenv)
+	all := len(envs) == 0
+	// Without names the move sets the layout of new environments too, which a store that holds
+	// none yet needs first: it is created, as migrate creates it. Named environments must exist.
+	mode := storeMustExist
+	if all {
+		mode = storeCreate
+	}
+	st, closeFn, err := openStore(ctx, c.s.store, mode, c.io.Getenv)
 	if err != nil {
 		return err
 	}
 	defer closeFn()
+	if all {
+		if err := prepareStore(ctx, st); err != nil {
+			return fmt.Errorf("prepare the store %s: %w", redactStoreURL(c.s.store), err)
+		}
+	}
 	opts, err := c.retention()
 	if err != nil {
 		return err
 	}
 	a := authority.New(st, append(opts, authority.WithLogger(c.log))...)
-	all := len(envs) == 0
 	if all {
 		// New environments first, so that none is created in the single document behind the move.
 		if err := a.SetPerScopeDefault(ctx); err != nil {

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -46,5 +48,27 @@ func TestMigratePerScope(t *testing.T) {
 	}
 	if o := h.must(ExitOK, "migrate", "--per-scope", "--json", "production"); !strings.Contains(o.stdout, `"already": true`) {
 		t.Errorf("migrate --per-scope of a new environment said %q; want it created in the per-scope layout", o.stdout)
+	}
+}
+
+// TestMigratePerScopeOfANewStore: a store where nothing was recorded yet can be set to the
+// per-scope layout before its first environment (the move of every environment creates it, as
+// migrate does), and its first environment is then created in that layout; a move of a named
+// environment still needs the store to exist.
+func TestMigratePerScopeOfANewStore(t *testing.T) {
+	h := newHarness(t)
+	path := strings.TrimPrefix(h.store, "bolt://")
+	if o := h.must(ExitUsage, "migrate", "--per-scope", "staging"); !strings.Contains(o.stderr, "no store at "+h.store) {
+		t.Errorf("a move of a named environment in no store said %q; want it to say there is no store", o.stderr)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused move created the store: %v", err)
+	}
+	if o := h.must(ExitOK, "migrate", "--per-scope"); !strings.Contains(o.stdout, "new environments use the per-scope layout") {
+		t.Errorf("migrate --per-scope of a new store said %q; want it to say new environments use the per-scope layout", o.stdout)
+	}
+	h.must(ExitOK, "claim", "--environment", "staging", "--scopes", "api", "--sha", strings.Repeat("a", 40))
+	if o := h.must(ExitOK, "migrate", "--per-scope", "--json", "staging"); !strings.Contains(o.stdout, `"already": true`) {
+		t.Errorf("the first environment of a store set to the per-scope layout: migrate said %q; want it in that layout already", o.stdout)
 	}
 }
