@@ -175,7 +175,7 @@ func (a *Authority) Accept(ctx context.Context, in Intent, claim bool, opts ...A
 		return in.Scopes
 	}
 	reservedHere := false // an attempt of this call reserved the intent's entry (counter.go)
-	_, err := a.updateIn(ctx, in.Environment, names, prepare, false, func(d *Doc, now time.Time) (bool, error) {
+	_, err := a.acceptIn(ctx, &in, names, prepare, func(d *Doc, now time.Time) (bool, error) {
 		if d.Env == nil {
 			d.Env = newEnv(in.Environment)
 			d.Env.Split = d.Assembled   // a new environment is written in the per-scope layout when the store's settings say so
@@ -710,6 +710,21 @@ func (a *Authority) updateIn(ctx context.Context, env string, names namesFunc, p
 	return a.write(ctx, EnvKey(env), names, prepare, flush, fn)
 }
 
+// acceptIn is updateIn for Accept of in. On a counted head of the per-scope layout that this
+// process remembers, the accept of one scope makes its first attempt without reading the head:
+// it takes its generation and then reads the head, which is what it decides on (counter.go), so
+// a read before the take would only be repeated. The first attempt on the remembered head gets
+// as far as the counter's request; whatever else it decided is decided again on the head read
+// after. An intent of several scopes reserves its entry in the head first, and reads it first.
+func (a *Authority) acceptIn(ctx context.Context, in *Intent, names namesFunc, prepare func(context.Context, *Doc) error, fn func(*Doc, time.Time) (bool, error)) (*Doc, error) {
+	if len(in.Scopes) == 1 {
+		if d := a.remembered(EnvKey(in.Environment)); isSplit(d) && d.Env.Counted && d.Env.Moved == nil {
+			return a.writeSplit(ctx, in.Environment, d, true, names, prepare, false, fn)
+		}
+	}
+	return a.updateIn(ctx, in.Environment, names, prepare, false, fn)
+}
+
 // updatePrepared is update with prepare run on every document fn is about to see, before fn: the
 // reads a decision needs besides the document (an intent's record), in that order.
 func (a *Authority) updatePrepared(ctx context.Context, key string, prepare func(context.Context, *Doc) error, fn func(*Doc, time.Time) (bool, error)) (*Doc, error) {
@@ -739,13 +754,13 @@ func (a *Authority) write(ctx context.Context, key string, names namesFunc, prep
 				return nil, err
 			}
 			if isSplit(loaded) {
-				return a.writeSplit(ctx, env, loaded, names, prepare, flush, fn)
+				return a.writeSplit(ctx, env, loaded, false, names, prepare, flush, fn)
 			}
 			if loaded.Env == nil {
 				if per, err := a.PerScopeDefault(ctx); err != nil {
 					return nil, err
 				} else if per {
-					return a.writeSplit(ctx, env, loaded, names, prepare, flush, fn)
+					return a.writeSplit(ctx, env, loaded, false, names, prepare, flush, fn)
 				}
 			}
 		}
@@ -777,7 +792,7 @@ func (a *Authority) write(ctx context.Context, key string, names namesFunc, prep
 			// Moved to the per-scope layout since this process last read it.
 			unlock()
 			held = false
-			return a.writeSplit(ctx, env, doc, names, prepare, flush, fn)
+			return a.writeSplit(ctx, env, doc, false, names, prepare, flush, fn)
 		}
 		if prepare != nil {
 			if err := prepare(ctx, doc); err != nil {

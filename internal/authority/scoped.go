@@ -635,7 +635,11 @@ func differs(a, b *Env) (bool, error) {
 // writeSplit is write for an environment in the per-scope layout (or one this Authority creates
 // in it): every attempt reads the head, then the scopes named, decides with fn on the environment
 // they make, and writes what changed.
-func (a *Authority) writeSplit(ctx context.Context, env string, head *Doc, names namesFunc, prepare func(context.Context, *Doc) error, flush bool, fn func(*Doc, time.Time) (bool, error)) (*Doc, error) {
+//
+// A head this process remembered (headRemembered, from acceptIn) serves the first attempt only
+// to get as far as the counter's request: nothing decided on it is written or returned before
+// the head is read again.
+func (a *Authority) writeSplit(ctx context.Context, env string, head *Doc, headRemembered bool, names namesFunc, prepare func(context.Context, *Doc) error, flush bool, fn func(*Doc, time.Time) (bool, error)) (*Doc, error) {
 	// Transitions of one scope from this process go one at a time, as the single document's do;
 	// transitions of other scopes go on beside them.
 	var locks []string
@@ -671,6 +675,7 @@ func (a *Authority) writeSplit(ctx context.Context, env string, head *Doc, names
 			if head, err = a.load(ctx, EnvKey(env)); err != nil {
 				return nil, err
 			}
+			headRemembered = false
 		}
 		var err error
 		if head, err = a.finishIfMoving(ctx, env, head); err != nil {
@@ -747,6 +752,9 @@ func (a *Authority) writeSplit(ctx context.Context, env string, head *Doc, names
 			}
 			counter = n
 			continue
+		}
+		if headRemembered {
+			continue // decided on a remembered head: read it, and decide again
 		}
 		if !changed && !fresh && v.fromMemory() {
 			fresh = true // a decision on remembered scopes that writes nothing is confirmed on fresh ones

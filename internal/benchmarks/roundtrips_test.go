@@ -95,32 +95,41 @@ func reportRequests(b *testing.B, s snapshot, n int) {
 
 // BenchmarkRoundTrips reports the store requests of one uncontended pass by kind (document reads
 // and conditional writes, record writes and reads), on every store, for each way a pass's
-// processes hold the state. The environment has had passes before, so its outbox holds the
+// processes hold the state, in each layout (the single document's names carry none, as they did
+// before the per-scope layout). The environment has had passes before, so its outbox holds the
 // previous pass's events, as it does in use.
 func BenchmarkRoundTrips(b *testing.B) {
 	for _, sk := range storeKinds {
 		client := sk.open(b)
-		for _, mode := range passModes {
-			b.Run(sk.name+"/"+mode, func(b *testing.B) {
-				ctx := b.Context()
-				var c counts
-				p := newPasser(&countingStore{Store: client(b), c: &c}, mode)
-				env := fmt.Sprintf("trips-%s-%d", mode, runs.Add(1))
-				for i := range 2 {
-					if err := p.pass(ctx, env, "api", 1<<20+i); err != nil {
-						b.Fatal(err)
-					}
+		for _, l := range scaleLayouts {
+			for _, mode := range passModes {
+				name := sk.name + "/" + mode
+				if l.opts != nil {
+					name = sk.name + "/" + l.name + "/" + mode
 				}
-				before := c.snapshot()
-				n := 0
-				for b.Loop() {
-					if err := p.pass(ctx, env, "api", n); err != nil {
-						b.Fatal(err)
-					}
-					n++
-				}
-				reportRequests(b, c.snapshot().since(before), n)
-			})
+				b.Run(name, func(b *testing.B) { roundTrips(b, client, mode, l.opts) })
+			}
 		}
 	}
+}
+
+func roundTrips(b *testing.B, client func(testing.TB) authority.Store, mode string, opts []authority.Option) {
+	ctx := b.Context()
+	var c counts
+	p := newPasser(&countingStore{Store: client(b), c: &c}, mode, opts...)
+	env := fmt.Sprintf("trips-%s-%d", mode, runs.Add(1))
+	for i := range 2 {
+		if err := p.pass(ctx, env, "api", 1<<20+i); err != nil {
+			b.Fatal(err)
+		}
+	}
+	before := c.snapshot()
+	n := 0
+	for b.Loop() {
+		if err := p.pass(ctx, env, "api", n); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	reportRequests(b, c.snapshot().since(before), n)
 }

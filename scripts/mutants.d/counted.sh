@@ -36,3 +36,6 @@ mutant "a move of the per-scope layout leaves the directory unmarked" $M \
 mutant "a move leaves a listed scope that has no document yet unmarked" $M \
   's/\t\tif work\.Env == nil \{\n\t\t\twork\.Env = blank\n/\t\tif work.Env == nil {\n\t\t\tif blank.Part == partScope {\n\t\t\t\treturn d, nil\n\t\t\t}\n\t\t\twork.Env = blank\n/' \
   TestMove/AcceptOfANewScopePerScope
+mutant "an accept on a remembered head decides after its take on that head, not on the head read again" internal/authority/scoped.go \
+  's/\t\tif attempt > 0 \{\n\t\t\tvar err error\n\t\t\tif head, err = a\.load/\t\tif attempt > 0 \&\& !headRemembered {\n\t\t\tvar err error\n\t\t\tif head, err = a.load/; s/\t\tif headRemembered \{\n\t\t\tcontinue/\t\tif headRemembered \&\& taken == 0 {\n\t\t\tcontinue/' \
+  TestConformanceSplit/Disjoint/WarmAcceptMeetsAChangedHead

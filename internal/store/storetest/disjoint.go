@@ -22,6 +22,27 @@ func disjointCases() []testCase {
 		{"MixedAcceptsKeepEachScopesOrder", testMixedAcceptsKeepOrder},
 		{"OneScopeReadsTheHeadAfterItsGeneration", testHeadAfterGeneration},
 		{"RepeatMeetsItsFirstDelivery", testRepeatMeetsFirstDelivery},
+		{"WarmAcceptMeetsAChangedHead", testWarmAcceptMeetsAChangedHead},
+	}
+}
+
+// testWarmAcceptMeetsAChangedHead: a process that remembers the environment (the App) accepts
+// on one scope after another process changed the head (the policy, to queue): the accept decides
+// on the head as it is, and its intent queues behind the one pending rather than superseding it.
+// In the per-scope layout such an accept reads no head before it takes its generation, only after.
+func testWarmAcceptMeetsAChangedHead(t *testing.T, h *harness) {
+	warm := h.process()
+	h.accept(warm, push("staging", "first", sha("f", 1), "api"), false)
+	if _, err := h.process().SetPolicy(h.ctx, "staging", authority.PolicyQueue, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	res := h.accept(warm, push("staging", "second", sha("s", 2), "api"), false)
+	if res.Ahead["api"] != 1 {
+		t.Fatalf("the second accept, under the queue policy another process set: %+v; want it to wait behind the first", res)
+	}
+	entries := h.scope("staging", "api").Entries()
+	if len(entries) != 2 || entries[0].IntentID != "first" || entries[1].IntentID != "second" {
+		t.Fatalf("api holds %+v; want first, then second queued behind it", entries)
 	}
 }
 
