@@ -195,6 +195,10 @@ func (a *Authority) Accept(ctx context.Context, in Intent, claim bool, opts ...A
 			}
 		}
 		before := d.Env.EventSeq
+		// The accept's write is one document: the environment's, or in the per-scope layout one
+		// scope's (an intent of several scopes goes through the head's log, a switch of the policy
+		// writes every scope). Only such a write may enter the deploy phase (EnterDeploy).
+		oneDoc := !d.Env.Split || (len(in.Scopes) == 1 && (in.Policy == "" || in.Policy == d.Env.policy()))
 		var err error
 		if res, err = d.Env.accept(&in, prior, answers, a.queueLimit, now); err != nil {
 			return false, err
@@ -213,7 +217,7 @@ func (a *Authority) Accept(ctx context.Context, in Intent, claim bool, opts ...A
 		if claim && len(res.Accepted) > 0 {
 			res.Claim = d.Env.claim(res.Generation, res.Accepted, now)
 			if o.enter != nil {
-				res.Entered = d.enterAtOnce(o.enter, res.Claim, now, a.skew)
+				res.Entered = d.enterAtOnce(o.enter, res.Claim, oneDoc, now, a.skew)
 			}
 		}
 		if !res.Duplicate && !res.Joined {

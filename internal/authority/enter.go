@@ -13,10 +13,12 @@ type entry struct {
 // Gate with that LeaseTTL grants them (AcceptResult.Entered). When the gate would not let it go
 // (a lease another pass holds, a gate that holds, an intent that waits behind others), or cannot
 // tell from the documents the accept writes (an environment that requires others, whose live
-// commits Gate reads; an intent of several scopes of the per-scope layout, which reaches its
-// scopes one write at a time), nothing of the gate is written and Entered stays nil: the pass
-// asks Gate, which waits and records why. So the pass is what Accept and then Gate make of it,
-// with nothing between them; latestwins run makes one conditional write fewer this way.
+// commits Gate reads), or when the accept's write is not one document (in the per-scope layout:
+// an intent of several scopes, which reaches them through the head's log, or one that switches
+// the policy, which writes every scope; a part that lands before a lost race would hold leases
+// the retry may not report), nothing of the gate is written and Entered stays nil: the pass asks
+// Gate, which waits and records why. So the pass is what Accept and then Gate make of it, with
+// nothing between them; latestwins run makes one conditional write fewer this way.
 func EnterDeploy(holder string, ttl time.Duration) AcceptOption {
 	return func(o *acceptOptions) { o.enter = &entry{holder: holder, ttl: ttl} }
 }
@@ -31,18 +33,19 @@ func (en *entry) validate(claim bool) error {
 	return validateHolder(en.holder)
 }
 
-// enterAtOnce grants the deploy leases of the pass that just claimed c, when the gate lets it go
-// on every claimed scope now: the gate decides on a copy of the environment, which replaces d's
-// only when it grants, so that a refusal leaves the accept's write as it was and is recorded by
-// the Gate that follows. It returns the grant, or nil.
-func (d *Doc) enterAtOnce(en *entry, c *ClaimResult, now time.Time, skew time.Duration) *Grant {
+// enterAtOnce grants the deploy leases of the pass that just claimed c, when the accept's write
+// is one document (oneDoc) and the gate lets the pass go on every claimed scope now: the gate
+// decides on a copy of the environment, which replaces d's only when it grants, so that a refusal
+// leaves the accept's write as it was and is recorded by the Gate that follows. It returns the
+// grant, or nil.
+func (d *Doc) enterAtOnce(en *entry, c *ClaimResult, oneDoc bool, now time.Time, skew time.Duration) *Grant {
 	scopes := c.Scopes()
-	if len(scopes) == 0 || d.Env.Requires != nil || (d.Env.Split && len(scopes) > 1) {
+	if !oneDoc || len(scopes) == 0 || d.Env.Requires != nil {
 		return nil
 	}
 	trial := d.Env.clone()
 	g, err := trial.gate(c.Generation, scopes, "deploy", en.holder, en.ttl, now, skew, newRequired())
-	if err != nil || g == nil || len(g.Tokens) != len(scopes) {
+	if err != nil {
 		return nil
 	}
 	d.Env = trial

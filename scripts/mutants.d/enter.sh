@@ -10,3 +10,6 @@ mutant "a claim that enters reports leases its write does not store" $E \
 mutant "a claim whose gate refuses keeps what the refusal recorded" $E \
   's/\ttrial := d\.Env\.clone\(\)/\ttrial := d.Env/' \
   TestConformance/Enter/AsClaimThenGate
+mutant "a claim whose write is several documents of the per-scope layout enters the deploy phase" internal/authority/authority.go \
+  's/\t\toneDoc := !d\.Env\.Split \|\| \(len\(in\.Scopes\) == 1 && \(in\.Policy == "" \|\| in\.Policy == d\.Env\.policy\(\)\)\)/\t\toneDoc := true/' \
+  TestConformanceSplit/Enter/AsClaimThenGate
