@@ -94,6 +94,7 @@ func copyModule(tb testing.TB, src, dst string) {
 		from := path
 		if r, ok := replaced[path]; ok {
 			from = r
+			delete(replaced, path)
 		}
 		b, err := os.ReadFile(from)
 		if err != nil {
@@ -103,6 +104,20 @@ func copyModule(tb testing.TB, src, dst string) {
 	})
 	if err != nil {
 		tb.Fatalf("copy the module into the scratch repository: %v", err)
+	}
+	// What the overlay adds besides (the switched build's helper file in each package it mutates).
+	for path, from := range replaced {
+		rel, err := filepath.Rel(src, path)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			continue
+		}
+		b, err := os.ReadFile(from)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+		}
+		if err != nil {
+			tb.Fatalf("copy the build overlay's %s into the scratch repository: %v", rel, err)
+		}
 	}
 }
 
