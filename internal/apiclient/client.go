@@ -93,6 +93,27 @@ func (c *Client) Claim(ctx context.Context, in authority.Intent) (*authority.Acc
 	return &res, nil
 }
 
+// ClaimAndEnter claims the intent and, when the gate lets the pass go at once, enters its deploy
+// phase in the same write, with the leases of holder for ttl (pass.Enterer). res.Entered is nil
+// when it did not: the pass then asks the gate. An App of an earlier release refuses the request's
+// enter field as unknown, before it writes anything; the claim is then made without it.
+func (c *Client) ClaimAndEnter(ctx context.Context, in authority.Intent, holder string, ttl time.Duration) (*authority.AcceptResult, error) {
+	var res authority.AcceptResult
+	sent := time.Now()
+	req := ClaimRequest{Intent: in, Enter: &EnterRequest{Holder: holder, LeaseTTLMillis: ttl.Milliseconds()}}
+	if err := c.do(ctx, http.MethodPost, in.Environment, "claim", nil, req, &res); err != nil {
+		var bad *authority.InputError
+		if errors.As(err, &bad) && bad.Field == "body" && strings.Contains(bad.Fix, `unknown field "enter"`) {
+			return c.Claim(ctx, in)
+		}
+		return nil, fmt.Errorf("claim %q in %s: %w", in.ID, in.Environment, err)
+	}
+	if res.Entered != nil {
+		res.Entered.RequestedAt = sent
+	}
+	return &res, nil
+}
+
 // ClaimGeneration claims scopes for a generation accepted before (authority.Authority.Claim on the
 // App's side); the claimed scopes carry the commit that generation deploys.
 func (c *Client) ClaimGeneration(ctx context.Context, env string, gen int64, scopes []string) (*authority.ClaimResult, error) {

@@ -44,6 +44,17 @@ type ClaimRequest struct {
 	Intent     authority.Intent `json:"intent"`
 	Generation int64            `json:"generation,omitempty"`
 	Scopes     []string         `json:"scopes,omitempty"`
+	// Enter asks the claim of an intent to enter the deploy phase in its own write when the gate
+	// lets the pass go at once (authority.EnterDeploy): the answer's entered is the grant then.
+	// An App that does not know the field ignores it, and the pass asks the gate as before.
+	Enter *EnterRequest `json:"enter,omitempty"`
+}
+
+// EnterRequest is the deploy phase a claim asks to enter: the leases' holder (the token's job
+// when empty, as for a gate) and their TTL.
+type EnterRequest struct {
+	Holder         string `json:"holder,omitempty"`
+	LeaseTTLMillis int64  `json:"lease_ttl_ms"`
 }
 
 // GateRequest asks to enter a phase (POST .../gate). LeaseTTLMillis > 0 also leases the scopes.

@@ -329,7 +329,14 @@ func (p *server) do(ctx context.Context, w http.ResponseWriter, r *http.Request,
 		// changed files (claimIntent), never a workload's word: a barrier that fails blocks the scope.
 		in.Barrier = nil
 		in.Sha, in.Ref = cmp.Or(in.Sha, wl.Sha), cmp.Or(in.Ref, wl.Ref)
-		return p.claimIntent(ctx, wl, in, trusted)
+		var opts []authority.AcceptOption
+		if e := req.Enter; e != nil {
+			if e.LeaseTTLMillis <= 0 {
+				return nil, &authority.InputError{Field: "enter.lease_ttl_ms", Value: fmt.Sprint(e.LeaseTTLMillis), Fix: "give the deploy leases' length in milliseconds"}
+			}
+			opts = append(opts, authority.EnterDeploy(wl.Holder(e.Holder), time.Duration(e.LeaseTTLMillis)*time.Millisecond))
+		}
+		return p.claimIntent(ctx, wl, in, trusted, opts...)
 	case "gate":
 		var req apiclient.GateRequest
 		if err := p.decode(w, r, &req); err != nil {

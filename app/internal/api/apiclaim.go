@@ -20,13 +20,12 @@ import (
 // and which files changed since the scope's live commit, which decide its barriers by the trusted
 // configuration's barrier-paths. Without credentials, or where the App is not installed, the claim
 // is taken as it arrives and is a barrier nowhere.
-func (p *server) claimIntent(ctx context.Context, wl *Workload, in authority.Intent, trusted *config.Environment) (*authority.AcceptResult, error) {
+func (p *server) claimIntent(ctx context.Context, wl *Workload, in authority.Intent, trusted *config.Environment, opts ...authority.AcceptOption) (*authority.AcceptResult, error) {
 	log := p.app.Log.With("api", "claim", "environment", in.Environment, "repo", wl.Repository, "actor", wl.Actor, "intent", in.ID)
 	gh, err := p.askGitHub(ctx, log, wl)
 	if err != nil {
 		return nil, err
 	}
-	var opts []authority.AcceptOption
 	if gh != nil {
 		opts = append(opts, authority.WithComparer(gh), authority.CompareLive(), authority.WithBarriers(gh.barriers(trusted, in.Sha)))
 	}
