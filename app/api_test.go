@@ -333,3 +333,20 @@ func TestAPIHistoryPages(t *testing.T) {
 		t.Fatalf("limit 0: %d %s; want 400", a.status, a.body)
 	}
 }
+
+// TestAPIEnterOnlyWithAnIntent: a claim of a generation accepted before that asks to enter the
+// deploy phase is refused (400, field enter), rather than claimed with the request dropped.
+func TestAPIEnterOnlyWithAnIntent(t *testing.T) {
+	t.Parallel()
+	h := newAPIHarness(t)
+	tok := h.token(t, "Codertocat/Hello-World")
+	const base = "/v1/environments/staging/"
+	if a := h.call(t, "POST", base+"claim", tok, intent("run-1", 'a', "api")); a.status != http.StatusOK {
+		t.Fatalf("claim: %d %s", a.status, a.body)
+	}
+	a := h.call(t, "POST", base+"claim", tok, apiclient.ClaimRequest{Generation: 1, Scopes: []string{"api"},
+		Enter: &apiclient.EnterRequest{LeaseTTLMillis: 60000}})
+	if e := a.errorBody(t); a.status != http.StatusBadRequest || e.Error != apiclient.CodeInvalid || e.Field != "enter" {
+		t.Fatalf("a claim of a generation asking to enter: %d %s; want 400 invalid, field enter", a.status, a.body)
+	}
+}

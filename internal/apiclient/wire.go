@@ -46,7 +46,8 @@ type ClaimRequest struct {
 	Scopes     []string         `json:"scopes,omitempty"`
 	// Enter asks the claim of an intent to enter the deploy phase in its own write when the gate
 	// lets the pass go at once (authority.EnterDeploy): the answer's entered is the grant then.
-	// An App that does not know the field ignores it, and the pass asks the gate as before.
+	// An App of an earlier release refuses the field as unknown before it writes anything, and
+	// ClaimAndEnter then claims without it. Only a claim of an intent takes it.
 	Enter *EnterRequest `json:"enter,omitempty"`
 }
 

@@ -722,7 +722,9 @@ func (a *Authority) updateIn(ctx context.Context, env string, names namesFunc, p
 // after. An intent of several scopes reserves its entry in the head first, and reads it first.
 func (a *Authority) acceptIn(ctx context.Context, in *Intent, names namesFunc, prepare func(context.Context, *Doc) error, fn func(*Doc, time.Time) (bool, error)) (*Doc, error) {
 	if len(in.Scopes) == 1 {
-		if d := a.remembered(EnvKey(in.Environment)); isSplit(d) && d.Env.Counted && d.Env.Moved == nil {
+		// An intent that names another policy than the remembered one would read every scope on
+		// the way to the counter: it reads the head first instead.
+		if d := a.remembered(EnvKey(in.Environment)); isSplit(d) && d.Env.Counted && d.Env.Moved == nil && (in.Policy == "" || in.Policy == d.Env.policy()) {
 			return a.writeSplit(ctx, in.Environment, d, true, names, prepare, false, fn)
 		}
 	}

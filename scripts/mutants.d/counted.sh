@@ -39,3 +39,6 @@ mutant "a move leaves a listed scope that has no document yet unmarked" $M \
 mutant "an accept on a remembered head decides after its take on that head, not on the head read again" internal/authority/scoped.go \
   's/\t\tif attempt > 0 \{\n\t\t\tvar err error\n\t\t\tif head, err = a\.load/\t\tif attempt > 0 \&\& !headRemembered {\n\t\t\tvar err error\n\t\t\tif head, err = a.load/; s/\t\tif headRemembered \{\n\t\t\tcontinue/\t\tif headRemembered \&\& taken == 0 {\n\t\t\tcontinue/' \
   TestConformanceSplit/Disjoint/WarmAcceptMeetsAChangedHead
+mutant "an accept keeps what it decided on a remembered head besides taking a generation" internal/authority/scoped.go \
+  's/\t\tif headRemembered \{\n\t\t\tcontinue/\t\tif false \&\& headRemembered {\n\t\t\tcontinue/' \
+  TestConformanceSplit/Disjoint/WarmJoinMeetsANewGate

@@ -295,6 +295,9 @@ func (p *server) do(ctx context.Context, w http.ResponseWriter, r *http.Request,
 			return nil, err
 		}
 		if req.Generation != 0 || len(req.Scopes) > 0 {
+			if req.Enter != nil {
+				return nil, &authority.InputError{Field: "enter", Fix: "enter the deploy phase with a claim of an intent; a claim of a generation accepted before asks the gate"}
+			}
 			return p.claimGeneration(ctx, wl, env, req, allowed)
 		}
 		in := req.Intent

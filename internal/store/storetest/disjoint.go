@@ -23,6 +23,30 @@ func disjointCases() []testCase {
 		{"OneScopeReadsTheHeadAfterItsGeneration", testHeadAfterGeneration},
 		{"RepeatMeetsItsFirstDelivery", testRepeatMeetsFirstDelivery},
 		{"WarmAcceptMeetsAChangedHead", testWarmAcceptMeetsAChangedHead},
+		{"WarmJoinMeetsANewGate", testWarmJoinMeetsANewGate},
+	}
+}
+
+// testWarmJoinMeetsANewGate: a process that remembers the environment accepts an intent that
+// joins the pending generation (the same commit), asking to enter the deploy phase, after another
+// process made the environment require an approval: the join decides on the head as it is, and
+// enters nothing, since the commit is not approved. A join takes no generation, so in the
+// per-scope layout it is what the accept decided on the head it remembered, read again.
+func testWarmJoinMeetsANewGate(t *testing.T, h *harness) {
+	warm := h.process()
+	h.accept(warm, push("staging", "push", sha("p", 1), "api"), false)
+	if _, err := h.process().SetGates(h.ctx, "staging", authority.Gates{Approvals: &authority.ApprovalRule{Count: 1}}, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := warm.Accept(h.ctx, push("staging", "run", sha("p", 1), "api"), true, authority.EnterDeploy("run-1", testTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Entered != nil {
+		t.Fatalf("the join entered the deploy phase past an approval another process required: %+v", res.Entered)
+	}
+	if l := h.scope("staging", "api").Lease; l.Holder != "" && l.Generation == res.Generation && !l.ExpiresAt.Before(h.clock.Now()) {
+		t.Fatalf("api is leased to %+v though its commit waits for an approval", l)
 	}
 }
 
